@@ -1,0 +1,62 @@
+/**
+ * The allowed-transition table for stored session statuses: data in one place (ARCHITECTURE.md §4).
+ * The store turns it into condition expressions, so an illegal transition is rejected by
+ * DynamoDB itself, not only by this code.
+ *
+ *   starting ──► running ──► paused ──► running ...
+ *      │           │  │        │
+ *      │           │  └► error ◄┘   (error ──► running: the next resume retries)
+ *      └───────────┴────────┴──► stopped (terminal)
+ *
+ * A sandbox swap that keeps the session `running` (expiry migration) is not a status change:
+ * it is a compare-and-set on `sandboxId` + fence, outside this table.
+ */
+import type { ClientStatus, SessionStatus } from "./session";
+import { SESSION_STATUSES } from "./session";
+import { InvalidTransitionError } from "./errors";
+
+export const SESSION_TRANSITIONS: Readonly<Record<SessionStatus, readonly SessionStatus[]>> = {
+  // Provisioning succeeded, failed, or the user deleted the session before it ever ran.
+  starting: ["running", "error", "stopped"],
+  // Pause (user, inactivity, expiry with no clients), stop, or an unrecoverable fault.
+  running: ["paused", "stopped", "error"],
+  // Resume; stop; a failed restore (seed 002 §5c: restartable, surfaced to the user).
+  paused: ["running", "stopped", "error"],
+  // The next resume retries from scratch or from the snapshot; or the user gives up.
+  error: ["running", "stopped"],
+  // Terminal: a stopped session never runs again.
+  stopped: [],
+};
+
+export function canTransition(from: SessionStatus, to: SessionStatus): boolean {
+  return SESSION_TRANSITIONS[from].includes(to);
+}
+
+/** Statuses from which `to` may be entered: the store's condition expression is built from this. */
+export function allowedSources(to: SessionStatus): SessionStatus[] {
+  return SESSION_STATUSES.filter((from) => canTransition(from, to));
+}
+
+export function assertTransition(from: SessionStatus, to: SessionStatus): void {
+  if (!canTransition(from, to)) throw new InvalidTransitionError(from, to);
+}
+
+export function isTerminal(status: SessionStatus): boolean {
+  return SESSION_TRANSITIONS[status].length === 0;
+}
+
+/**
+ * The client-facing status for a stored status when no flow is in progress. Flows in progress
+ * push their own (`resuming`, `migrating`) while they run.
+ */
+export function clientStatusOf(status: SessionStatus): ClientStatus {
+  switch (status) {
+    case "starting":
+      return "creating";
+    case "running":
+    case "paused":
+    case "stopped":
+    case "error":
+      return status;
+  }
+}

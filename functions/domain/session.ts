@@ -1,0 +1,135 @@
+/**
+ * The session model (API.md "Session object"): zod schemas for the stored record and the
+ * client-facing view, and the two status vocabularies.
+ */
+import { z } from "zod";
+
+/** Stored statuses (ARCHITECTURE.md §4). `starting` means a record with no sandbox yet. */
+export const SESSION_STATUSES = ["starting", "running", "paused", "stopped", "error"] as const;
+export const SessionStatus = z.enum(SESSION_STATUSES);
+export type SessionStatus = z.infer<typeof SessionStatus>;
+
+/** Client-facing statuses sent in WebSocket `status` messages (seed 000 StatusMessage). */
+export const CLIENT_STATUSES = ["creating", "resuming", "running", "paused", "stopped", "error", "migrating"] as const;
+export const ClientStatus = z.enum(CLIENT_STATUSES);
+export type ClientStatus = z.infer<typeof ClientStatus>;
+
+export const CLIENT_TYPES = ["web", "cli", "slack", "automation"] as const;
+export const ClientType = z.enum(CLIENT_TYPES);
+export type ClientType = z.infer<typeof ClientType>;
+
+export const SESSION_TYPES = ["coding", "setup", "terminal"] as const;
+export const SessionType = z.enum(SESSION_TYPES);
+export type SessionType = z.infer<typeof SessionType>;
+
+export const PROVIDER_TYPES = ["local", "modal", "e2b"] as const;
+export const ProviderType = z.enum(PROVIDER_TYPES);
+export type ProviderType = z.infer<typeof ProviderType>;
+
+/** Why a session is paused. Open vocabulary: the known reasons plus provider-specific ones. */
+export const PauseReason = z.union([
+  z.enum(["inactivity", "user", "orphaned", "credit_limit", "restore_failed"]),
+  z.string().min(1).max(64),
+]);
+export type PauseReason = z.infer<typeof PauseReason>;
+
+/** Session ids are opaque to clients; this is the shape we mint and accept at the edge. */
+export const SessionId = z.string().regex(/^ses_[0-9a-z]{26}$/, "must be a session id (ses_ followed by 26 characters)");
+export type SessionId = z.infer<typeof SessionId>;
+
+const IsoTime = z.iso.datetime();
+
+export const RepoSpec = z
+  .object({
+    url: z.string().min(1).max(2048),
+    branch: z.string().min(1).max(255).optional(),
+    workspacePath: z.string().min(1).max(255).optional(),
+  })
+  .strict();
+export type RepoSpec = z.infer<typeof RepoSpec>;
+
+/** The stored session item's domain fields (the DynamoDB key attributes live in the store). */
+export const SessionRecord = z.object({
+  id: SessionId,
+  orgId: z.string().min(1),
+  userId: z.string().min(1),
+  title: z.string().nullable(),
+  status: SessionStatus,
+  clientType: ClientType,
+  sessionType: SessionType,
+  provider: ProviderType,
+  repos: z.array(RepoSpec),
+  prebuildId: z.string().nullable(),
+  initialPrompt: z.string().nullable(),
+  sandboxId: z.string().nullable(),
+  snapshotId: z.string().nullable(),
+  pauseReason: PauseReason.nullable(),
+  stopReason: z.string().nullable(),
+  errorMessage: z.string().nullable(),
+  createdAt: IsoTime,
+  updatedAt: IsoTime,
+  pausedAt: IsoTime.nullable(),
+  endedAt: IsoTime.nullable(),
+  lastActivityAt: IsoTime,
+  sandboxExpiresAt: IsoTime.nullable(),
+  /** Start of the current `running` period; active seconds are added when it ends. */
+  runningSince: IsoTime.nullable(),
+  activeSeconds: z.number().nonnegative(),
+  /** Optimistic-concurrency counter: every lifecycle write checks and increments it. */
+  version: z.number().int().positive(),
+});
+export type SessionRecord = z.infer<typeof SessionRecord>;
+
+/** What clients see (API.md): the record without tenancy and concurrency internals. */
+export type SessionView = Omit<SessionRecord, "orgId" | "version" | "runningSince" | "initialPrompt">;
+
+export function toSessionView(record: SessionRecord): SessionView {
+  const { orgId: _org, version: _v, runningSince: _r, initialPrompt: _p, ...view } = record;
+  return view;
+}
+
+export interface NewSessionInput {
+  id: SessionId;
+  orgId: string;
+  userId: string;
+  title?: string | undefined;
+  clientType?: ClientType | undefined;
+  sessionType?: SessionType | undefined;
+  provider: ProviderType;
+  repos?: RepoSpec[] | undefined;
+  prebuildId?: string | undefined;
+  initialPrompt?: string | undefined;
+  now: Date;
+}
+
+/** A new session record: `starting`, no sandbox (seed 000 §1: no sandbox is created here). */
+export function newSessionRecord(input: NewSessionInput): SessionRecord {
+  const now = input.now.toISOString();
+  return {
+    id: input.id,
+    orgId: input.orgId,
+    userId: input.userId,
+    title: input.title ?? null,
+    status: "starting",
+    clientType: input.clientType ?? "web",
+    sessionType: input.sessionType ?? "coding",
+    provider: input.provider,
+    repos: input.repos ?? [],
+    prebuildId: input.prebuildId ?? null,
+    initialPrompt: input.initialPrompt ?? null,
+    sandboxId: null,
+    snapshotId: null,
+    pauseReason: null,
+    stopReason: null,
+    errorMessage: null,
+    createdAt: now,
+    updatedAt: now,
+    pausedAt: null,
+    endedAt: null,
+    lastActivityAt: now,
+    sandboxExpiresAt: null,
+    runningSince: null,
+    activeSeconds: 0,
+    version: 1,
+  };
+}

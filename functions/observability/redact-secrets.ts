@@ -1,0 +1,63 @@
+/**
+ * Secrets never appear in logs, errors or API responses. Every provider error message and every
+ * log line goes through `redactSecrets` before it is stored or printed.
+ */
+
+const REDACTED = "[REDACTED]";
+
+/** Patterns for secrets that have a recognisable shape; order matters (most specific first). */
+const SECRET_PATTERNS: readonly RegExp[] = [
+  // JSON Web Tokens: three base64url segments, the first two starting with `eyJ` ({").
+  /\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}/g,
+  // Anthropic / OpenAI style keys.
+  /\bsk-(?:ant-)?[A-Za-z0-9_-]{16,}/g,
+  // Modal token ids and secrets.
+  /\b(?:ak|as)-[A-Za-z0-9]{16,}/g,
+  // E2B API keys and access tokens.
+  /\be2b_[A-Za-z0-9]{16,}/g,
+  /\bsk_e2b_[A-Za-z0-9]{16,}/g,
+  // GitHub tokens (classic, fine-grained, app, OAuth).
+  /\bgh[pousr]_[A-Za-z0-9]{20,}/g,
+  /\bgithub_pat_[A-Za-z0-9_]{20,}/g,
+  // Slack tokens.
+  /\bxox[abposr]-[A-Za-z0-9-]{10,}/g,
+  // AWS access key ids.
+  /\b(?:AKIA|ASIA)[A-Z0-9]{16}\b/g,
+  // This platform's own API tokens.
+  /\bsbx_[A-Za-z0-9_-]{20,}/g,
+  // Credentials embedded in URLs: https://user:secret@host
+  /(?<=:\/\/[^/\s:@]+:)[^@\s/]+(?=@)/g,
+  /(?<=:\/\/)[^/\s:@]{20,}(?=@)/g,
+  // Bearer / Basic authorization values.
+  /(?<=\b(?:Bearer|Basic|token)\s+)[A-Za-z0-9._~+/=-]{8,}/gi,
+  // key=value and "key": "value" pairs whose key names a secret.
+  /(?<=\b[A-Za-z_]*(?:api[_-]?key|secret|token|password|passwd|authorization)["']?\s*[:=]\s*["']?)[^\s"',;&}]{4,}/gi,
+];
+
+export function redactSecrets(text: string): string {
+  let out = text;
+  for (const pattern of SECRET_PATTERNS) out = out.replace(pattern, REDACTED);
+  return out;
+}
+
+const SECRET_KEY = /(?:api[_-]?key|secret|token|password|passwd|authorization|cookie|credential)/i;
+
+/** Deep copy of a log/error payload with secret-named keys masked and secret-shaped strings redacted. */
+export function redactValue(value: unknown, depth = 0): unknown {
+  if (depth > 8) return "[TRUNCATED]";
+  if (typeof value === "string") return redactSecrets(value);
+  if (Array.isArray(value)) return value.map((v) => redactValue(v, depth + 1));
+  if (value instanceof Error) {
+    return { name: value.name, message: redactSecrets(value.message) };
+  }
+  if (value && typeof value === "object") {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) {
+      out[k] = SECRET_KEY.test(k) && v !== null && v !== undefined && typeof v !== "object" && typeof v !== "boolean"
+        ? REDACTED
+        : redactValue(v, depth + 1);
+    }
+    return out;
+  }
+  return value;
+}

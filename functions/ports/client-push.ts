@@ -1,0 +1,11 @@
+/**
+ * Client push port: sends a server message to one WebSocket connection.
+ * AWS adapter: API Gateway Management API `PostToConnection`. Local adapter: the local
+ * WebSocket server. A connection that is gone (410) is reported as `gone` so the caller deletes
+ * its connection item.
+ */
+export type PushOutcome = "sent" | "gone";
+
+export interface ClientPush {
+  send(connectionId: string, message: { type: string } & Record<string, unknown>): Promise<PushOutcome>;
+}

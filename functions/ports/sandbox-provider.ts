@@ -1,0 +1,99 @@
+/**
+ * Sandbox provider port (seed 003 §4, seed 000 "Provider Abstraction", seed 002 §2).
+ * Implementations: `providers/local` (real processes, the default), `providers/modal`,
+ * `providers/e2b`. Providers are stateless: everything they need comes in the call, and the
+ * provider type is stored on the session so resume always uses the creator's provider.
+ * Every failure is a `ProviderError` (domain/errors.ts) whose message is already redacted.
+ */
+import type { ProviderType, RepoSpec, SessionType } from "../domain/session";
+
+export interface AgentConfig {
+  /** e.g. "anthropic/claude-sonnet-4-5"; the development model when unset and no key is configured. */
+  modelId?: string;
+}
+
+export interface ServiceCommand {
+  name: string;
+  command: string;
+  cwd?: string;
+}
+
+export interface CreateSandboxOpts {
+  sessionId: string;
+  /** Always an array, even for a single repo; `[]` for a scratch session. */
+  repos: RepoSpec[];
+  envVars: Record<string, string>;
+  systemPrompt?: string;
+  /** Restore from this snapshot (session, prebuild or repo layer); `mem:`-prefixed ids are memory snapshots. */
+  snapshotId?: string | null;
+  /** Base layer to start from when there is no restore snapshot. */
+  baseSnapshotId?: string | null;
+  agentConfig?: AgentConfig;
+  /** The sandbox the session last referenced: `ensureSandbox` recovers it if it is still alive. */
+  currentSandboxId?: string | null;
+  snapshotHasDeps?: boolean;
+  serviceCommands?: ServiceCommand[];
+  sessionType?: SessionType;
+  sshPublicKey?: string;
+  triggerContext?: Record<string, unknown>;
+}
+
+export interface CreateSandboxResult {
+  sandboxId: string;
+  /** OpenCode API base URL (HTTP + SSE). */
+  tunnelUrl: string;
+  /** Preview proxy URL, when the provider exposes one. */
+  previewUrl: string | null;
+  sshHost?: string;
+  sshPort?: number;
+  /** Epoch ms at which the provider will kill the sandbox. */
+  expiresAt: number | null;
+}
+
+export interface EnsureSandboxResult extends CreateSandboxResult {
+  /** True when an existing live sandbox was recovered rather than a new one created. */
+  recovered: boolean;
+}
+
+export interface SnapshotResult {
+  snapshotId: string;
+}
+
+export interface PauseResult {
+  /** For providers with native pause the snapshot id is the sandbox id itself. */
+  snapshotId: string;
+}
+
+export interface ExecResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+}
+
+export interface SandboxProvider {
+  readonly type: ProviderType;
+  /** Can pause and resume from the same id (E2B). */
+  readonly supportsPause: boolean;
+  /** The provider auto-pauses on expiry (E2B). */
+  readonly supportsAutoPause: boolean;
+  /** Memory snapshots (Modal, seed 002 §1): `memorySnapshot` returns `mem:`-prefixed ids. */
+  readonly supportsMemorySnapshot: boolean;
+
+  /** Find-or-create, idempotent: recovers a live sandbox for the session, else creates one. The preferred entry point. */
+  ensureSandbox(opts: CreateSandboxOpts): Promise<EnsureSandboxResult>;
+  /** Always creates a fresh sandbox (from `snapshotId` when given). */
+  createSandbox(opts: CreateSandboxOpts): Promise<CreateSandboxResult>;
+  /** Filesystem snapshot without stopping the sandbox. */
+  snapshot(sessionId: string, sandboxId: string): Promise<SnapshotResult>;
+  /** Native pause; throws `ProviderError` (operation "pause") when `supportsPause` is false. */
+  pause(sessionId: string, sandboxId: string): Promise<PauseResult>;
+  /** Memory snapshot (`mem:` id); throws when `supportsMemorySnapshot` is false. */
+  memorySnapshot(sessionId: string, sandboxId: string): Promise<SnapshotResult>;
+  /** Idempotent: a sandbox that is already gone is success. */
+  terminate(sessionId: string, sandboxId?: string | null): Promise<void>;
+  /** Batch liveness, side-effect free: returns the ids among `sandboxIds` that are alive. */
+  checkSandboxes(sandboxIds: string[]): Promise<string[]>;
+  health(): Promise<boolean>;
+  resolveTunnels(sandboxId: string): Promise<{ openCodeUrl: string; previewUrl: string | null }>;
+  execCommand?(sandboxId: string, argv: string[], opts?: { cwd?: string; timeoutMs?: number }): Promise<ExecResult>;
+}

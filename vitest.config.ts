@@ -1,0 +1,20 @@
+import { defineConfig } from "vitest/config";
+
+// Tests are split by cost (STYLE.md 9); `npm test` runs every project.
+const env = {
+  POWERTOOLS_LOG_LEVEL: "SILENT",
+  POWERTOOLS_METRICS_DISABLED: "true",
+  POWERTOOLS_DEV: "false",
+};
+
+export default defineConfig({
+  test: {
+    projects: [
+      { test: { name: "unit", include: ["test/unit/**/*.test.ts"], env } },
+      { test: { name: "adapter", include: ["test/adapter/**/*.test.ts"], env, testTimeout: 30_000 } },
+      { test: { name: "flow", include: ["test/flow/**/*.test.ts"], env, testTimeout: 60_000 } },
+      { test: { name: "e2e", include: ["test/e2e/**/*.test.ts"], env, testTimeout: 120_000, hookTimeout: 120_000 } },
+      { test: { name: "infra", include: ["test/infra/**/*.test.ts"], env, testTimeout: 300_000, hookTimeout: 300_000 } },
+    ],
+  },
+});
