@@ -5,6 +5,7 @@ const env = {
   POWERTOOLS_LOG_LEVEL: "SILENT",
   POWERTOOLS_METRICS_DISABLED: "true",
   POWERTOOLS_DEV: "false",
+  AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true",
 };
 
 export default defineConfig({

@@ -11,7 +11,7 @@
  * A sandbox swap that keeps the session `running` (expiry migration) is not a status change:
  * it is a compare-and-set on `sandboxId` + fence, outside this table.
  */
-import type { ClientStatus, SessionStatus } from "./session";
+import type { ClientStatus, SessionRecord, SessionStatus } from "./session";
 import { SESSION_STATUSES } from "./session";
 import { InvalidTransitionError } from "./errors";
 
@@ -59,4 +59,55 @@ export function clientStatusOf(status: SessionStatus): ClientStatus {
     case "error":
       return status;
   }
+}
+
+/** Fields a lifecycle transition may change besides the status itself. `lastActivityAt` is not
+ * among them: only `touchActivity` moves it (seed 002 constraint 4). */
+export type TransitionChanges = Partial<
+  Pick<
+    SessionRecord,
+    | "sandboxId"
+    | "snapshotId"
+    | "pauseReason"
+    | "stopReason"
+    | "errorMessage"
+    | "pausedAt"
+    | "endedAt"
+    | "sandboxExpiresAt"
+    | "codingAgentSessionId"
+  >
+>;
+
+/**
+ * The record after moving `current` to `to` at `now` (pure). Accounting: active seconds are added
+ * on every transition out of `running`; entering `running` starts a new period. Entering
+ * `stopped` stamps `endedAt`; entering `paused` stamps `pausedAt`.
+ */
+export function applyTransition(
+  current: SessionRecord,
+  to: SessionStatus,
+  now: Date,
+  changes: TransitionChanges = {},
+): SessionRecord {
+  assertTransition(current.status, to);
+  const at = now.toISOString();
+  let activeSeconds = current.activeSeconds;
+  let runningSince = current.runningSince;
+  if (current.status === "running" && runningSince) {
+    activeSeconds += Math.max(0, (now.getTime() - Date.parse(runningSince)) / 1000);
+    runningSince = null;
+  }
+  if (to === "running") runningSince = at;
+  return {
+    ...current,
+    ...(to === "paused" ? { pausedAt: at } : {}),
+    ...(to === "stopped" ? { endedAt: at } : {}),
+    ...(to === "running" ? { pauseReason: null, pausedAt: null, errorMessage: null } : {}),
+    ...changes,
+    status: to,
+    updatedAt: at,
+    activeSeconds: Math.round(activeSeconds * 1000) / 1000,
+    runningSince,
+    version: current.version + 1,
+  };
 }

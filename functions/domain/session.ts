@@ -72,6 +72,8 @@ export const SessionRecord = z.object({
   endedAt: IsoTime.nullable(),
   lastActivityAt: IsoTime,
   sandboxExpiresAt: IsoTime.nullable(),
+  /** The OpenCode session inside the sandbox (verified or recreated on every resume). */
+  codingAgentSessionId: z.string().nullable(),
   /** Start of the current `running` period; active seconds are added when it ends. */
   runningSince: IsoTime.nullable(),
   activeSeconds: z.number().nonnegative(),
@@ -128,6 +130,7 @@ export function newSessionRecord(input: NewSessionInput): SessionRecord {
     endedAt: null,
     lastActivityAt: now,
     sandboxExpiresAt: null,
+    codingAgentSessionId: null,
     runningSince: null,
     activeSeconds: 0,
     version: 1,

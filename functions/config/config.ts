@@ -1,0 +1,74 @@
+/**
+ * Configuration: one module that parses `process.env` once (at cold start) and fails with a
+ * message naming the variable (STYLE.md 4). Timing constants default to the seeds' values and
+ * accept fractional seconds (tests use short values).
+ */
+import { z } from "zod";
+import { PROVIDER_TYPES } from "../domain/session";
+
+const seconds = (fallback: number) => z.coerce.number().positive().finite().default(fallback);
+
+export const ConfigSchema = z.object({
+  /** The single DynamoDB table. */
+  TABLE_NAME: z.string().min(1),
+  /** Set for dynalite / DynamoDB Local only. */
+  DYNAMODB_ENDPOINT: z.url().optional(),
+  /** The WebSocket URL clients connect to (`GET /v1/health` tells it); empty until the WebSocket API exists. */
+  WS_URL: z.string().default(""),
+  DEFAULT_SANDBOX_PROVIDER: z.enum(PROVIDER_TYPES).default("local"),
+  /** Providers sessions may ask for (comma separated); defaults to the default provider alone. */
+  SANDBOX_PROVIDERS: z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      const list = (v ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+      for (const p of list) {
+        if (!(PROVIDER_TYPES as readonly string[]).includes(p)) {
+          ctx.addIssue({ code: "custom", message: `unknown provider "${p}" (known: ${PROVIDER_TYPES.join(", ")})` });
+          return z.NEVER;
+        }
+      }
+      return list as (typeof PROVIDER_TYPES)[number][];
+    }),
+  /** Web client idle grace (seed 002). */
+  IDLE_SNAPSHOT_DELAY_SECONDS: seconds(300),
+  /** Automation and Slack idle grace (seed 002). */
+  AUTOMATION_IDLE_GRACE_SECONDS: seconds(30),
+  SANDBOX_TIMEOUT_SECONDS: seconds(3600),
+  EXPIRY_MIGRATION_LEAD_SECONDS: seconds(300),
+  SWEEPER_INTERVAL_SECONDS: seconds(600),
+  /** Session lease TTL; must cover the worst-case snapshot (seed 002 constraint 6). */
+  LEASE_TTL_SECONDS: seconds(300),
+  /** Largest accepted HTTP request body. */
+  MAX_BODY_BYTES: z.coerce.number().int().positive().default(64 * 1024),
+});
+export type Config = z.infer<typeof ConfigSchema>;
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+export function parseConfig(env: Record<string, string | undefined>): Config {
+  const result = ConfigSchema.safeParse(env);
+  if (!result.success) {
+    const issues = result.error.issues.map((i) => `${i.path.join(".") || "(env)"}: ${i.message}`);
+    throw new ConfigError(`invalid configuration: ${issues.join("; ")}`);
+  }
+  const config = result.data;
+  const providers = config.SANDBOX_PROVIDERS.length ? config.SANDBOX_PROVIDERS : [config.DEFAULT_SANDBOX_PROVIDER];
+  if (!providers.includes(config.DEFAULT_SANDBOX_PROVIDER)) {
+    throw new ConfigError(`invalid configuration: DEFAULT_SANDBOX_PROVIDER "${config.DEFAULT_SANDBOX_PROVIDER}" is not in SANDBOX_PROVIDERS`);
+  }
+  return { ...config, SANDBOX_PROVIDERS: providers };
+}
+
+let cached: Config | undefined;
+
+/** The process's configuration, parsed on first use. */
+export function loadConfig(): Config {
+  cached ??= parseConfig(process.env);
+  return cached;
+}

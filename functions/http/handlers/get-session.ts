@@ -1,0 +1,20 @@
+/**
+ * GET /v1/sessions/{id} (API Gateway HTTP API route). The caller's org only (403/404 otherwise).
+ */
+import { z } from "zod";
+import { SessionId, toSessionView } from "../../domain/session";
+import { httpRoute } from "../http-handler";
+import { lambdaEntry } from "../lambda-entry";
+import { loadOwnedSession, requirePrincipal } from "../session-access";
+
+export const SessionPathParams = z.object({ id: SessionId }).strict();
+
+export const makeGetSessionHandler = httpRoute(
+  { name: "GetSession", auth: true, params: SessionPathParams },
+  async ({ params, principal }, deps) => {
+    const session = await loadOwnedSession(deps.sessions, requirePrincipal(principal), params.id);
+    return { status: 200, body: { session: toSessionView(session) } };
+  },
+);
+
+export const handler = lambdaEntry(makeGetSessionHandler);

@@ -1,0 +1,163 @@
+/**
+ * The HTTP edge: one middy stack for every API route. It parses the API Gateway v2 event at the
+ * edge (auth, path, query, body size, JSON, zod), hands typed data to the route's function, and
+ * turns every error into API.md's format: 4xx with their message, anything else a generic 500
+ * with the request id (details go to the log, redacted).
+ */
+import middy from "@middy/core";
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from "aws-lambda";
+import type { Logger } from "@aws-lambda-powertools/logger";
+import type { Metrics } from "@aws-lambda-powertools/metrics";
+import { z, type ZodType } from "zod";
+import type { Config } from "../config/config";
+import { AppError, PayloadTooLargeError, UnauthorizedError, ValidationError } from "../domain/errors";
+import type { Principal } from "../domain/principal";
+import { errorForLog } from "../observability/logger";
+import { MetricUnit } from "../observability/metrics";
+import type { ApiTokenStore, SessionStore } from "../ports/session-store";
+
+/** Everything a route function may touch, passed in (STYLE.md 1): no module-level I/O. */
+export interface HttpDeps {
+  sessions: SessionStore;
+  tokens: ApiTokenStore;
+  config: Config;
+  now: () => Date;
+  newSessionId: () => string;
+  logger: Logger;
+  metrics: Metrics;
+}
+
+export interface HttpRequest<B, P, Q> {
+  body: B;
+  params: P;
+  query: Q;
+  /** Null only on routes declared `auth: false`. */
+  principal: Principal | null;
+  requestId: string;
+}
+
+export interface HttpResult {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+export interface RouteSpec<B, P, Q> {
+  /** Metric and log name, e.g. "CreateSession". */
+  name: string;
+  auth: boolean;
+  body?: ZodType<B>;
+  params?: ZodType<P>;
+  query?: ZodType<Q>;
+}
+
+export type HttpHandler = (event: APIGatewayProxyEventV2, context: Context) => Promise<APIGatewayProxyStructuredResultV2>;
+
+const JSON_HEADERS = { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" };
+
+/** "field.path: message" for the first zod issue: the message names the field (API.md). */
+export function describeZodError(error: z.ZodError, root: string): string {
+  const issue = error.issues[0];
+  if (!issue) return `${root}: invalid`;
+  if (issue.code === "unrecognized_keys") {
+    const prefix = issue.path.length ? `${root}.${issue.path.join(".")}` : root;
+    return `${prefix}: unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${k}"`).join(", ")}`;
+  }
+  const path = [root, ...issue.path.map(String)].filter(Boolean).join(".");
+  return `${path}: ${issue.message}`;
+}
+
+function parseWith<T>(schema: ZodType<T> | undefined, value: unknown, root: string, code: string): T {
+  if (!schema) return undefined as T;
+  const result = schema.safeParse(value);
+  if (!result.success) throw new ValidationError(describeZodError(result.error, root), code);
+  return result.data;
+}
+
+const TOKEN_SHAPE = /^[\x21-\x7e]{16,512}$/;
+
+async function authenticate(event: APIGatewayProxyEventV2, tokens: ApiTokenStore): Promise<Principal> {
+  const header = event.headers?.authorization ?? event.headers?.Authorization;
+  if (!header) throw new UnauthorizedError("missing Authorization: Bearer <token> header");
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  if (!match?.[1] || !TOKEN_SHAPE.test(match[1])) throw new UnauthorizedError("malformed Authorization header: expected Bearer <token>");
+  const principal = await tokens.resolveToken(match[1]);
+  if (!principal) throw new UnauthorizedError("invalid or revoked API token");
+  return principal;
+}
+
+function readBody(event: APIGatewayProxyEventV2, maxBytes: number): unknown {
+  if (event.body === undefined || event.body === null || event.body === "") return undefined;
+  const raw = event.isBase64Encoded ? Buffer.from(event.body, "base64") : Buffer.from(event.body, "utf8");
+  if (raw.byteLength > maxBytes) throw new PayloadTooLargeError(`request body is ${raw.byteLength} bytes; the limit is ${maxBytes}`);
+  try {
+    return JSON.parse(raw.toString("utf8"));
+  } catch {
+    throw new ValidationError("body: not valid JSON", "invalid_json");
+  }
+}
+
+export function json(status: number, body?: unknown, headers: Record<string, string> = {}): APIGatewayProxyStructuredResultV2 {
+  return {
+    statusCode: status,
+    headers: { ...JSON_HEADERS, ...headers },
+    body: body === undefined ? "" : JSON.stringify(body),
+  };
+}
+
+export function errorResponse(err: unknown, requestId: string): APIGatewayProxyStructuredResultV2 {
+  if (err instanceof AppError && err.expose) {
+    return json(err.status, { error: { code: err.code, message: err.message } });
+  }
+  return json(500, { error: { code: "internal_error", message: `internal error; request id ${requestId}` } });
+}
+
+/** Wraps a route function into the shared middy stack, given its dependencies. */
+export function httpRoute<B, P, Q>(
+  spec: RouteSpec<B, P, Q>,
+  run: (request: HttpRequest<B, P, Q>, deps: HttpDeps) => Promise<HttpResult>,
+): (deps: HttpDeps) => HttpHandler {
+  return (deps) => {
+    const core = async (event: APIGatewayProxyEventV2): Promise<APIGatewayProxyStructuredResultV2> => {
+      const requestId = event.requestContext?.requestId ?? "unknown";
+      const principal = spec.auth ? await authenticate(event, deps.tokens) : null;
+      const params = parseWith(spec.params, event.pathParameters ?? {}, "", "invalid_id");
+      const query = parseWith(spec.query, event.queryStringParameters ?? {}, "query", "invalid_query");
+      const rawBody = readBody(event, deps.config.MAX_BODY_BYTES);
+      if (!spec.body && rawBody !== undefined) throw new ValidationError("body: this route takes no body");
+      const body = parseWith(spec.body, rawBody ?? {}, "body", "invalid_request");
+      const result = await run({ body, params, query, principal, requestId }, deps);
+      return json(result.status, result.body, result.headers);
+    };
+
+    return middy<APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2>()
+      .use({
+        before: (request) => {
+          const event = request.event;
+          deps.logger.appendKeys({
+            requestId: event.requestContext?.requestId,
+            route: spec.name,
+            sessionId: event.pathParameters?.id,
+          });
+        },
+        after: (request) => {
+          deps.logger.info("request completed", { status: request.response?.statusCode });
+          deps.metrics.addMetric(`${spec.name}.${request.response?.statusCode ?? 0}`, MetricUnit.Count, 1);
+          deps.metrics.publishStoredMetrics();
+          deps.logger.resetKeys();
+        },
+        onError: (request) => {
+          const requestId = request.event.requestContext?.requestId ?? "unknown";
+          const err = request.error;
+          request.response = errorResponse(err, requestId);
+          const status = request.response.statusCode ?? 500;
+          if (status >= 500) deps.logger.error("request failed", { status, error: errorForLog(err) });
+          else deps.logger.info("request rejected", { status, error: errorForLog(err) });
+          deps.metrics.addMetric(`${spec.name}.${status}`, MetricUnit.Count, 1);
+          deps.metrics.publishStoredMetrics();
+          deps.logger.resetKeys();
+        },
+      })
+      .handler(core) as unknown as HttpHandler;
+  };
+}

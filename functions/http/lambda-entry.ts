@@ -1,0 +1,40 @@
+/**
+ * Lambda entry points: the dependencies are built once per container (cold start) from the
+ * parsed configuration, never per request. The local runtime does not use this: it passes its
+ * own dependencies (dynalite endpoint) to the same `make…Handler` functions.
+ */
+import type { Context, APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from "aws-lambda";
+import { loadConfig } from "../config/config";
+import { newSessionId } from "../domain/ids";
+import { logger } from "../observability/logger";
+import { metrics } from "../observability/metrics";
+import { createDocumentClient } from "../store/dynamo-client";
+import { DynamoApiTokenStore, DynamoSessionStore } from "../store/dynamo-session-store";
+import type { HttpDeps, HttpHandler } from "./http-handler";
+
+let deps: HttpDeps | undefined;
+
+export function awsHttpDeps(): HttpDeps {
+  if (!deps) {
+    const config = loadConfig();
+    const doc = createDocumentClient(config.DYNAMODB_ENDPOINT ? { endpoint: config.DYNAMODB_ENDPOINT } : {});
+    deps = {
+      sessions: new DynamoSessionStore(doc, config.TABLE_NAME),
+      tokens: new DynamoApiTokenStore(doc, config.TABLE_NAME),
+      config,
+      now: () => new Date(),
+      newSessionId,
+      logger,
+      metrics,
+    };
+  }
+  return deps;
+}
+
+export function lambdaEntry(make: (deps: HttpDeps) => HttpHandler): HttpHandler {
+  let handler: HttpHandler | undefined;
+  return (event: APIGatewayProxyEventV2, context: Context): Promise<APIGatewayProxyStructuredResultV2> => {
+    handler ??= make(awsHttpDeps());
+    return handler(event, context);
+  };
+}

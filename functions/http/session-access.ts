@@ -1,0 +1,20 @@
+import { ForbiddenError, NotFoundError } from "../domain/errors";
+import type { Principal } from "../domain/principal";
+import type { SessionRecord } from "../domain/session";
+import type { SessionStore } from "../ports/session-store";
+
+/**
+ * A session is visible only to its org: unknown ids are 404, another org's session is 403
+ * (API.md: "403 not yours, 404 unknown id").
+ */
+export async function loadOwnedSession(sessions: SessionStore, principal: Principal, sessionId: string): Promise<SessionRecord> {
+  const session = await sessions.getSession(sessionId);
+  if (!session) throw new NotFoundError(`session ${sessionId} not found`);
+  if (session.orgId !== principal.orgId) throw new ForbiddenError(`session ${sessionId} belongs to another organization`);
+  return session;
+}
+
+export function requirePrincipal(principal: Principal | null): Principal {
+  if (!principal) throw new Error("route declared auth: true but has no principal");
+  return principal;
+}

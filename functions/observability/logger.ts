@@ -1,0 +1,40 @@
+/**
+ * Structured JSON logs (Powertools Logger) with request and session ids. Every value is passed
+ * through the secret redactor before it is serialised, so secrets never reach a log line.
+ */
+import { Logger } from "@aws-lambda-powertools/logger";
+import { AppError } from "../domain/errors";
+import { redactSecrets } from "./redact-secrets";
+
+const SECRET_KEY = /(?:api[_-]?key|secret|token|password|passwd|authorization|cookie|credential)/i;
+
+/** Exported for tests: the replacer the logger uses. */
+export function redactingReplacer(key: string, value: unknown): unknown {
+  if (key && SECRET_KEY.test(key) && (typeof value === "string" || typeof value === "number")) return "[REDACTED]";
+  if (typeof value === "string") return redactSecrets(value);
+  return value;
+}
+
+export function createLogger(serviceName = process.env.POWERTOOLS_SERVICE_NAME ?? "sandbox-control-plane"): Logger {
+  return new Logger({ serviceName, jsonReplacerFn: redactingReplacer });
+}
+
+export const logger = createLogger();
+
+/**
+ * A log-safe view of an error: name, code, message and context, plus the cause's name and
+ * message. Never the raw SDK error (its `$response` can carry request headers).
+ */
+export function errorForLog(err: unknown): Record<string, unknown> {
+  if (err instanceof Error) {
+    const cause = err.cause instanceof Error ? { name: err.cause.name, message: redactSecrets(err.cause.message) } : undefined;
+    return {
+      name: err.name,
+      message: redactSecrets(err.message),
+      ...(err instanceof AppError ? { code: err.code, status: err.status, context: err.context } : {}),
+      ...(cause ? { cause } : {}),
+      stack: err.stack ? redactSecrets(err.stack.split("\n").slice(0, 8).join("\n")) : undefined,
+    };
+  }
+  return { message: redactSecrets(String(err)) };
+}

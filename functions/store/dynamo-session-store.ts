@@ -1,0 +1,298 @@
+/**
+ * The session store over DynamoDB (dynalite locally). Key layout: ./table-layout.ts.
+ * Every lifecycle write is a conditional write built from named clauses; a failed condition is
+ * re-read and mapped to a domain error. Other SDK errors propagate unchanged.
+ */
+import {
+  GetCommand,
+  PutCommand,
+  QueryCommand,
+  UpdateCommand,
+  type DynamoDBDocumentClient,
+  type QueryCommandInput,
+} from "@aws-sdk/lib-dynamodb";
+import { ConditionalCheckFailedException } from "@aws-sdk/client-dynamodb";
+import { createHash } from "node:crypto";
+import { z } from "zod";
+import { ConflictError, InvalidTransitionError, NotFoundError, StaleWriteError, ValidationError } from "../domain/errors";
+import type { Principal } from "../domain/principal";
+import { SessionRecord, type SessionStatus } from "../domain/session";
+import { allowedSources, applyTransition, type TransitionChanges } from "../domain/session-transitions";
+import type { ApiTokenStore, ListOptions, ListPage, SessionStore } from "../ports/session-store";
+import { GSI_BY_ORG, GSI_BY_STATUS, KEY_ATTRIBUTES, keys } from "./table-layout";
+
+/** Builds a ConditionExpression from named clauses so each guarded race has a name. */
+function conditions(clauses: Record<string, string>): string {
+  return Object.values(clauses)
+    .map((c) => `(${c})`)
+    .join(" AND ");
+}
+
+function isConditionFailure(err: unknown): boolean {
+  return err instanceof ConditionalCheckFailedException || (err as { name?: string } | null)?.name === "ConditionalCheckFailedException";
+}
+
+function stripKeys(item: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...item };
+  for (const k of KEY_ATTRIBUTES) delete out[k];
+  return out;
+}
+
+function toRecord(item: Record<string, unknown>): SessionRecord {
+  return SessionRecord.parse(stripKeys(item));
+}
+
+const CursorKey = z.record(z.string(), z.string());
+
+function encodeCursor(key: Record<string, unknown>): string {
+  return Buffer.from(JSON.stringify(key)).toString("base64url");
+}
+
+function decodeCursor(cursor: string, expected: { attribute: string; value: string }): Record<string, string> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
+  } catch {
+    throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
+  }
+  const key = CursorKey.safeParse(parsed);
+  // A cursor from another org or another listing must not steer the query elsewhere.
+  if (!key.success || key.data[expected.attribute] !== expected.value) {
+    throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
+  }
+  return key.data;
+}
+
+/** How many Query pages one list call may read while filling a filtered page. */
+const MAX_QUERY_PAGES = 10;
+
+export class DynamoSessionStore implements SessionStore {
+  constructor(
+    private readonly doc: DynamoDBDocumentClient,
+    private readonly tableName: string,
+  ) {}
+
+  async createSession(record: SessionRecord): Promise<void> {
+    try {
+      await this.doc.send(
+        new PutCommand({
+          TableName: this.tableName,
+          Item: {
+            ...keys.session(record.id),
+            ...keys.sessionByOrg(record.orgId, record.createdAt, record.id),
+            ...keys.sessionByStatus(record.status, record.updatedAt, record.id),
+            ...record,
+          },
+          // Two creates with one id must not overwrite each other.
+          ConditionExpression: conditions({ isNew: "attribute_not_exists(PK)" }),
+        }),
+      );
+    } catch (err) {
+      if (isConditionFailure(err)) throw new ConflictError(`session ${record.id} already exists`, { cause: err });
+      throw err;
+    }
+  }
+
+  async getSession(sessionId: string): Promise<SessionRecord | null> {
+    const out = await this.doc.send(
+      new GetCommand({ TableName: this.tableName, Key: keys.session(sessionId), ConsistentRead: true }),
+    );
+    return out.Item ? toRecord(out.Item) : null;
+  }
+
+  listSessionsByOrg(orgId: string, options: ListOptions): Promise<ListPage<SessionRecord>> {
+    const partition = keys.orgPartition(orgId);
+    return this.listPage(
+      {
+        IndexName: GSI_BY_ORG,
+        KeyConditionExpression: "GSI1PK = :pk",
+        ExpressionAttributeValues: { ":pk": partition },
+        ScanIndexForward: false,
+      },
+      { attribute: "GSI1PK", value: partition },
+      ["PK", "SK", "GSI1PK", "GSI1SK"],
+      options,
+    );
+  }
+
+  listSessionsByStatus(status: SessionStatus, options: Omit<ListOptions, "status">): Promise<ListPage<SessionRecord>> {
+    const partition = keys.statusPartition(status);
+    return this.listPage(
+      {
+        IndexName: GSI_BY_STATUS,
+        KeyConditionExpression: "GSI2PK = :pk",
+        ExpressionAttributeValues: { ":pk": partition },
+        ScanIndexForward: true,
+      },
+      { attribute: "GSI2PK", value: partition },
+      ["PK", "SK", "GSI2PK", "GSI2SK"],
+      options,
+    );
+  }
+
+  private async listPage(
+    base: Omit<QueryCommandInput, "TableName">,
+    cursorScope: { attribute: string; value: string },
+    keyAttributes: string[],
+    options: ListOptions,
+  ): Promise<ListPage<SessionRecord>> {
+    let startKey: Record<string, unknown> | undefined = options.cursor ? decodeCursor(options.cursor, cursorScope) : undefined;
+    const items: Record<string, unknown>[] = [];
+    const filter = options.status
+      ? {
+          FilterExpression: "#status = :status",
+          ExpressionAttributeNames: { "#status": "status" },
+          ExpressionAttributeValues: { ...base.ExpressionAttributeValues, ":status": options.status },
+        }
+      : {};
+    for (let page = 0; page < MAX_QUERY_PAGES; page++) {
+      const out = await this.doc.send(
+        new QueryCommand({
+          ...base,
+          ...filter,
+          TableName: this.tableName,
+          Limit: options.limit - items.length,
+          ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+        }),
+      );
+      items.push(...(out.Items ?? []));
+      startKey = out.LastEvaluatedKey;
+      if (!startKey || items.length >= options.limit) break;
+    }
+    const pageItems = items.slice(0, options.limit);
+    const last = pageItems.at(-1);
+    let nextCursor: string | null = null;
+    if (items.length > options.limit && last) {
+      nextCursor = encodeCursor(Object.fromEntries(keyAttributes.map((k) => [k, last[k]])));
+    } else if (startKey) {
+      nextCursor = encodeCursor(startKey);
+    }
+    return { items: pageItems.map(toRecord), nextCursor };
+  }
+
+  async transition(
+    current: SessionRecord,
+    to: SessionStatus,
+    now: Date,
+    changes: TransitionChanges = {},
+  ): Promise<SessionRecord> {
+    const next = applyTransition(current, to, now, changes);
+    const names: Record<string, string> = { "#status": "status", "#version": "version" };
+    const values: Record<string, unknown> = {
+      ":expectedVersion": current.version,
+      ...Object.fromEntries(allowedSources(to).map((s, i) => [`:src${i}`, s])),
+    };
+    const sets: string[] = [];
+    const fields: Record<string, unknown> = {
+      status: next.status,
+      version: next.version,
+      updatedAt: next.updatedAt,
+      activeSeconds: next.activeSeconds,
+      runningSince: next.runningSince,
+      pausedAt: next.pausedAt,
+      endedAt: next.endedAt,
+      pauseReason: next.pauseReason,
+      errorMessage: next.errorMessage,
+      ...changes,
+      ...keys.sessionByStatus(next.status, next.updatedAt, next.id),
+    };
+    Object.entries(fields).forEach(([field, value], i) => {
+      names[`#f${i}`] = field;
+      values[`:f${i}`] = value ?? null;
+      sets.push(`#f${i} = :f${i}`);
+    });
+    const sources = allowedSources(to).map((_, i) => `:src${i}`);
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(current.id),
+          UpdateExpression: `SET ${sets.join(", ")}`,
+          ConditionExpression: conditions({
+            // The session must exist: an update must never create a half item.
+            exists: "attribute_exists(PK)",
+            // A stale writer (it read an older version) must not overwrite a newer state.
+            sameVersion: "#version = :expectedVersion",
+            // The transition table, enforced by DynamoDB and not only by code.
+            allowedTransition: sources.length > 0 ? `#status IN (${sources.join(", ")})` : "attribute_not_exists(PK)",
+          }),
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+        }),
+      );
+      return next;
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+      const stored = await this.getSession(current.id);
+      if (!stored) throw new NotFoundError(`session ${current.id} not found`, { cause: err });
+      if (stored.version === current.version) {
+        // Same version, so the status is what the caller read: the table forbids this move.
+        throw new InvalidTransitionError(stored.status, to, { cause: err, context: { sessionId: current.id } });
+      }
+      throw new StaleWriteError(
+        `session ${current.id} changed concurrently (version ${stored.version}, expected ${current.version})`,
+        { cause: err, context: { sessionId: current.id, expectedVersion: current.version, storedVersion: stored.version } },
+      );
+    }
+  }
+
+  async touchActivity(sessionId: string, now: Date): Promise<void> {
+    const at = now.toISOString();
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(sessionId),
+          UpdateExpression: "SET lastActivityAt = :now",
+          ConditionExpression: conditions({
+            exists: "attribute_exists(PK)",
+            // Activity only moves forward: a delayed, older touch must not shorten the grace.
+            monotonic: "lastActivityAt < :now",
+          }),
+          ExpressionAttributeValues: { ":now": at },
+        }),
+      );
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+      // Documented no-op: a newer (or equal) touch already landed. Only a missing session is an error.
+      const stored = await this.getSession(sessionId);
+      if (!stored) throw new NotFoundError(`session ${sessionId} not found`, { cause: err });
+    }
+  }
+}
+
+export function hashToken(token: string): string {
+  return createHash("sha256").update(token, "utf8").digest("hex");
+}
+
+const StoredToken = z.object({ userId: z.string().min(1), orgId: z.string().min(1) });
+
+/** API tokens: only the SHA-256 of a token is stored or looked up. */
+export class DynamoApiTokenStore implements ApiTokenStore {
+  constructor(
+    private readonly doc: DynamoDBDocumentClient,
+    private readonly tableName: string,
+  ) {}
+
+  async resolveToken(token: string): Promise<Principal | null> {
+    const out = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: keys.apiToken(hashToken(token)) }));
+    if (!out.Item || out.Item.revokedAt) return null;
+    const parsed = StoredToken.safeParse(out.Item);
+    return parsed.success ? { userId: parsed.data.userId, orgId: parsed.data.orgId } : null;
+  }
+
+  async putToken(token: string, principal: Principal & { name?: string }, now: Date): Promise<void> {
+    await this.doc.send(
+      new PutCommand({
+        TableName: this.tableName,
+        Item: {
+          ...keys.apiToken(hashToken(token)),
+          userId: principal.userId,
+          orgId: principal.orgId,
+          name: principal.name ?? null,
+          createdAt: now.toISOString(),
+        },
+      }),
+    );
+  }
+}

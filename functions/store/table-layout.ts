@@ -1,0 +1,51 @@
+/**
+ * DynamoDB single-table key layout. One table holds every item; the CDK stack and the local
+ * runtime both create it from `TABLE_DEFINITION`, so the two can never drift.
+ *
+ * | item                | PK                      | SK              | GSI1 (byOrg)                              | GSI2 (byStatus)                          |
+ * |---------------------|-------------------------|-----------------|-------------------------------------------|------------------------------------------|
+ * | session             | `SESSION#<sessionId>`   | `SESSION`       | `ORG#<orgId>` / `<createdAt>#<sessionId>` | `STATUS#<status>` / `<updatedAt>#<id>`   |
+ * | API token           | `APITOKEN#<sha256 hex>` | `APITOKEN`      | -                                         | -                                        |
+ *
+ * Items that later issues add to the session's partition (so one Query reads a session's
+ * whole state): connections `CONN#<connectionId>`, prompts `PROMPT#<seq>`, messages
+ * `MSG#<seq>`, lifecycle events `EVENT#<time>#<id>`.
+ *
+ * Access patterns:
+ * - get a session: GetItem PK=`SESSION#id`, SK=`SESSION` (strongly consistent for flows);
+ * - list an org's sessions newest first: Query GSI1 PK=`ORG#org`, ScanIndexForward=false
+ *   (with a `status` filter when asked: the page is filled by reading on, never by skipping);
+ * - list sessions in one status (sweeper, operators): Query GSI2 PK=`STATUS#status`;
+ * - resolve an API token: GetItem PK=`APITOKEN#sha256(token)` (the token itself is never stored).
+ */
+
+export const GSI_BY_ORG = "GSI1";
+export const GSI_BY_STATUS = "GSI2";
+
+export const keys = {
+  session: (sessionId: string) => ({ PK: `SESSION#${sessionId}`, SK: "SESSION" }),
+  sessionByOrg: (orgId: string, createdAt: string, sessionId: string) => ({
+    GSI1PK: `ORG#${orgId}`,
+    GSI1SK: `${createdAt}#${sessionId}`,
+  }),
+  sessionByStatus: (status: string, updatedAt: string, sessionId: string) => ({
+    GSI2PK: `STATUS#${status}`,
+    GSI2SK: `${updatedAt}#${sessionId}`,
+  }),
+  orgPartition: (orgId: string) => `ORG#${orgId}`,
+  statusPartition: (status: string) => `STATUS#${status}`,
+  apiToken: (tokenHash: string) => ({ PK: `APITOKEN#${tokenHash}`, SK: "APITOKEN" }),
+} as const;
+
+/** Key attributes that the store adds to domain records and strips from them. */
+export const KEY_ATTRIBUTES = ["PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK"] as const;
+
+/** The table's key schema and indexes in CreateTable form (shared by CDK and the local runtime). */
+export const TABLE_DEFINITION = {
+  partitionKey: "PK",
+  sortKey: "SK",
+  globalSecondaryIndexes: [
+    { indexName: GSI_BY_ORG, partitionKey: "GSI1PK", sortKey: "GSI1SK" },
+    { indexName: GSI_BY_STATUS, partitionKey: "GSI2PK", sortKey: "GSI2SK" },
+  ],
+} as const;
