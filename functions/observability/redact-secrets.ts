@@ -7,9 +7,11 @@ const REDACTED = "[REDACTED]";
 
 /** Patterns for secrets that have a recognisable shape; order matters (most specific first). */
 const SECRET_PATTERNS: readonly RegExp[] = [
+  // PEM private keys, whole block.
+  /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----/g,
   // JSON Web Tokens: three base64url segments, the first two starting with `eyJ` ({").
   /\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}/g,
-  // Anthropic / OpenAI style keys.
+  // Anthropic (sk-ant-api03-, sk-ant-admin01-) and OpenAI (sk-, sk-proj-, sk-svcacct-) keys.
   /\bsk-(?:ant-)?[A-Za-z0-9_-]{16,}/g,
   // Modal token ids and secrets.
   /\b(?:ak|as)-[A-Za-z0-9]{16,}/g,
@@ -19,19 +21,27 @@ const SECRET_PATTERNS: readonly RegExp[] = [
   // GitHub tokens (classic, fine-grained, app, OAuth).
   /\bgh[pousr]_[A-Za-z0-9]{20,}/g,
   /\bgithub_pat_[A-Za-z0-9_]{20,}/g,
-  // Slack tokens.
-  /\bxox[abposr]-[A-Za-z0-9-]{10,}/g,
+  // Slack bot/user/app tokens and webhook paths.
+  /\bxox[abposre]-[A-Za-z0-9-]{10,}/g,
+  /\bxapp-[A-Za-z0-9-]{10,}/g,
+  /(?<=hooks\.slack\.com\/services\/)[A-Za-z0-9/]{20,}/g,
   // AWS access key ids.
   /\b(?:AKIA|ASIA)[A-Z0-9]{16}\b/g,
+  // Google API keys, npm tokens.
+  /\bAIza[A-Za-z0-9_-]{35}\b/g,
+  /\bnpm_[A-Za-z0-9]{36}\b/g,
   // This platform's own API tokens.
   /\bsbx_[A-Za-z0-9_-]{20,}/g,
-  // Credentials embedded in URLs: https://user:secret@host
+  // Credentials embedded in URLs: https://user:secret@host, https://token@host
   /(?<=:\/\/[^/\s:@]+:)[^@\s/]+(?=@)/g,
   /(?<=:\/\/)[^/\s:@]{20,}(?=@)/g,
-  // Bearer / Basic authorization values.
-  /(?<=\b(?:Bearer|Basic|token)\s+)[A-Za-z0-9._~+/=-]{8,}/gi,
-  // key=value and "key": "value" pairs whose key names a secret.
-  /(?<=\b[A-Za-z_]*(?:api[_-]?key|secret|token|password|passwd|authorization)["']?\s*[:=]\s*["']?)[^\s"',;&}]{4,}/gi,
+  // Bearer / Basic / token authorization values: must look like a credential (contain a digit
+  // or padding), so prose such as "Bearer authentication" or "the token expired" is left alone.
+  /(?<=\b(?:Bearer|Basic)\s+)(?=[A-Za-z0-9._~+/=-]*[0-9=])[A-Za-z0-9._~+/=-]{8,}/gi,
+  /(?<=\btoken\s+)(?=[A-Za-z0-9._~+/=-]*[0-9])[A-Za-z0-9._~+/=-]{16,}/gi,
+  // key=value, key: value and "key": "value" pairs whose key names a secret (aws_secret_access_key,
+  // X-Api-Key, client_secret...). Purely numeric values are counts (max_tokens=4096), not secrets.
+  /(?<=\b[A-Za-z0-9_-]*(?:api[_-]?key|secret|token|password|passwd|authorization|credential)[A-Za-z0-9_-]*["']?\s*[:=]\s*["']?)(?!\d+(?:["'\s,;&}]|$))(?!\[REDACTED\])[^\s"',;&}]{4,}/gi,
 ];
 
 export function redactSecrets(text: string): string {
@@ -53,9 +63,9 @@ export function redactValue(value: unknown, depth = 0): unknown {
   if (value && typeof value === "object") {
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(value)) {
-      out[k] = SECRET_KEY.test(k) && v !== null && v !== undefined && typeof v !== "object" && typeof v !== "boolean"
-        ? REDACTED
-        : redactValue(v, depth + 1);
+      // Only string values under a secret-named key are masked: numbers under such keys are
+      // counts (`maxTokens`, `tokenCount`), and objects are walked so their own keys decide.
+      out[k] = SECRET_KEY.test(k) && typeof v === "string" ? REDACTED : redactValue(v, depth + 1);
     }
     return out;
   }

@@ -1,0 +1,353 @@
+/**
+ * E2B sandbox provider (seed 003 §6.3). Native pause/resume: a paused sandbox's id is its
+ * snapshot id, and `connect` resumes it. The SDK surface is injected so tests pass a double;
+ * `createE2BSdk` wraps the real `Sandbox` statics.
+ *
+ * SDK calls (e2b@2.x):
+ *   create:   Sandbox.create(template, {envs, metadata, timeoutMs, lifecycle, apiKey?, domain?})
+ *             → commands.run(boot steps) → getHost(4096/20000) → readiness poll
+ *   resume:   Sandbox.connect(snapshotId, {timeoutMs}) → files.write(env JSON) → commands.run(jq export)
+ *   ensure:   Sandbox.getInfo(currentSandboxId) (running + same sessionId) → Sandbox.connect(id) → getHost
+ *   pause:    Sandbox.pause(sandboxId, {keepMemory: true})
+ *   snapshot: Sandbox.createSnapshot(sandboxId) → `e2b-snapshot:` + snapshotId (restored with Sandbox.create)
+ *   terminate: Sandbox.kill(id) (false = already gone) | Sandbox.list({query: {metadata: {sessionId}}}) → kill each
+ *   checkSandboxes: Sandbox.list({query: {metadata: {managedBy}, state: ["running"]}}) paginated
+ */
+import { Sandbox, type SandboxInfo, type SandboxListOpts, type SandboxOpts } from "e2b";
+import { ProviderError } from "../../domain/errors";
+import type { GitFreshnessConfig } from "../../domain/git-freshness";
+import type {
+  CreateSandboxOpts,
+  CreateSandboxResult,
+  EnsureSandboxResult,
+  ExecResult,
+  PauseResult,
+  SandboxProvider,
+  SnapshotResult,
+} from "../../ports/sandbox-provider";
+import { toProviderError, type ProviderFailureKind } from "../provider-errors";
+import {
+  SANDBOX_PATHS,
+  SANDBOX_PORTS,
+  bootSteps,
+  buildSandboxEnv,
+  defaultReadinessDeps,
+  pullReposOnRestore,
+  runBootSequence,
+  shellJoin,
+  waitForOpenCodeReady,
+  type ReadinessDeps,
+  type SandboxExec,
+} from "../sandbox-boot";
+
+/** A failed resume of a paused sandbox: reported, never replaced by a fresh sandbox (seed 003 §9). */
+export const RESUME_SANDBOX_OPERATION = "resumeSandbox";
+/** Prefix for ids from `snapshot()` (E2B snapshot templates), told apart from paused sandbox ids. */
+export const E2B_SNAPSHOT_PREFIX = "e2b-snapshot:";
+/** Metadata tag on every sandbox this control plane creates: `checkSandboxes` lists by it. */
+export const MANAGED_BY_METADATA = { managedBy: "sandbox-control-plane" } as const;
+
+const PROVIDER = "e2b";
+
+// ---- The SDK surface this provider uses (a structural subset of e2b's `Sandbox`). ----
+
+export interface E2BCommandResultLike {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface E2BSandboxLike {
+  readonly sandboxId: string;
+  getHost(port: number): string;
+  files: { write(path: string, data: string): Promise<unknown> };
+  commands: { run(cmd: string, opts?: { cwd?: string; timeoutMs?: number }): Promise<E2BCommandResultLike> };
+}
+
+export interface E2BPaginatorLike {
+  readonly hasNext: boolean;
+  nextItems(): Promise<SandboxInfo[]>;
+}
+
+export interface E2BSdk {
+  create(template: string, opts: SandboxOpts): Promise<E2BSandboxLike>;
+  connect(sandboxId: string, opts?: { timeoutMs?: number }): Promise<E2BSandboxLike>;
+  kill(sandboxId: string): Promise<boolean>;
+  pause(sandboxId: string, opts: { keepMemory: boolean }): Promise<boolean>;
+  createSnapshot(sandboxId: string): Promise<{ snapshotId: string }>;
+  getInfo(sandboxId: string): Promise<SandboxInfo>;
+  list(opts: SandboxListOpts): E2BPaginatorLike;
+}
+
+export interface E2BProviderConfig {
+  /** `E2B_TEMPLATE` (or alias). */
+  template: string;
+  timeoutSeconds: number;
+  apiKey?: string;
+  domain?: string;
+  gitFreshness?: GitFreshnessConfig;
+}
+
+export interface E2BProviderDeps {
+  now?: () => number;
+  readiness?: ReadinessDeps;
+}
+
+/** The real SDK: e2b's `Sandbox` statics with the connection options bound. */
+export function createE2BSdk(config: Pick<E2BProviderConfig, "apiKey" | "domain">): E2BSdk {
+  const conn = { ...(config.apiKey ? { apiKey: config.apiKey } : {}), ...(config.domain ? { domain: config.domain } : {}) };
+  return {
+    create: (template, opts) => Sandbox.create(template, { ...conn, ...opts }),
+    connect: (id, opts) => Sandbox.connect(id, { ...conn, ...opts }),
+    kill: (id) => Sandbox.kill(id, conn),
+    pause: (id, opts) => Sandbox.pause(id, { ...conn, ...opts }),
+    createSnapshot: (id) => Sandbox.createSnapshot(id, conn),
+    getInfo: (id) => Sandbox.getInfo(id, conn),
+    list: (opts) => Sandbox.list({ ...conn, ...opts }),
+  };
+}
+
+/** Maps e2b's error classes by name (2.x: SandboxNotFoundError ⊂ NotFoundError, AuthenticationError, ...). */
+export function classifyE2BError(err: unknown): ProviderFailureKind {
+  if (!(err instanceof Error)) return "other";
+  switch (err.name) {
+    case "NotFoundError":
+    case "SandboxNotFoundError":
+      return "not_found";
+    case "AuthenticationError":
+      return "auth";
+    case "TimeoutError":
+    case "RateLimitError":
+    case "ServiceBusyError":
+      return "transient";
+    default:
+      return "other";
+  }
+}
+
+export class E2BSandboxProvider implements SandboxProvider {
+  readonly type = "e2b" as const;
+  readonly supportsPause = true;
+  /** Sandboxes are created with `lifecycle.onTimeout = "pause"`. */
+  readonly supportsAutoPause = true;
+  readonly supportsMemorySnapshot = false;
+
+  private readonly now: () => number;
+  private readonly readiness: ReadinessDeps;
+
+  constructor(
+    private readonly sdk: E2BSdk,
+    private readonly config: E2BProviderConfig,
+    deps: E2BProviderDeps = {},
+  ) {
+    this.now = deps.now ?? Date.now;
+    this.readiness = deps.readiness ?? defaultReadinessDeps;
+  }
+
+  /** seed 003 §6.3 `findSandbox()`: E2B generates ids, so recovery goes through `currentSandboxId`. */
+  async ensureSandbox(opts: CreateSandboxOpts): Promise<EnsureSandboxResult> {
+    const liveId = await this.findLiveSandbox(opts.sessionId, opts.currentSandboxId);
+    if (liveId) {
+      try {
+        const sandbox = await this.sdk.connect(liveId, { timeoutMs: this.timeoutMs() });
+        return { ...this.urls(sandbox), sandboxId: sandbox.sandboxId, expiresAt: null, recovered: true };
+      } catch (err) {
+        throw this.error("ensureSandbox", err);
+      }
+    }
+    return { ...(await this.createSandbox(opts)), recovered: false };
+  }
+
+  async createSandbox(opts: CreateSandboxOpts): Promise<CreateSandboxResult> {
+    if (opts.snapshotId && !opts.snapshotId.startsWith(E2B_SNAPSHOT_PREFIX)) return this.resume(opts, opts.snapshotId);
+    let sandbox: E2BSandboxLike | null = null;
+    try {
+      const template = opts.snapshotId ? opts.snapshotId.slice(E2B_SNAPSHOT_PREFIX.length) : this.config.template;
+      sandbox = await this.sdk.create(template, {
+        envs: buildSandboxEnv(opts),
+        metadata: { sessionId: opts.sessionId, ...MANAGED_BY_METADATA },
+        timeoutMs: this.timeoutMs(),
+        lifecycle: { onTimeout: "pause" },
+      });
+      const exec = execVia(sandbox);
+      const restored = Boolean(opts.snapshotId);
+      await runBootSequence(exec, bootSteps(opts, { restored, now: this.now() }));
+      if (restored && this.config.gitFreshness) {
+        await pullReposOnRestore(exec, opts.repos, this.config.gitFreshness, this.now()).catch(() => undefined);
+      }
+      const urls = this.urls(sandbox);
+      await waitForOpenCodeReady(urls.tunnelUrl, this.readiness);
+      return { sandboxId: sandbox.sandboxId, ...urls, expiresAt: this.expiresAt() };
+    } catch (err) {
+      if (sandbox) await this.sdk.kill(sandbox.sandboxId).catch(() => undefined);
+      throw this.error("createSandbox", err);
+    }
+  }
+
+  /**
+   * Resume a paused sandbox (seed 003 §6.3 step 2). Processes survived the pause, so no boot;
+   * env vars are re-injected through a JSON file because the secrets may have rotated.
+   */
+  private async resume(opts: CreateSandboxOpts, sandboxId: string): Promise<CreateSandboxResult> {
+    try {
+      const sandbox = await this.sdk.connect(sandboxId, { timeoutMs: this.timeoutMs() });
+      const exec = execVia(sandbox);
+      await sandbox.files.write(SANDBOX_PATHS.envJson, JSON.stringify(buildSandboxEnv(opts)));
+      const exportEnv =
+        `jq -r 'to_entries[] | "export \\(.key)=\\(.value | @sh)"' ${SANDBOX_PATHS.envJson} > ${SANDBOX_PATHS.envProfile}` +
+        ` && (grep -qs 'env.proliferate' /home/user/.bashrc || echo '. ${SANDBOX_PATHS.envProfile}' >> /home/user/.bashrc)`;
+      await runBootSequence(exec, [{ name: "export env", argv: ["sh", "-c", exportEnv] }]);
+      if (this.config.gitFreshness) {
+        await pullReposOnRestore(exec, opts.repos, this.config.gitFreshness, this.now()).catch(() => undefined);
+      }
+      const urls = this.urls(sandbox);
+      await waitForOpenCodeReady(urls.tunnelUrl, this.readiness);
+      return { sandboxId: sandbox.sandboxId, ...urls, expiresAt: this.expiresAt() };
+    } catch (err) {
+      throw toProviderError(PROVIDER, RESUME_SANDBOX_OPERATION, err, classifyE2BError, `resume of paused sandbox ${sandboxId} failed`);
+    }
+  }
+
+  /** A snapshot template of the running sandbox; E2B pauses it only while the snapshot is taken. */
+  async snapshot(_sessionId: string, sandboxId: string): Promise<SnapshotResult> {
+    try {
+      const info = await this.sdk.createSnapshot(sandboxId);
+      return { snapshotId: `${E2B_SNAPSHOT_PREFIX}${info.snapshotId}` };
+    } catch (err) {
+      throw this.error("snapshot", err);
+    }
+  }
+
+  /** Native pause keeping memory; the sandbox id is the snapshot id. Already paused is success. */
+  async pause(_sessionId: string, sandboxId: string): Promise<PauseResult> {
+    try {
+      await this.sdk.pause(sandboxId, { keepMemory: true });
+      return { snapshotId: sandboxId };
+    } catch (err) {
+      throw this.error("pause", err);
+    }
+  }
+
+  async memorySnapshot(_sessionId: string, _sandboxId: string): Promise<SnapshotResult> {
+    throw new ProviderError(PROVIDER, "memorySnapshot", "E2B has no memory snapshots; use pause", { retryable: false });
+  }
+
+  /** Idempotent: `kill` answers false for a sandbox that is already gone. */
+  async terminate(sessionId: string, sandboxId?: string | null): Promise<void> {
+    try {
+      const ids = sandboxId ? [sandboxId] : (await this.listAll({ metadata: { sessionId } })).map((s) => s.sandboxId);
+      for (const id of ids) {
+        try {
+          await this.sdk.kill(id);
+        } catch (err) {
+          if (classifyE2BError(err) !== "not_found") throw err;
+        }
+      }
+    } catch (err) {
+      throw this.error("terminate", err);
+    }
+  }
+
+  /** `list` never resumes a paused sandbox (seed 003 §6.3); only running sandboxes count as alive. */
+  async checkSandboxes(sandboxIds: string[]): Promise<string[]> {
+    if (sandboxIds.length === 0) return [];
+    try {
+      const running = new Set(
+        (await this.listAll({ metadata: { ...MANAGED_BY_METADATA }, state: ["running"] })).map((s) => s.sandboxId),
+      );
+      return [...new Set(sandboxIds)].filter((id) => running.has(id));
+    } catch (err) {
+      throw this.error("checkSandboxes", err);
+    }
+  }
+
+  async health(): Promise<boolean> {
+    try {
+      await this.sdk.list({ limit: 1 }).nextItems();
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Only for running sandboxes: `connect` would resume a paused one. */
+  async resolveTunnels(sandboxId: string): Promise<{ openCodeUrl: string; previewUrl: string | null }> {
+    try {
+      const info = await this.sdk.getInfo(sandboxId);
+      if (info.state !== "running") throw new ProviderError(PROVIDER, "resolveTunnels", `sandbox is ${info.state}`);
+      const sandbox = await this.sdk.connect(sandboxId);
+      const urls = this.urls(sandbox);
+      return { openCodeUrl: urls.tunnelUrl, previewUrl: urls.previewUrl };
+    } catch (err) {
+      throw this.error("resolveTunnels", err);
+    }
+  }
+
+  async execCommand(sandboxId: string, argv: string[], opts: { cwd?: string; timeoutMs?: number } = {}): Promise<ExecResult> {
+    try {
+      const sandbox = await this.sdk.connect(sandboxId);
+      return await execVia(sandbox)(argv, opts);
+    } catch (err) {
+      throw this.error("execCommand", err);
+    }
+  }
+
+  // ---- internals ----
+
+  private async findLiveSandbox(sessionId: string, currentSandboxId: string | null | undefined): Promise<string | null> {
+    if (!currentSandboxId) return null;
+    try {
+      const info = await this.sdk.getInfo(currentSandboxId);
+      // A paused sandbox is not live: `createSandbox` resumes it through the session's snapshotId.
+      return info.state === "running" && info.metadata.sessionId === sessionId ? info.sandboxId : null;
+    } catch (err) {
+      if (classifyE2BError(err) === "not_found") return null;
+      throw this.error("ensureSandbox", err);
+    }
+  }
+
+  private async listAll(query: NonNullable<SandboxListOpts["query"]>): Promise<SandboxInfo[]> {
+    const paginator = this.sdk.list({ query });
+    const out: SandboxInfo[] = [];
+    while (paginator.hasNext) out.push(...(await paginator.nextItems()));
+    return out;
+  }
+
+  private urls(sandbox: E2BSandboxLike): { tunnelUrl: string; previewUrl: string } {
+    return {
+      tunnelUrl: `https://${sandbox.getHost(SANDBOX_PORTS.opencode)}`,
+      previewUrl: `https://${sandbox.getHost(SANDBOX_PORTS.preview)}`,
+    };
+  }
+
+  private timeoutMs(): number {
+    return this.config.timeoutSeconds * 1_000;
+  }
+
+  private expiresAt(): number {
+    return this.now() + this.timeoutMs();
+  }
+
+  private error(operation: string, err: unknown): ProviderError {
+    return toProviderError(PROVIDER, operation, err, classifyE2BError);
+  }
+}
+
+/** `commands.run` throws `CommandExitError` (which carries the result) on a non-zero exit. */
+function execVia(sandbox: E2BSandboxLike): SandboxExec {
+  return async (argv, opts = {}) => {
+    try {
+      const r = await sandbox.commands.run(shellJoin(argv), {
+        ...(opts.cwd ? { cwd: opts.cwd } : {}),
+        ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}),
+      });
+      return { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode };
+    } catch (err) {
+      const r = err as Partial<E2BCommandResultLike>;
+      if (err instanceof Error && err.name === "CommandExitError" && typeof r.exitCode === "number") {
+        return { stdout: r.stdout ?? "", stderr: r.stderr ?? "", exitCode: r.exitCode };
+      }
+      throw err;
+    }
+  };
+}

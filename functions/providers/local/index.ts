@@ -1,0 +1,1 @@
+export { LocalSandboxProvider, type LocalSandboxProviderOptions } from "./local-sandbox-provider";

@@ -1,0 +1,327 @@
+/**
+ * The `local` sandbox provider (seed 003 §4 port, API.md "Local runtime"): a sandbox is a real
+ * process group rooted in `<dataDir>/sandboxes/<sandboxId>/` (`workspace/`, `home/`) running real
+ * OpenCode, plus the development model when no LLM key is configured. Stateless: every call
+ * reads the per-sandbox registry file, so any provider instance can check, recover or kill any
+ * sandbox. No pause and no memory snapshots; `snapshot` copies workspace + home.
+ *
+ * Expiry: the sandbox enforces `sandboxTimeoutSeconds` itself (a watchdog inside the group
+ * SIGTERMs the group), so it holds even when the control plane is down.
+ */
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdir, open, readFile, stat, writeFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { dirname, resolve, sep } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { ProviderError } from "../../domain/errors";
+import { redactSecrets } from "../../observability/redact-secrets";
+import type {
+  CreateSandboxOpts,
+  CreateSandboxResult,
+  EnsureSandboxResult,
+  ExecResult,
+  PauseResult,
+  SandboxProvider,
+  SnapshotResult,
+} from "../../ports/sandbox-provider";
+import { copyAgentState, removeDir, repointSessions, writeSnapshotMeta } from "./filesystem-snapshot";
+import { chooseModel, homeEnv, launchArgs, openCodeConfig, readinessFromLog, repoDirName, sandboxEnv, sandboxPaths } from "./opencode-launch";
+import { allocatePort, groupPresent, killGroup, leaderAlive, pidPresent, processStartTime, run } from "./process-group";
+import { listSandboxRecords, readSandboxRecord, writeSandboxRecord, type SandboxRecord } from "./sandbox-registry";
+
+export interface LocalSandboxProviderOptions {
+  dataDir: string;
+  /** Defaults to the `opencode-ai` package's binary in this repository. */
+  opencodeBin?: string;
+  /** Provider env: `ANTHROPIC_API_KEY` (+ `ANTHROPIC_BASE_URL`) switches to the real model. Not read from `process.env`. */
+  env?: Record<string, string>;
+  readyTimeoutMs?: number;
+  /** Default 3600; fractional seconds accepted. */
+  sandboxTimeoutSeconds?: number;
+}
+
+const PROVIDER = "local";
+const here = dirname(fileURLToPath(import.meta.url));
+const repoRoot = resolve(here, "../../..");
+const DEV_MODEL_MAIN = resolve(repoRoot, "sandbox/dev-model/main.ts");
+const DEFAULT_OPENCODE_BIN = resolve(repoRoot, "node_modules/.bin/opencode");
+
+function tsxLoaderUrl(): string {
+  return pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+}
+
+function newId(prefix: string): string {
+  return `${prefix}_${randomBytes(12).toString("hex")}`;
+}
+
+function fail(operation: string, message: string, opts: { cause?: unknown; retryable?: boolean; sandboxId?: string } = {}): ProviderError {
+  return new ProviderError(PROVIDER, operation, redactSecrets(message), {
+    cause: opts.cause,
+    retryable: opts.retryable,
+    context: opts.sandboxId ? { sandboxId: opts.sandboxId } : {},
+  });
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function isLive(record: SandboxRecord): boolean {
+  return leaderAlive(record.pgid, record.leaderStartTime);
+}
+
+export class LocalSandboxProvider implements SandboxProvider {
+  readonly type = "local" as const;
+  readonly supportsPause = false;
+  readonly supportsAutoPause = false;
+  readonly supportsMemorySnapshot = false;
+
+  private readonly dataDir: string;
+  private readonly opencodeBin: string;
+  private readonly env: Record<string, string>;
+  private readonly readyTimeoutMs: number;
+  private readonly timeoutSeconds: number;
+
+  constructor(options: LocalSandboxProviderOptions) {
+    this.dataDir = resolve(options.dataDir);
+    this.opencodeBin = options.opencodeBin ?? DEFAULT_OPENCODE_BIN;
+    this.env = options.env ?? {};
+    this.readyTimeoutMs = options.readyTimeoutMs ?? 60_000;
+    this.timeoutSeconds = options.sandboxTimeoutSeconds ?? 3600;
+  }
+
+  async ensureSandbox(opts: CreateSandboxOpts): Promise<EnsureSandboxResult> {
+    const candidates: SandboxRecord[] = [];
+    if (opts.currentSandboxId) {
+      const current = await readSandboxRecord(this.dataDir, opts.currentSandboxId);
+      if (current && current.sessionId === opts.sessionId) candidates.push(current);
+    }
+    const forSession = (await listSandboxRecords(this.dataDir))
+      .filter((r) => r.sessionId === opts.sessionId)
+      .sort((a, b) => b.createdAt - a.createdAt);
+    candidates.push(...forSession);
+    const live = candidates.find(isLive);
+    if (live) return { ...this.resultOf(live), recovered: true };
+    return { ...(await this.createSandbox(opts)), recovered: false };
+  }
+
+  async createSandbox(opts: CreateSandboxOpts): Promise<CreateSandboxResult> {
+    const sandboxId = newId("lsb");
+    const paths = sandboxPaths(this.dataDir, sandboxId);
+    try {
+      const restoreFrom = opts.snapshotId ?? opts.baseSnapshotId ?? null;
+      if (restoreFrom?.startsWith("mem:")) throw fail("createSandbox", "memory snapshots are not supported by the local provider");
+      if (restoreFrom) await this.restoreInto(restoreFrom, paths);
+      await mkdir(paths.workspace, { recursive: true });
+      await mkdir(paths.home, { recursive: true });
+      await this.cloneRepos(opts, paths.workspace, sandboxId);
+      return this.resultOf(await this.boot(opts, sandboxId, paths, restoreFrom));
+    } catch (err) {
+      await this.destroy(sandboxId);
+      if (err instanceof ProviderError) throw err;
+      throw fail("createSandbox", errorText(err), { cause: err, retryable: true, sandboxId });
+    }
+  }
+
+  async snapshot(sessionId: string, sandboxId: string): Promise<SnapshotResult> {
+    const record = await readSandboxRecord(this.dataDir, sandboxId);
+    if (!record) throw fail("snapshot", `unknown sandbox ${sandboxId}`, { sandboxId });
+    const snapshotId = newId("lsnap");
+    const root = `${this.dataDir}/snapshots/${snapshotId}`;
+    try {
+      await copyAgentState(record, { workspace: `${root}/workspace`, home: `${root}/home` });
+      await writeSnapshotMeta(root, { snapshotId, sessionId, sandboxId, workspace: record.workspace, createdAt: Date.now() });
+      return { snapshotId };
+    } catch (err) {
+      await removeDir(root);
+      throw fail("snapshot", errorText(err), { cause: err, retryable: true, sandboxId });
+    }
+  }
+
+  async pause(_sessionId: string, sandboxId: string): Promise<PauseResult> {
+    throw fail("pause", "the local provider cannot pause; take a snapshot and terminate instead", { sandboxId });
+  }
+
+  async memorySnapshot(_sessionId: string, sandboxId: string): Promise<SnapshotResult> {
+    throw fail("memorySnapshot", "the local provider has no memory snapshots", { sandboxId });
+  }
+
+  async terminate(sessionId: string, sandboxId?: string | null): Promise<void> {
+    const ids = sandboxId
+      ? [sandboxId]
+      : (await listSandboxRecords(this.dataDir)).filter((r) => r.sessionId === sessionId).map((r) => r.sandboxId);
+    for (const id of ids) await this.destroy(id);
+  }
+
+  async checkSandboxes(sandboxIds: string[]): Promise<string[]> {
+    const records = await Promise.all(sandboxIds.map((id) => readSandboxRecord(this.dataDir, id)));
+    return records.filter((r): r is SandboxRecord => r !== null && isLive(r)).map((r) => r.sandboxId);
+  }
+
+  async health(): Promise<boolean> {
+    try {
+      return (await run(this.opencodeBin, ["--version"], { timeoutMs: 20_000 })).exitCode === 0;
+    } catch {
+      return false;
+    }
+  }
+
+  async resolveTunnels(sandboxId: string): Promise<{ openCodeUrl: string; previewUrl: string | null }> {
+    const record = await readSandboxRecord(this.dataDir, sandboxId);
+    if (!record || !isLive(record)) throw fail("resolveTunnels", `sandbox ${sandboxId} is not running`, { sandboxId });
+    return { openCodeUrl: record.openCodeUrl, previewUrl: null };
+  }
+
+  /** Runs argv in the workspace with the sandbox's home; session env vars are not persisted, so not applied. */
+  async execCommand(sandboxId: string, argv: string[], opts: { cwd?: string; timeoutMs?: number } = {}): Promise<ExecResult> {
+    const record = await readSandboxRecord(this.dataDir, sandboxId);
+    if (!record || !isLive(record)) throw fail("execCommand", `sandbox ${sandboxId} is not running`, { sandboxId });
+    const [file, ...args] = argv;
+    if (!file) throw fail("execCommand", "argv is empty", { sandboxId });
+    const cwd = this.insideWorkspace(record.workspace, opts.cwd ?? ".", "execCommand");
+    try {
+      return await run(file, args, {
+        cwd,
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LANG: "C.UTF-8", ...homeEnv(record.home), SANDBOX_ID: sandboxId },
+        timeoutMs: opts.timeoutMs ?? 60_000,
+      });
+    } catch (err) {
+      throw fail("execCommand", errorText(err), { cause: err, sandboxId });
+    }
+  }
+
+  private resultOf(record: SandboxRecord): CreateSandboxResult {
+    return { sandboxId: record.sandboxId, tunnelUrl: record.openCodeUrl, previewUrl: null, expiresAt: record.expiresAt };
+  }
+
+  /** Resolves a path under the workspace; a path escaping it is a caller error. */
+  private insideWorkspace(workspace: string, path: string, operation: string): string {
+    const full = resolve(workspace, path);
+    if (full !== workspace && !full.startsWith(workspace + sep)) throw fail(operation, `path ${path} leaves the workspace`);
+    return full;
+  }
+
+  private async restoreInto(snapshotId: string, paths: { workspace: string; home: string }): Promise<void> {
+    if (!/^[A-Za-z0-9_-]+$/.test(snapshotId)) throw fail("createSandbox", `unknown snapshot ${snapshotId}`);
+    const root = `${this.dataDir}/snapshots/${snapshotId}`;
+    let meta: { workspace?: unknown };
+    try {
+      meta = JSON.parse(await readFile(`${root}/snapshot.json`, "utf8")) as { workspace?: unknown };
+    } catch (err) {
+      throw fail("createSandbox", `unknown snapshot ${snapshotId}`, { cause: err });
+    }
+    await copyAgentState({ workspace: `${root}/workspace`, home: `${root}/home` }, paths);
+    if (typeof meta.workspace === "string") await repointSessions(paths.home, meta.workspace, paths.workspace);
+  }
+
+  private async cloneRepos(opts: CreateSandboxOpts, workspace: string, sandboxId: string): Promise<void> {
+    for (const repo of opts.repos) {
+      const dest = this.insideWorkspace(workspace, repoDirName(repo.url, repo.workspacePath), "createSandbox");
+      // A restored workspace already holds the clone (with the agent's edits): keep it.
+      if (await stat(dest).then(() => true, () => false)) continue;
+      const args = ["clone", "--quiet", ...(repo.branch ? ["--branch", repo.branch] : []), "--", repo.url, dest];
+      let result;
+      try {
+        result = await run("git", args, { env: { PATH: process.env.PATH ?? "/usr/bin:/bin", GIT_TERMINAL_PROMPT: "0", HOME: workspace }, timeoutMs: 300_000 });
+      } catch (err) {
+        throw fail("createSandbox", `git clone ${repo.url}: ${errorText(err)}`, { cause: err, sandboxId });
+      }
+      if (result.exitCode !== 0) {
+        throw fail("createSandbox", `git clone ${repo.url} exited ${result.exitCode}: ${result.stderr.trim()}`, { sandboxId });
+      }
+    }
+  }
+
+  private async boot(opts: CreateSandboxOpts, sandboxId: string, paths: { root: string; workspace: string; home: string }, restoredFrom: string | null): Promise<SandboxRecord> {
+    const devModelPort = await allocatePort();
+    const model = chooseModel(this.env, opts.agentConfig?.modelId, devModelPort);
+    let instructionsPath: string | null = null;
+    if (opts.systemPrompt) {
+      instructionsPath = `${paths.root}/instructions.md`;
+      await writeFile(instructionsPath, opts.systemPrompt);
+    }
+    const env = sandboxEnv({
+      hostPath: process.env.PATH ?? "/usr/bin:/bin",
+      home: paths.home,
+      sessionId: opts.sessionId,
+      sandboxId,
+      providerEnv: this.env,
+      envVars: opts.envVars,
+      config: openCodeConfig(model, instructionsPath),
+    });
+    const openCodePort = await allocatePort();
+    const createdAt = Date.now();
+    const logPath = `${paths.root}/sandbox.log`;
+    // The log is a file, not a pipe: the sandbox must outlive the process that started it.
+    const log = await open(logPath, "a");
+    const child = spawn(
+      "/bin/sh",
+      launchArgs({
+        nodeBin: process.execPath,
+        tsxLoaderUrl: tsxLoaderUrl(),
+        devModelMain: model.kind === "dev" ? DEV_MODEL_MAIN : null,
+        devModelPort,
+        timeoutSeconds: this.timeoutSeconds,
+        opencodeBin: this.opencodeBin,
+        opencodePort: openCodePort,
+      }),
+      { cwd: paths.workspace, env, detached: true, stdio: ["ignore", log.fd, log.fd] },
+    );
+    await log.close();
+    let exited: string | null = null;
+    child.once("exit", (code, signal) => {
+      exited = `exited with ${signal ?? code}`;
+    });
+    child.once("error", (err) => {
+      exited = `could not start: ${err.message}`;
+    });
+    child.unref();
+    const pgid = child.pid;
+    if (pgid === undefined) throw fail("createSandbox", "the sandbox process did not start", { retryable: true, sandboxId });
+    const record: SandboxRecord = {
+      sandboxId,
+      sessionId: opts.sessionId,
+      pgid,
+      leaderStartTime: processStartTime(pgid),
+      openCodePort,
+      openCodeUrl: `http://127.0.0.1:${openCodePort}`,
+      devModelPort: model.kind === "dev" ? devModelPort : null,
+      workspace: paths.workspace,
+      home: paths.home,
+      createdAt,
+      expiresAt: createdAt + Math.round(this.timeoutSeconds * 1000),
+      restoredFrom,
+    };
+    // Registered before readiness so a failed boot is still found and killed by terminate.
+    await writeSandboxRecord(this.dataDir, record);
+    const deadline = Date.now() + this.readyTimeoutMs;
+    for (;;) {
+      const text = await readFile(logPath, "utf8").catch(() => "");
+      const ready = readinessFromLog(text, model.kind === "dev");
+      if (ready) {
+        const final = { ...record, openCodeUrl: ready.openCodeUrl };
+        await writeSandboxRecord(this.dataDir, final);
+        return final;
+      }
+      if (exited !== null || Date.now() >= deadline) {
+        const why = exited ?? `not ready after ${this.readyTimeoutMs} ms`;
+        throw fail("createSandbox", `OpenCode ${why}; log tail: ${text.slice(-800)}`, { retryable: true, sandboxId });
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  /** Kills the group (if any), then removes the sandbox directory. Unknown ids are a no-op. */
+  private async destroy(sandboxId: string): Promise<void> {
+    if (!/^[A-Za-z0-9_-]+$/.test(sandboxId)) return;
+    const record = await readSandboxRecord(this.dataDir, sandboxId);
+    // Signal the group while our leader runs, or when the leader is gone but members remain (the
+    // kernel does not recycle a pgid that still has members); a recycled leader pid is a stranger.
+    if (record && (isLive(record) || (!pidPresent(record.pgid) && groupPresent(record.pgid)))) {
+      const stopped = await killGroup(record.pgid);
+      if (!stopped) throw fail("terminate", `processes of sandbox ${sandboxId} survived SIGKILL`, { retryable: true, sandboxId });
+    }
+    await removeDir(sandboxPaths(this.dataDir, sandboxId).root);
+  }
+}

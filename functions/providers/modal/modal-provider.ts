@@ -1,0 +1,388 @@
+/**
+ * Modal sandbox provider (seed 003 §6.2; memory snapshots: seed 002 §1a-1f). Stateless: every
+ * call finds the sandbox again through the SDK (by name = session id, or by id). The SDK client
+ * is injected so tests pass a double that records calls; `createModalSdk` builds the real one.
+ *
+ * SDK calls (modal@0.11):
+ *   create:  apps.fromName(appName) → images.fromId | images.fromRegistry → sandboxes.create(app, image, params)
+ *            → sandbox.tunnels() → sandbox.exec(boot steps) → readiness poll
+ *   ensure:  sandboxes.fromName(appName, sessionId) → sandbox.poll() (null = running) → sandbox.tunnels()
+ *   mem restore: sandboxSnapshots.fromId(id) → sandboxes.experimentalFromSnapshot(snap, {name}) → tunnels → readiness
+ *   snapshot: sandboxes.fromId → sandbox.snapshotFilesystem() (image id)
+ *   memorySnapshot: sandboxes.fromId → sandbox.experimentalSnapshot() (`mem:` + snapshot id)
+ *   terminate: sandboxes.fromId | sandboxes.fromName → sandbox.terminate()
+ *   checkSandboxes: sandboxes.fromId → sandbox.poll()
+ */
+import { ModalClient, type SandboxCreateParams } from "modal";
+import { ProviderError } from "../../domain/errors";
+import type { GitFreshnessConfig } from "../../domain/git-freshness";
+import type {
+  CreateSandboxOpts,
+  CreateSandboxResult,
+  EnsureSandboxResult,
+  ExecResult,
+  PauseResult,
+  SandboxProvider,
+  SnapshotResult,
+} from "../../ports/sandbox-provider";
+import { failureKindOf, toProviderError, type ProviderFailureKind } from "../provider-errors";
+import {
+  SANDBOX_PORTS,
+  bootSteps,
+  buildSandboxEnv,
+  defaultReadinessDeps,
+  pullReposOnRestore,
+  runBootSequence,
+  waitForOpenCodeReady,
+  type ReadinessDeps,
+  type SandboxExec,
+} from "../sandbox-boot";
+
+/** seed 002 §5c: the caller clears `snapshotId` when `ensureSandbox` fails with this operation. */
+export const RESTORE_FROM_MEMORY_SNAPSHOT_OPERATION = "restoreFromMemorySnapshot";
+/** seed 002 §1 "`mem:` prefix distinguishes memory snapshot IDs"; only this provider interprets it. */
+export const MEMORY_SNAPSHOT_PREFIX = "mem:";
+
+const PROVIDER = "modal";
+const TUNNEL_TIMEOUT_MS = 30_000;
+/** seed 003 §6.2 step 4: 2 CPU, 4 GB RAM. */
+const SANDBOX_CPU = 2;
+const SANDBOX_MEMORY_MIB = 4096;
+
+// ---- The SDK surface this provider uses: a structural subset of `ModalClient` (checked below). ----
+
+export interface ModalTunnelLike {
+  readonly url: string;
+  unencryptedHost?: string | undefined;
+  unencryptedPort?: number | undefined;
+}
+
+export interface ModalProcessLike {
+  stdout: { readText(): Promise<string> };
+  stderr: { readText(): Promise<string> };
+  wait(): Promise<number>;
+}
+
+export interface ModalSandboxLike {
+  readonly sandboxId: string;
+  exec(command: string[], params?: { workdir?: string; timeoutMs?: number }): Promise<ModalProcessLike>;
+  tunnels(timeoutMs?: number): Promise<Record<number, ModalTunnelLike>>;
+  snapshotFilesystem(): Promise<{ readonly imageId: string }>;
+  experimentalSnapshot(): Promise<{ readonly snapshotId: string }>;
+  terminate(): Promise<void>;
+  /** `null` while running, else the exit code. */
+  poll(): Promise<number | null>;
+}
+
+/** Opaque SDK handles the provider passes back to the SDK unchanged. */
+export type ModalAppRef = object;
+export type ModalImageRef = object;
+export type ModalSnapshotRef = object;
+
+export interface ModalSdk {
+  apps: { fromName(name: string): Promise<ModalAppRef> };
+  images: { fromId(imageId: string): Promise<ModalImageRef>; fromRegistry(tag: string): ModalImageRef };
+  sandboxes: {
+    create(app: ModalAppRef, image: ModalImageRef, params?: SandboxCreateParams): Promise<ModalSandboxLike>;
+    fromId(sandboxId: string): Promise<ModalSandboxLike>;
+    fromName(appName: string, name: string): Promise<ModalSandboxLike>;
+    experimentalFromSnapshot(snapshot: ModalSnapshotRef, params?: { name?: string | null }): Promise<ModalSandboxLike>;
+  };
+  sandboxSnapshots: { fromId(snapshotId: string): Promise<ModalSnapshotRef> };
+}
+
+export interface ModalProviderConfig {
+  appName: string;
+  /** Registry tag, or a Modal image id (`im-...`, e.g. from deploy.py's `get_image_id`). */
+  baseImage?: string;
+  /** `MODAL_BASE_SNAPSHOT_ID`: base layer image id, used when the call has no snapshot. */
+  baseSnapshotId?: string;
+  timeoutSeconds: number;
+  tokenId?: string;
+  tokenSecret?: string;
+  gitFreshness?: GitFreshnessConfig;
+}
+
+export interface ModalProviderDeps {
+  now?: () => number;
+  readiness?: ReadinessDeps;
+}
+
+/** The real client. Typed as `ModalSdk` so a mismatch with the installed SDK fails typecheck. */
+export function createModalSdk(config: Pick<ModalProviderConfig, "tokenId" | "tokenSecret">): ModalSdk {
+  const client: ModalSdk = new ModalClient({
+    ...(config.tokenId ? { tokenId: config.tokenId } : {}),
+    ...(config.tokenSecret ? { tokenSecret: config.tokenSecret } : {}),
+  });
+  return client;
+}
+
+/** gRPC status codes (nice-grpc `Status`) the SDK surfaces on `ClientError.code`. */
+const GRPC = { DEADLINE_EXCEEDED: 4, NOT_FOUND: 5, ALREADY_EXISTS: 6, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, ABORTED: 10, UNAVAILABLE: 14, UNAUTHENTICATED: 16 } as const;
+
+/** Maps Modal SDK errors (modal's own classes by name, or nice-grpc `ClientError` by code). */
+export function classifyModalError(err: unknown): ProviderFailureKind {
+  if (!(err instanceof Error)) return "other";
+  const code = (err as { code?: unknown }).code;
+  if (err.name === "ClientError" && typeof code === "number") {
+    if (code === GRPC.NOT_FOUND) return "not_found";
+    if (code === GRPC.UNAUTHENTICATED || code === GRPC.PERMISSION_DENIED) return "auth";
+    if (code === GRPC.ALREADY_EXISTS) return "already_exists";
+    if (code === GRPC.UNAVAILABLE || code === GRPC.DEADLINE_EXCEEDED || code === GRPC.RESOURCE_EXHAUSTED || code === GRPC.ABORTED) {
+      return "transient";
+    }
+    return "other";
+  }
+  switch (err.name) {
+    case "NotFoundError":
+      return "not_found";
+    case "AlreadyExistsError":
+      return "already_exists";
+    case "TimeoutError":
+    case "SandboxTimeoutError":
+    case "InternalFailure":
+    case "ResourceExhaustedError":
+      return "transient";
+    default:
+      return "other";
+  }
+}
+
+export function isMemorySnapshotId(id: string | null | undefined): id is string {
+  return typeof id === "string" && id.startsWith(MEMORY_SNAPSHOT_PREFIX);
+}
+
+export class ModalSandboxProvider implements SandboxProvider {
+  readonly type = "modal" as const;
+  /** Modal has no native pause: sessions snapshot + terminate (seed 003 §9). */
+  readonly supportsPause = false;
+  readonly supportsAutoPause = false;
+  readonly supportsMemorySnapshot = true;
+
+  private readonly now: () => number;
+  private readonly readiness: ReadinessDeps;
+
+  constructor(
+    private readonly sdk: ModalSdk,
+    private readonly config: ModalProviderConfig,
+    deps: ModalProviderDeps = {},
+  ) {
+    this.now = deps.now ?? Date.now;
+    this.readiness = deps.readiness ?? defaultReadinessDeps;
+  }
+
+  async ensureSandbox(opts: CreateSandboxOpts): Promise<EnsureSandboxResult> {
+    const live = await this.findLiveSandbox(opts.sessionId);
+    if (live) return { ...(await this.describe(live, "ensureSandbox", null)), recovered: true };
+    try {
+      return { ...(await this.createSandbox(opts)), recovered: false };
+    } catch (err) {
+      // A concurrent ensure created the session's sandbox first (names are unique per app): recover it.
+      if (failureKindOf(err) !== "already_exists") throw err;
+      const winner = await this.findLiveSandbox(opts.sessionId);
+      if (!winner) throw err;
+      return { ...(await this.describe(winner, "ensureSandbox", null)), recovered: true };
+    }
+  }
+
+  async createSandbox(opts: CreateSandboxOpts): Promise<CreateSandboxResult> {
+    if (isMemorySnapshotId(opts.snapshotId)) return this.restoreFromMemorySnapshot(opts, opts.snapshotId);
+    let sandbox: ModalSandboxLike | null = null;
+    try {
+      const app = await this.sdk.apps.fromName(this.config.appName);
+      const image = await this.resolveImage(opts);
+      sandbox = await this.sdk.sandboxes.create(app, image, this.createParams(opts));
+      const urls = await this.tunnelUrls(sandbox);
+      const exec = execVia(sandbox);
+      const restored = Boolean(opts.snapshotId);
+      await runBootSequence(exec, bootSteps(opts, { restored, now: this.now() }));
+      if (restored && this.config.gitFreshness) {
+        await pullReposOnRestore(exec, opts.repos, this.config.gitFreshness, this.now()).catch(() => undefined);
+      }
+      await waitForOpenCodeReady(urls.tunnelUrl, this.readiness);
+      return { sandboxId: sandbox.sandboxId, ...urls, expiresAt: this.expiresAt() };
+    } catch (err) {
+      // A half-booted sandbox named after the session would be "recovered" by the next ensure.
+      if (sandbox) await sandbox.terminate().catch(() => undefined);
+      throw this.error("createSandbox", err);
+    }
+  }
+
+  /** seed 002 §1d/1e: no boot sequence (processes are still running), no silent fallback. */
+  private async restoreFromMemorySnapshot(opts: CreateSandboxOpts, memId: string): Promise<CreateSandboxResult> {
+    let sandbox: ModalSandboxLike | null = null;
+    try {
+      const snapshot = await this.sdk.sandboxSnapshots.fromId(memId.slice(MEMORY_SNAPSHOT_PREFIX.length));
+      // The session id as name keeps the restored sandbox discoverable by `fromName`.
+      sandbox = await this.sdk.sandboxes.experimentalFromSnapshot(snapshot, { name: opts.sessionId });
+      const urls = await this.tunnelUrls(sandbox);
+      // seed 003 §6.2: restore blocks on readiness so callers never race OpenCode's /session.
+      await waitForOpenCodeReady(urls.tunnelUrl, this.readiness);
+      return { sandboxId: sandbox.sandboxId, ...urls, expiresAt: this.expiresAt() };
+    } catch (err) {
+      if (sandbox) await sandbox.terminate().catch(() => undefined);
+      throw toProviderError(PROVIDER, RESTORE_FROM_MEMORY_SNAPSHOT_OPERATION, err, classifyModalError, "memory snapshot restore failed");
+    }
+  }
+
+  async snapshot(_sessionId: string, sandboxId: string): Promise<SnapshotResult> {
+    try {
+      const sandbox = await this.sdk.sandboxes.fromId(sandboxId);
+      const image = await sandbox.snapshotFilesystem();
+      return { snapshotId: image.imageId };
+    } catch (err) {
+      throw this.error("snapshot", err);
+    }
+  }
+
+  async pause(_sessionId: string, _sandboxId: string): Promise<PauseResult> {
+    throw new ProviderError(PROVIDER, "pause", "Modal does not support pause; snapshot and terminate instead", { retryable: false });
+  }
+
+  /** seed 002 memory-only policy: no fallback to a filesystem snapshot when this fails. */
+  async memorySnapshot(_sessionId: string, sandboxId: string): Promise<SnapshotResult> {
+    try {
+      const sandbox = await this.sdk.sandboxes.fromId(sandboxId);
+      const snapshot = await sandbox.experimentalSnapshot();
+      return { snapshotId: `${MEMORY_SNAPSHOT_PREFIX}${snapshot.snapshotId}` };
+    } catch (err) {
+      throw this.error("memorySnapshot", err);
+    }
+  }
+
+  /** Idempotent (seed 003 §1): a sandbox that is already gone is success. */
+  async terminate(sessionId: string, sandboxId?: string | null): Promise<void> {
+    try {
+      const sandbox = sandboxId
+        ? await this.sdk.sandboxes.fromId(sandboxId)
+        : await this.sdk.sandboxes.fromName(this.config.appName, sessionId);
+      await sandbox.terminate();
+    } catch (err) {
+      if (classifyModalError(err) === "not_found") return;
+      throw this.error("terminate", err);
+    }
+  }
+
+  /** Side-effect free: `poll` only reads the sandbox's exit status. */
+  async checkSandboxes(sandboxIds: string[]): Promise<string[]> {
+    const unique = [...new Set(sandboxIds)];
+    const alive = await Promise.all(
+      unique.map(async (id) => {
+        try {
+          const sandbox = await this.sdk.sandboxes.fromId(id);
+          return (await sandbox.poll()) === null;
+        } catch (err) {
+          if (classifyModalError(err) === "not_found") return false;
+          throw this.error("checkSandboxes", err);
+        }
+      }),
+    );
+    return unique.filter((_, i) => alive[i]);
+  }
+
+  async health(): Promise<boolean> {
+    try {
+      await this.sdk.apps.fromName(this.config.appName);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async resolveTunnels(sandboxId: string): Promise<{ openCodeUrl: string; previewUrl: string | null }> {
+    try {
+      const sandbox = await this.sdk.sandboxes.fromId(sandboxId);
+      const urls = await this.tunnelUrls(sandbox);
+      return { openCodeUrl: urls.tunnelUrl, previewUrl: urls.previewUrl };
+    } catch (err) {
+      throw this.error("resolveTunnels", err);
+    }
+  }
+
+  async execCommand(sandboxId: string, argv: string[], opts: { cwd?: string; timeoutMs?: number } = {}): Promise<ExecResult> {
+    try {
+      const sandbox = await this.sdk.sandboxes.fromId(sandboxId);
+      return await execVia(sandbox)(argv, opts);
+    } catch (err) {
+      throw this.error("execCommand", err);
+    }
+  }
+
+  // ---- internals ----
+
+  /** seed 003 §6.2 `findSandbox()`: the session id is the sandbox name, so lookup is 1:1. */
+  private async findLiveSandbox(sessionId: string): Promise<ModalSandboxLike | null> {
+    try {
+      const sandbox = await this.sdk.sandboxes.fromName(this.config.appName, sessionId);
+      return (await sandbox.poll()) === null ? sandbox : null;
+    } catch (err) {
+      if (classifyModalError(err) === "not_found") return null;
+      throw this.error("ensureSandbox", err);
+    }
+  }
+
+  private async describe(sandbox: ModalSandboxLike, operation: string, expiresAt: number | null): Promise<CreateSandboxResult> {
+    try {
+      const urls = await this.tunnelUrls(sandbox);
+      return { sandboxId: sandbox.sandboxId, ...urls, expiresAt };
+    } catch (err) {
+      throw this.error(operation, err);
+    }
+  }
+
+  /** seed 003 §6.2 step 2: restore snapshot > base snapshot > base image. */
+  private async resolveImage(opts: CreateSandboxOpts): Promise<ModalImageRef> {
+    if (opts.snapshotId) return this.sdk.images.fromId(opts.snapshotId);
+    const base = opts.baseSnapshotId ?? this.config.baseSnapshotId;
+    if (base) return this.sdk.images.fromId(base);
+    const image = this.config.baseImage;
+    if (!image) throw new ProviderError(PROVIDER, "createSandbox", "no snapshot, base snapshot or base image configured");
+    return image.startsWith("im-") ? this.sdk.images.fromId(image) : this.sdk.images.fromRegistry(image);
+  }
+
+  private createParams(opts: CreateSandboxOpts): SandboxCreateParams {
+    return {
+      name: opts.sessionId,
+      env: buildSandboxEnv(opts),
+      timeoutMs: this.config.timeoutSeconds * 1_000,
+      cpu: SANDBOX_CPU,
+      memoryMiB: SANDBOX_MEMORY_MIB,
+      encryptedPorts: [SANDBOX_PORTS.opencode, SANDBOX_PORTS.preview],
+      unencryptedPorts: [SANDBOX_PORTS.ssh],
+      // seed 002 §1a: without this the sandbox cannot be memory-snapshotted later.
+      experimentalEnableSnapshot: true,
+    };
+  }
+
+  private async tunnelUrls(sandbox: ModalSandboxLike): Promise<Omit<CreateSandboxResult, "sandboxId" | "expiresAt">> {
+    const tunnels = await sandbox.tunnels(TUNNEL_TIMEOUT_MS);
+    const opencode = tunnels[SANDBOX_PORTS.opencode];
+    if (!opencode) throw new ProviderError(PROVIDER, "resolveTunnels", `no tunnel for port ${SANDBOX_PORTS.opencode}`);
+    const ssh = tunnels[SANDBOX_PORTS.ssh];
+    return {
+      tunnelUrl: opencode.url,
+      previewUrl: tunnels[SANDBOX_PORTS.preview]?.url ?? null,
+      ...(ssh?.unencryptedHost ? { sshHost: ssh.unencryptedHost } : {}),
+      ...(ssh?.unencryptedPort ? { sshPort: ssh.unencryptedPort } : {}),
+    };
+  }
+
+  private expiresAt(): number {
+    return this.now() + this.config.timeoutSeconds * 1_000;
+  }
+
+  private error(operation: string, err: unknown): ProviderError {
+    return toProviderError(PROVIDER, operation, err, classifyModalError);
+  }
+}
+
+function execVia(sandbox: ModalSandboxLike): SandboxExec {
+  return async (argv, opts = {}) => {
+    const proc = await sandbox.exec(argv, {
+      ...(opts.cwd ? { workdir: opts.cwd } : {}),
+      ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}),
+    });
+    const [stdout, stderr, exitCode] = await Promise.all([proc.stdout.readText(), proc.stderr.readText(), proc.wait()]);
+    return { stdout, stderr, exitCode };
+  };
+}

@@ -1,0 +1,23 @@
+/**
+ * CDK app entry (cdk.json: `npx tsx infra/app.ts`). Env-agnostic: account and region come from
+ * the CLI's environment at deploy time. Context: `deletionProtection` (default true),
+ * `defaultSandboxProvider` (modal | e2b). cdk-nag's AwsSolutions pack runs on every synth.
+ */
+import { App, Validations } from "aws-cdk-lib";
+import { AwsSolutionsChecks } from "cdk-nag";
+import { ControlPlaneStack } from "./control-plane-stack";
+
+export function buildApp(app = new App()): { app: App; stack: ControlPlaneStack } {
+  Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+  const deletionProtection = app.node.tryGetContext("deletionProtection");
+  const provider = app.node.tryGetContext("defaultSandboxProvider");
+  const stack = new ControlPlaneStack(app, "SandboxControlPlane", {
+    deletionProtection: deletionProtection === undefined ? true : String(deletionProtection) !== "false",
+    ...(provider === "modal" || provider === "e2b" ? { defaultSandboxProvider: provider } : {}),
+  });
+  return { app, stack };
+}
+
+if (process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, "/").split("/").pop() ?? "")) {
+  buildApp().app.synth();
+}

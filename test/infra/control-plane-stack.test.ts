@@ -1,0 +1,172 @@
+import { readFileSync, mkdtempSync, rmSync, statSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { App, Validations, type Stack } from "aws-cdk-lib";
+import { Match, Template } from "aws-cdk-lib/assertions";
+import { buildApp } from "../../infra/app";
+import { HTTP_ROUTES } from "../../functions/http/routes";
+import { GSI_BY_ORG, GSI_BY_STATUS } from "../../functions/store/table-layout";
+
+interface ValidationReport {
+  pluginReports: {
+    pluginName: string;
+    conclusion: string;
+    violations: unknown[];
+    suppressedViolations: { ruleName: string; violatingConstructs: { reason?: string; acknowledgementReason?: string }[] }[];
+  }[];
+}
+
+let outdir: string;
+let template: Template;
+let report: ValidationReport;
+let assetDirs: string[];
+let stackRef: Stack;
+
+beforeAll(() => {
+  outdir = mkdtempSync(path.join(tmpdir(), "cdk-out-"));
+  // Real esbuild bundling, no Docker (forceDockerBundling: false and esbuild installed).
+  const { app, stack } = buildApp(new App({ outdir, context: { deletionProtection: "true" } }));
+  app.synth();
+  template = Template.fromStack(stack);
+  stackRef = stack;
+  report = JSON.parse(readFileSync(path.join(outdir, "validation-report.json"), "utf8")) as ValidationReport;
+  assetDirs = readdirSync(outdir).filter((d) => d.startsWith("asset."));
+});
+afterAll(() => rmSync(outdir, { recursive: true, force: true }));
+
+describe("table", () => {
+  it("is on-demand, with point-in-time recovery, deletion protection, retained, and both GSIs", () => {
+    template.hasResource("AWS::DynamoDB::Table", {
+      DeletionPolicy: "Retain",
+      Properties: Match.objectLike({
+        BillingMode: "PAY_PER_REQUEST",
+        DeletionProtectionEnabled: true,
+        PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+        KeySchema: [
+          { AttributeName: "PK", KeyType: "HASH" },
+          { AttributeName: "SK", KeyType: "RANGE" },
+        ],
+        GlobalSecondaryIndexes: Match.arrayWith([
+          Match.objectLike({ IndexName: GSI_BY_ORG, KeySchema: [{ AttributeName: "GSI1PK", KeyType: "HASH" }, { AttributeName: "GSI1SK", KeyType: "RANGE" }] }),
+          Match.objectLike({ IndexName: GSI_BY_STATUS, KeySchema: [{ AttributeName: "GSI2PK", KeyType: "HASH" }, { AttributeName: "GSI2SK", KeyType: "RANGE" }] }),
+        ]),
+      }),
+    });
+  });
+
+  it("deletion protection is configurable", () => {
+    const dir = mkdtempSync(path.join(tmpdir(), "cdk-out-"));
+    try {
+      const { stack } = buildApp(new App({ outdir: dir, context: { deletionProtection: "false", "aws:cdk:bundling-stacks": [] } }));
+      Template.fromStack(stack).hasResource("AWS::DynamoDB::Table", {
+        DeletionPolicy: "Delete",
+        Properties: Match.objectLike({ DeletionProtectionEnabled: false }),
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("HTTP API", () => {
+  it("has exactly the route table's routes, each integrated with a Lambda function", () => {
+    const routes = template.findResources("AWS::ApiGatewayV2::Route");
+    const keys = Object.values(routes).map((r) => (r as { Properties: { RouteKey: string } }).Properties.RouteKey).sort();
+    expect(keys).toEqual(HTTP_ROUTES.map((r) => `${r.method} ${r.path}`).sort());
+    template.resourceCountIs("AWS::ApiGatewayV2::Integration", HTTP_ROUTES.length);
+  });
+
+  it("has a throttled, access-logged $default stage", () => {
+    template.hasResourceProperties("AWS::ApiGatewayV2::Stage", {
+      StageName: "$default",
+      AutoDeploy: true,
+      DefaultRouteSettings: Match.objectLike({ ThrottlingRateLimit: Match.anyValue(), ThrottlingBurstLimit: Match.anyValue() }),
+      AccessLogSettings: Match.objectLike({ DestinationArn: Match.anyValue() }),
+    });
+  });
+});
+
+describe("functions", () => {
+  it("run nodejs22.x on arm64 with the table name and provider configuration bound", () => {
+    const fns = template.findResources("AWS::Lambda::Function");
+    expect(Object.keys(fns)).toHaveLength(HTTP_ROUTES.length);
+    for (const fn of Object.values(fns) as { Properties: Record<string, unknown> }[]) {
+      expect(fn.Properties).toMatchObject({
+        Runtime: "nodejs22.x",
+        Architectures: ["arm64"],
+        Environment: { Variables: expect.objectContaining({ TABLE_NAME: { Ref: expect.stringMatching(/^SessionTable/) }, DEFAULT_SANDBOX_PROVIDER: "modal" }) },
+      });
+    }
+  });
+
+  it("are bundled by esbuild without Docker: one small ESM bundle per route", () => {
+    expect(assetDirs.length).toBeGreaterThanOrEqual(HTTP_ROUTES.length);
+    for (const dir of assetDirs) {
+      const file = path.join(outdir, dir, "index.mjs");
+      const size = statSync(file).size;
+      expect(size).toBeGreaterThan(1000);
+      expect(size).toBeLessThan(3 * 1024 * 1024);
+    }
+  });
+
+  it("have least-privilege table grants: read routes cannot write, health cannot touch the table", () => {
+    const policies = template.findResources("AWS::IAM::Policy");
+    const actionsFor = (routeId: string): string[] => {
+      const entry = Object.entries(policies).find(([logicalId]) => logicalId.startsWith(`${routeId}Role`));
+      if (!entry) return [];
+      const doc = (entry[1] as { Properties: { PolicyDocument: { Statement: { Action: string | string[] }[] } } }).Properties.PolicyDocument;
+      return doc.Statement.flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action]));
+    };
+    const writes = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"];
+    for (const route of HTTP_ROUTES) {
+      const actions = actionsFor(route.id);
+      const dynamo = actions.filter((a) => a.startsWith("dynamodb:"));
+      if (route.tableAccess === "none") expect(dynamo).toEqual([]);
+      if (route.tableAccess === "read") {
+        expect(dynamo).toContain("dynamodb:GetItem");
+        expect(dynamo).toContain("dynamodb:Query");
+        for (const w of writes) expect(dynamo).not.toContain(w);
+      }
+      if (route.tableAccess === "readwrite") {
+        expect(dynamo).toEqual(expect.arrayContaining(["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"]));
+      }
+      // No statement anywhere grants dynamodb:* or *.
+      expect(actions).not.toContain("dynamodb:*");
+      expect(actions).not.toContain("*");
+    }
+  });
+
+  it("use their own roles with no AWS managed policies", () => {
+    const roles = template.findResources("AWS::IAM::Role");
+    for (const role of Object.values(roles) as { Properties: { ManagedPolicyArns?: unknown[] } }[]) {
+      expect(role.Properties.ManagedPolicyArns ?? []).toEqual([]);
+    }
+  });
+
+  it("each has an error alarm", () => {
+    template.resourceCountIs("AWS::CloudWatch::Alarm", HTTP_ROUTES.length);
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", { MetricName: "Errors", Namespace: "AWS/Lambda" });
+  });
+});
+
+describe("cdk-nag AwsSolutions", () => {
+  it("reports zero unacknowledged violations, and every acknowledgement carries a reason", () => {
+    const nag = report.pluginReports.find((p) => p.pluginName === "AwsSolutions");
+    expect(nag).toBeDefined();
+    expect(nag?.violations).toEqual([]);
+    expect(nag?.conclusion).toBe("success");
+    // Acknowledgements are recorded as construct metadata; each must say why.
+    const acks = stackRef.node
+      .findAll()
+      .flatMap((c) => c.node.metadata.filter((m) => m.type === Validations.ACKNOWLEDGED_RULES_METADATA_KEY))
+      .flatMap((m) => Object.entries(m.data as Record<string, string>).map(([id, reason]) => ({ id, reason })));
+    expect(acks.length).toBeGreaterThan(0);
+    for (const a of acks) expect(a.reason.length, `${a.id} acknowledged without a reason`).toBeGreaterThan(20);
+    // Every suppressed violation is covered by one of those acknowledgements.
+    const acked = new Set(acks.map((a) => a.id.replace(/^AwsSolutions::/, "")));
+    for (const s of nag?.suppressedViolations ?? []) {
+      expect(acked.has(s.ruleName) || acked.has(s.ruleName.replace(/\[.*$/, "")), `${s.ruleName} suppressed without an acknowledgement`).toBe(true);
+    }
+  });
+});

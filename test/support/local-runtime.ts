@@ -1,0 +1,43 @@
+/** Starts the local runtime for end-to-end tests and gives a small JSON client over real sockets. */
+import { startLocalRuntime, type LocalRuntime, type LocalRuntimeOptions } from "../../infra/local/runtime";
+
+export interface ApiResponse {
+  status: number;
+  headers: Headers;
+  body: unknown;
+  text: string;
+}
+
+export interface ApiClient {
+  request(method: string, path: string, options?: { token?: string | null; body?: unknown; rawBody?: string | Buffer; headers?: Record<string, string> }): Promise<ApiResponse>;
+}
+
+export function apiClient(baseUrl: string, defaultToken: string): ApiClient {
+  return {
+    async request(method, path, options = {}) {
+      const token = options.token === undefined ? defaultToken : options.token;
+      const headers: Record<string, string> = { ...(options.headers ?? {}) };
+      if (token) headers.authorization = `Bearer ${token}`;
+      let body: string | Buffer | undefined;
+      if (options.rawBody !== undefined) body = options.rawBody;
+      else if (options.body !== undefined) {
+        body = JSON.stringify(options.body);
+        headers["content-type"] ??= "application/json";
+      }
+      const res = await fetch(`${baseUrl}${path}`, { method, headers, body });
+      const text = await res.text();
+      let parsed: unknown = undefined;
+      try {
+        parsed = text ? JSON.parse(text) : undefined;
+      } catch {
+        parsed = undefined;
+      }
+      return { status: res.status, headers: res.headers, body: parsed, text };
+    },
+  };
+}
+
+export async function startRuntimeForTest(options: LocalRuntimeOptions = {}): Promise<{ runtime: LocalRuntime; api: ApiClient }> {
+  const runtime = await startLocalRuntime({ port: 0, ...options });
+  return { runtime, api: apiClient(runtime.url, runtime.devApiToken) };
+}

@@ -1,0 +1,249 @@
+import { AuthenticationError, RateLimitError, SandboxNotFoundError, type SandboxInfo, type SandboxListOpts, type SandboxOpts } from "e2b";
+import { describe, expect, it } from "vitest";
+import { ProviderError } from "../../../functions/domain/errors";
+import {
+  E2BSandboxProvider,
+  MANAGED_BY_METADATA,
+  RESUME_SANDBOX_OPERATION,
+  type E2BProviderConfig,
+  type E2BSandboxLike,
+  type E2BSdk,
+} from "../../../functions/providers/e2b/e2b-provider";
+import type { CreateSandboxOpts } from "../../../functions/ports/sandbox-provider";
+import { describeProviderContract } from "../../support/provider-contract";
+
+type Call = [string, ...unknown[]];
+interface FakeBox {
+  id: string;
+  state: "running" | "paused" | "killed";
+  metadata: Record<string, string>;
+  commands: string[];
+  files: Record<string, string>;
+}
+
+/** Records every SDK call; `failures` injects an error on the named call. */
+class FakeE2B implements E2BSdk {
+  calls: Call[] = [];
+  boxes = new Map<string, FakeBox>();
+  failures = new Map<string, Error>();
+  private next = 0;
+
+  private fail(method: string) {
+    const err = this.failures.get(method);
+    if (err) throw err;
+  }
+  private handle(box: FakeBox): E2BSandboxLike {
+    return {
+      sandboxId: box.id,
+      getHost: (port) => `${port}-${box.id}.e2b.app`,
+      files: {
+        write: async (path, data) => {
+          this.calls.push(["files.write", box.id, path, data]);
+          box.files[path] = data;
+        },
+      },
+      commands: {
+        run: async (cmd, opts) => {
+          this.calls.push(["commands.run", box.id, cmd, opts]);
+          box.commands.push(cmd);
+          return { exitCode: 0, stdout: "", stderr: "" };
+        },
+      },
+    };
+  }
+  private info(box: FakeBox): SandboxInfo {
+    return { sandboxId: box.id, state: box.state === "paused" ? "paused" : "running", metadata: box.metadata } as SandboxInfo;
+  }
+  private live(id: string): FakeBox {
+    const box = this.boxes.get(id);
+    if (!box || box.state === "killed") throw new SandboxNotFoundError(`sandbox ${id} not found`);
+    return box;
+  }
+
+  async create(template: string, opts: SandboxOpts) {
+    this.calls.push(["create", template, opts]);
+    this.fail("create");
+    this.next += 1;
+    const box: FakeBox = { id: `e2b-${this.next}`, state: "running", metadata: opts.metadata ?? {}, commands: [], files: {} };
+    this.boxes.set(box.id, box);
+    return this.handle(box);
+  }
+  async connect(sandboxId: string, opts?: { timeoutMs?: number }) {
+    this.calls.push(["connect", sandboxId, opts]);
+    this.fail("connect");
+    const box = this.live(sandboxId);
+    box.state = "running";
+    return this.handle(box);
+  }
+  async kill(sandboxId: string) {
+    this.calls.push(["kill", sandboxId]);
+    this.fail("kill");
+    const box = this.boxes.get(sandboxId);
+    if (!box || box.state === "killed") return false;
+    box.state = "killed";
+    return true;
+  }
+  async pause(sandboxId: string, opts: { keepMemory: boolean }) {
+    this.calls.push(["pause", sandboxId, opts]);
+    const box = this.live(sandboxId);
+    const was = box.state;
+    box.state = "paused";
+    return was === "running";
+  }
+  async createSnapshot(sandboxId: string) {
+    this.calls.push(["createSnapshot", sandboxId]);
+    this.live(sandboxId);
+    return { snapshotId: `snap-${sandboxId}:default` };
+  }
+  async getInfo(sandboxId: string) {
+    this.calls.push(["getInfo", sandboxId]);
+    this.fail("getInfo");
+    return this.info(this.live(sandboxId));
+  }
+  list(opts: SandboxListOpts) {
+    this.calls.push(["list", opts]);
+    const items = [...this.boxes.values()].filter(
+      (b) =>
+        b.state !== "killed" &&
+        Object.entries(opts.query?.metadata ?? {}).every(([k, v]) => b.metadata[k] === v) &&
+        (!opts.query?.state || opts.query.state.includes(b.state as "running" | "paused")),
+    );
+    // Two pages, to prove the provider walks the paginator.
+    const pages = [items.slice(0, 1), items.slice(1)];
+    let i = 0;
+    return {
+      get hasNext() {
+        return i < pages.length;
+      },
+      nextItems: async () => (pages[i++] ?? []).map((b) => this.info(b)),
+    };
+  }
+}
+
+const NOW = 1_750_000_000_000;
+const config: E2BProviderConfig = { template: "sandbox-tpl", timeoutSeconds: 3600 };
+const SESSION = "ses_0123456789abcdefghjkmnpqrs";
+
+function setup(ready = true) {
+  const sdk = new FakeE2B();
+  const provider = new E2BSandboxProvider(sdk, config, {
+    now: () => NOW,
+    readiness: { fetch: async () => ({ ok: ready }), sleep: async () => undefined },
+  });
+  return { sdk, provider };
+}
+function opts(over: Partial<CreateSandboxOpts> = {}): CreateSandboxOpts {
+  return { sessionId: SESSION, repos: [], envVars: { GITHUB_TOKEN: "ghp_abcdefghijklmnopqrstuvwxyz0123456789" }, ...over };
+}
+
+describeProviderContract("e2b (SDK double)", () => setup().provider);
+
+describe("E2BSandboxProvider", () => {
+  it("creates from the template with envs, session metadata, timeout and auto-pause", async () => {
+    const { sdk, provider } = setup();
+    const result = await provider.createSandbox(opts());
+    expect(sdk.calls[0]).toEqual([
+      "create",
+      "sandbox-tpl",
+      {
+        envs: { GITHUB_TOKEN: "ghp_abcdefghijklmnopqrstuvwxyz0123456789", SESSION_ID: SESSION },
+        metadata: { sessionId: SESSION, ...MANAGED_BY_METADATA },
+        timeoutMs: 3_600_000,
+        lifecycle: { onTimeout: "pause" },
+      },
+    ]);
+    expect(result).toEqual({
+      sandboxId: "e2b-1",
+      tunnelUrl: "https://4096-e2b-1.e2b.app",
+      previewUrl: "https://20000-e2b-1.e2b.app",
+      expiresAt: NOW + 3_600_000,
+    });
+    expect(sdk.boxes.get("e2b-1")?.commands.at(-1)).toContain("opencode serve --port 4096");
+  });
+
+  it("pause is native: keepMemory, and the sandbox id is the snapshot id", async () => {
+    const { sdk, provider } = setup();
+    await provider.createSandbox(opts());
+    expect(await provider.pause(SESSION, "e2b-1")).toEqual({ snapshotId: "e2b-1" });
+    expect(sdk.calls.at(-1)).toEqual(["pause", "e2b-1", { keepMemory: true }]);
+    expect(sdk.boxes.get("e2b-1")?.state).toBe("paused");
+  });
+
+  it("resumes a paused sandbox with connect and re-injects env vars through a JSON file, without booting", async () => {
+    const { sdk, provider } = setup();
+    await provider.createSandbox(opts());
+    await provider.pause(SESSION, "e2b-1");
+    sdk.calls = [];
+    const resumed = await provider.ensureSandbox(
+      opts({ snapshotId: "e2b-1", currentSandboxId: "e2b-1", envVars: { GITHUB_TOKEN: "rotated" } }),
+    );
+    expect(resumed).toMatchObject({ sandboxId: "e2b-1", recovered: false });
+    expect(sdk.calls[0]).toEqual(["getInfo", "e2b-1"]);
+    expect(sdk.calls[1]).toEqual(["connect", "e2b-1", { timeoutMs: 3_600_000 }]);
+    expect(sdk.calls[2]).toEqual([
+      "files.write",
+      "e2b-1",
+      "/tmp/.proliferate_env.json",
+      JSON.stringify({ GITHUB_TOKEN: "rotated", SESSION_ID: SESSION }),
+    ]);
+    expect(sdk.calls[3]?.[2]).toContain("jq -r");
+    expect(sdk.calls.map((c) => c[0])).not.toContain("create");
+    expect(sdk.boxes.get("e2b-1")?.commands.some((c) => c.includes("opencode serve"))).toBe(true); // only from the first boot
+  });
+
+  it("a failed resume is reported and never replaced by a fresh sandbox (seed 003 §9)", async () => {
+    const { sdk, provider } = setup();
+    const err = await provider.createSandbox(opts({ snapshotId: "e2b-gone" })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ProviderError);
+    expect((err as ProviderError).operation).toBe(RESUME_SANDBOX_OPERATION);
+    expect(sdk.calls.map((c) => c[0])).toEqual(["connect"]);
+  });
+
+  it("snapshot makes a snapshot template and restores it with create", async () => {
+    const { sdk, provider } = setup();
+    await provider.createSandbox(opts());
+    const snap = await provider.snapshot(SESSION, "e2b-1");
+    expect(snap).toEqual({ snapshotId: "e2b-snapshot:snap-e2b-1:default" });
+    sdk.calls = [];
+    await provider.createSandbox(opts({ snapshotId: snap.snapshotId }));
+    expect(sdk.calls[0]?.slice(0, 2)).toEqual(["create", "snap-e2b-1:default"]);
+  });
+
+  it("terminate: kill answering false (already gone) is success; without an id it kills by session metadata", async () => {
+    const { sdk, provider } = setup();
+    await provider.createSandbox(opts());
+    await provider.terminate(SESSION);
+    expect(sdk.calls.filter((c) => c[0] === "list")[0]).toEqual(["list", { query: { metadata: { sessionId: SESSION } } }]);
+    expect(sdk.boxes.get("e2b-1")?.state).toBe("killed");
+    await expect(provider.terminate(SESSION, "e2b-1")).resolves.toBeUndefined();
+    sdk.failures.set("kill", new SandboxNotFoundError("gone"));
+    await expect(provider.terminate(SESSION, "e2b-1")).resolves.toBeUndefined();
+  });
+
+  it("checkSandboxes lists running sandboxes by metadata across pages and never connects", async () => {
+    const { sdk, provider } = setup();
+    await provider.createSandbox(opts());
+    await provider.createSandbox(opts({ sessionId: "ses_zzzzzzzzzzzzzzzzzzzzzzzzzz" }));
+    sdk.calls = [];
+    expect(await provider.checkSandboxes(["e2b-2", "e2b-1", "e2b-9"])).toEqual(["e2b-2", "e2b-1"]);
+    expect(sdk.calls).toEqual([["list", { query: { metadata: { ...MANAGED_BY_METADATA }, state: ["running"] } }]]);
+  });
+
+  it("auth errors are not retryable, rate limits are, and secrets in messages are redacted", async () => {
+    const auth = setup();
+    auth.sdk.failures.set("create", new AuthenticationError("invalid API key e2b_0123456789abcdefghijklmnop"));
+    const err = (await auth.provider.createSandbox(opts()).catch((e: unknown) => e)) as ProviderError;
+    expect(err).toMatchObject({ operation: "createSandbox", retryable: false });
+    expect(`${err.message} ${(err.cause as Error).message}`).not.toContain("e2b_0123456789abcdefghijklmnop");
+
+    const limited = setup();
+    limited.sdk.failures.set("create", new RateLimitError("slow down"));
+    await expect(limited.provider.createSandbox(opts())).rejects.toMatchObject({ retryable: true });
+  });
+
+  it("memorySnapshot is unsupported", async () => {
+    const { provider } = setup();
+    expect(provider.supportsMemorySnapshot).toBe(false);
+    await expect(provider.memorySnapshot(SESSION, "e2b-1")).rejects.toMatchObject({ operation: "memorySnapshot" });
+  });
+});

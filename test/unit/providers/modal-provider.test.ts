@@ -1,0 +1,385 @@
+import { AlreadyExistsError, NotFoundError, SandboxTimeoutError } from "modal";
+import { describe, expect, it } from "vitest";
+import { ProviderError } from "../../../functions/domain/errors";
+import {
+  ModalSandboxProvider,
+  RESTORE_FROM_MEMORY_SNAPSHOT_OPERATION,
+  type ModalProviderConfig,
+  type ModalSandboxLike,
+  type ModalSdk,
+  type ModalTunnelLike,
+} from "../../../functions/providers/modal/modal-provider";
+import type { CreateSandboxOpts } from "../../../functions/ports/sandbox-provider";
+import { describeProviderContract } from "../../support/provider-contract";
+
+/** nice-grpc's ClientError shape (name + numeric status code), as the Modal SDK rethrows it. */
+function grpcError(code: number, details: string): Error {
+  return Object.assign(new Error(`/modal.client.ModalClient/Call ${code}: ${details}`), { name: "ClientError", code });
+}
+
+type Call = [string, ...unknown[]];
+
+class FakeModalSandbox implements ModalSandboxLike {
+  running = true;
+  execs: string[][] = [];
+  constructor(
+    private readonly sdk: FakeModal,
+    readonly sandboxId: string,
+    readonly name: string | undefined,
+  ) {}
+  async exec(command: string[], params?: { workdir?: string; timeoutMs?: number }) {
+    this.sdk.record("sandbox.exec", this.sandboxId, command, params);
+    this.execs.push(command);
+    const exitCode = this.sdk.execExitCode(command);
+    return { stdout: { readText: async () => "" }, stderr: { readText: async () => (exitCode ? "boom" : "") }, wait: async () => exitCode };
+  }
+  async tunnels(timeoutMs?: number): Promise<Record<number, ModalTunnelLike>> {
+    this.sdk.record("sandbox.tunnels", this.sandboxId, timeoutMs);
+    this.sdk.maybeFail("tunnels");
+    return {
+      4096: { url: `https://${this.sandboxId}-4096.modal.run` },
+      20000: { url: `https://${this.sandboxId}-20000.modal.run` },
+      22: { url: "https://unused", unencryptedHost: "r1.modal.host", unencryptedPort: 40022 },
+    };
+  }
+  async snapshotFilesystem() {
+    this.sdk.record("sandbox.snapshotFilesystem", this.sandboxId);
+    return { imageId: `im-fs-${this.sandboxId}` };
+  }
+  async experimentalSnapshot() {
+    this.sdk.record("sandbox.experimentalSnapshot", this.sandboxId);
+    this.sdk.maybeFail("experimentalSnapshot");
+    return { snapshotId: `sn-${this.sandboxId}` };
+  }
+  async terminate() {
+    this.sdk.record("sandbox.terminate", this.sandboxId);
+    this.sdk.maybeFail("terminate");
+    this.running = false;
+  }
+  async poll() {
+    this.sdk.record("sandbox.poll", this.sandboxId);
+    return this.running ? null : 0;
+  }
+}
+
+/** Records every SDK call; `failures` injects an error on the named call. */
+class FakeModal implements ModalSdk {
+  calls: Call[] = [];
+  byId = new Map<string, FakeModalSandbox>();
+  failures = new Map<string, Error>();
+  failingExec: string | null = null;
+  private next = 0;
+
+  record(...call: Call) {
+    this.calls.push(call);
+  }
+  maybeFail(method: string) {
+    const err = this.failures.get(method);
+    if (err) throw err;
+  }
+  execExitCode(command: string[]) {
+    return this.failingExec && command.join(" ").includes(this.failingExec) ? 1 : 0;
+  }
+  callNames() {
+    return this.calls.map((c) => c[0]);
+  }
+
+  apps = {
+    fromName: async (name: string) => {
+      this.record("apps.fromName", name);
+      this.maybeFail("apps.fromName");
+      return { appId: `ap-${name}` };
+    },
+  };
+  images = {
+    fromId: async (imageId: string) => {
+      this.record("images.fromId", imageId);
+      return { imageId };
+    },
+    fromRegistry: (tag: string) => {
+      this.record("images.fromRegistry", tag);
+      return { tag };
+    },
+  };
+  sandboxes = {
+    create: async (app: object, image: object, params?: unknown) => {
+      this.record("sandboxes.create", app, image, params);
+      this.maybeFail("sandboxes.create");
+      const name = (params as { name?: string } | undefined)?.name;
+      if (name && [...this.byId.values()].some((s) => s.running && s.name === name)) {
+        throw new AlreadyExistsError(`Sandbox with name '${name}' already exists`);
+      }
+      return this.add(name);
+    },
+    fromId: async (sandboxId: string) => {
+      this.record("sandboxes.fromId", sandboxId);
+      // Like the real SDK, fromId is lazy: an unknown id fails on first use with gRPC NOT_FOUND.
+      return this.byId.get(sandboxId) ?? this.ghost(sandboxId);
+    },
+    fromName: async (appName: string, name: string) => {
+      this.record("sandboxes.fromName", appName, name);
+      this.maybeFail("sandboxes.fromName");
+      const found = [...this.byId.values()].find((s) => s.running && s.name === name);
+      if (!found) throw new NotFoundError(`Sandbox with name '${name}' not found in App '${appName}'`);
+      return found;
+    },
+    experimentalFromSnapshot: async (snapshot: object, params?: { name?: string | null }) => {
+      this.record("sandboxes.experimentalFromSnapshot", snapshot, params);
+      this.maybeFail("experimentalFromSnapshot");
+      return this.add(params?.name ?? undefined);
+    },
+  };
+  sandboxSnapshots = {
+    fromId: async (snapshotId: string) => {
+      this.record("sandboxSnapshots.fromId", snapshotId);
+      this.maybeFail("sandboxSnapshots.fromId");
+      return { snapshotId };
+    },
+  };
+
+  private add(name: string | undefined) {
+    this.next += 1;
+    const sb = new FakeModalSandbox(this, `sb-${this.next}`, name);
+    this.byId.set(sb.sandboxId, sb);
+    return sb;
+  }
+  private ghost(sandboxId: string): ModalSandboxLike {
+    const gone = () => Promise.reject(grpcError(5, `Sandbox ${sandboxId} not found`));
+    return {
+      sandboxId,
+      exec: gone,
+      tunnels: gone,
+      snapshotFilesystem: gone,
+      experimentalSnapshot: gone,
+      terminate: gone,
+      poll: gone,
+    };
+  }
+}
+
+const NOW = 1_750_000_000_000;
+const config: ModalProviderConfig = { appName: "sandbox-app", baseImage: "ghcr.io/acme/sandbox:1", timeoutSeconds: 3600 };
+
+function setup(overrides: Partial<ModalProviderConfig> = {}, ready = true) {
+  const sdk = new FakeModal();
+  const fetches: string[] = [];
+  const provider = new ModalSandboxProvider(sdk, { ...config, ...overrides }, {
+    now: () => NOW,
+    readiness: {
+      fetch: async (url) => {
+        fetches.push(url);
+        return { ok: ready };
+      },
+      sleep: async () => undefined,
+    },
+  });
+  return { sdk, provider, fetches };
+}
+
+const SESSION = "ses_0123456789abcdefghjkmnpqrs";
+function opts(over: Partial<CreateSandboxOpts> = {}): CreateSandboxOpts {
+  return { sessionId: SESSION, repos: [], envVars: { ANTHROPIC_API_KEY: "sk-ant-api03-abcdefghijklmnopqrstuvwxyz" }, ...over };
+}
+
+describeProviderContract("modal (SDK double)", () => setup().provider);
+
+describe("ModalSandboxProvider", () => {
+  it("creates the sandbox with the session id as name, ports, timeout, env and snapshotting enabled", async () => {
+    const { sdk, provider, fetches } = setup();
+    const result = await provider.createSandbox(opts({ repos: [{ url: "https://github.com/acme/web.git", branch: "main" }] }));
+
+    expect(sdk.calls.slice(0, 3)).toEqual([
+      ["apps.fromName", "sandbox-app"],
+      ["images.fromRegistry", "ghcr.io/acme/sandbox:1"],
+      [
+        "sandboxes.create",
+        { appId: "ap-sandbox-app" },
+        { tag: "ghcr.io/acme/sandbox:1" },
+        {
+          name: SESSION,
+          env: { ANTHROPIC_API_KEY: "sk-ant-api03-abcdefghijklmnopqrstuvwxyz", SESSION_ID: SESSION },
+          timeoutMs: 3_600_000,
+          cpu: 2,
+          memoryMiB: 4096,
+          encryptedPorts: [4096, 20000],
+          unencryptedPorts: [22],
+          experimentalEnableSnapshot: true,
+        },
+      ],
+    ]);
+    expect(sdk.calls[3]).toEqual(["sandbox.tunnels", "sb-1", 30_000]);
+    expect(result).toEqual({
+      sandboxId: "sb-1",
+      tunnelUrl: "https://sb-1-4096.modal.run",
+      previewUrl: "https://sb-1-20000.modal.run",
+      sshHost: "r1.modal.host",
+      sshPort: 40022,
+      expiresAt: NOW + 3_600_000,
+    });
+    const execs = sdk.byId.get("sb-1")?.execs.map((argv) => argv.join(" ")) ?? [];
+    expect(execs[0]).toContain("git clone --depth 1 --branch 'main' 'https://github.com/acme/web.git' '/home/user/workspace/web'");
+    expect(execs.at(-1)).toContain("opencode serve --port 4096");
+    expect(fetches).toEqual(["https://sb-1-4096.modal.run/session"]);
+  });
+
+  it("resolves the image: restore snapshot > base snapshot > base image", async () => {
+    const a = setup({ baseSnapshotId: "im-base" });
+    await a.provider.createSandbox(opts({ snapshotId: "im-session" }));
+    expect(a.sdk.calls[1]).toEqual(["images.fromId", "im-session"]);
+    // A restored filesystem already has the repos: no clone, but OpenCode is started again.
+    const execs = a.sdk.byId.get("sb-1")?.execs.map((x) => x.join(" ")) ?? [];
+    expect(execs.some((e) => e.includes("git clone"))).toBe(false);
+    expect(execs.some((e) => e.includes("opencode serve"))).toBe(true);
+
+    const b = setup({ baseSnapshotId: "im-base" });
+    await b.provider.createSandbox(opts());
+    expect(b.sdk.calls[1]).toEqual(["images.fromId", "im-base"]);
+
+    const c = setup({ baseSnapshotId: "im-base" });
+    await c.provider.createSandbox(opts({ baseSnapshotId: "im-call" }));
+    expect(c.sdk.calls[1]).toEqual(["images.fromId", "im-call"]);
+  });
+
+  it("ensureSandbox recovers a running sandbox by name without creating one", async () => {
+    const { sdk, provider } = setup();
+    const first = await provider.ensureSandbox(opts());
+    sdk.calls = [];
+    const again = await provider.ensureSandbox(opts());
+    expect(again).toMatchObject({ sandboxId: first.sandboxId, recovered: true, expiresAt: null });
+    expect(sdk.callNames()).toEqual(["sandboxes.fromName", "sandbox.poll", "sandbox.tunnels"]);
+    expect(sdk.calls[0]).toEqual(["sandboxes.fromName", "sandbox-app", SESSION]);
+  });
+
+  it("ensureSandbox recovers the winner when a concurrent create took the name", async () => {
+    const { sdk, provider } = setup();
+    let lookups = 0;
+    const realFromName = sdk.sandboxes.fromName;
+    sdk.sandboxes.fromName = async (app, name) => {
+      lookups += 1;
+      if (lookups === 1) {
+        // The other actor creates between our lookup and our create.
+        await sdk.sandboxes.create({}, {}, { name });
+        throw new NotFoundError("not yet");
+      }
+      return realFromName(app, name);
+    };
+    const result = await provider.ensureSandbox(opts());
+    expect(result).toMatchObject({ sandboxId: "sb-1", recovered: true });
+  });
+
+  it("memorySnapshot returns a mem: id from experimentalSnapshot", async () => {
+    const { sdk, provider } = setup();
+    await provider.ensureSandbox(opts());
+    sdk.calls = [];
+    expect(await provider.memorySnapshot(SESSION, "sb-1")).toEqual({ snapshotId: "mem:sn-sb-1" });
+    expect(sdk.calls).toEqual([
+      ["sandboxes.fromId", "sb-1"],
+      ["sandbox.experimentalSnapshot", "sb-1"],
+    ]);
+  });
+
+  it("snapshot uses snapshotFilesystem and returns the image id", async () => {
+    const { sdk, provider } = setup();
+    await provider.ensureSandbox(opts());
+    expect(await provider.snapshot(SESSION, "sb-1")).toEqual({ snapshotId: "im-fs-sb-1" });
+    expect(sdk.callNames()).toContain("sandbox.snapshotFilesystem");
+  });
+
+  it("restores a mem: snapshot with experimentalFromSnapshot, named after the session, without booting", async () => {
+    const { sdk, provider, fetches } = setup();
+    const result = await provider.ensureSandbox(opts({ snapshotId: "mem:sn-42" }));
+    expect(sdk.calls).toEqual([
+      ["sandboxes.fromName", "sandbox-app", SESSION],
+      ["sandboxSnapshots.fromId", "sn-42"],
+      ["sandboxes.experimentalFromSnapshot", { snapshotId: "sn-42" }, { name: SESSION }],
+      ["sandbox.tunnels", "sb-1", 30_000],
+    ]);
+    expect(sdk.byId.get("sb-1")?.execs).toEqual([]);
+    expect(fetches).toEqual(["https://sb-1-4096.modal.run/session"]);
+    expect(result).toMatchObject({ sandboxId: "sb-1", recovered: false, tunnelUrl: "https://sb-1-4096.modal.run" });
+  });
+
+  it("a failed memory restore is its own operation and never falls back to a fresh sandbox", async () => {
+    const { sdk, provider } = setup();
+    sdk.failures.set("experimentalFromSnapshot", new NotFoundError("snapshot sn-old expired"));
+    const err = await provider.ensureSandbox(opts({ snapshotId: "mem:sn-old" })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ProviderError);
+    expect((err as ProviderError).operation).toBe(RESTORE_FROM_MEMORY_SNAPSHOT_OPERATION);
+    expect((err as ProviderError).message).toContain("snapshot sn-old expired");
+    expect(sdk.callNames()).not.toContain("sandboxes.create");
+  });
+
+  it("pause is unsupported", async () => {
+    const { provider } = setup();
+    expect(provider.supportsPause).toBe(false);
+    await expect(provider.pause(SESSION, "sb-1")).rejects.toMatchObject({ operation: "pause", retryable: false });
+  });
+
+  it("terminate treats NotFoundError and gRPC NOT_FOUND as success, by name when no id is known", async () => {
+    const { sdk, provider } = setup();
+    await expect(provider.terminate(SESSION)).resolves.toBeUndefined();
+    expect(sdk.calls).toEqual([["sandboxes.fromName", "sandbox-app", SESSION]]);
+    await expect(provider.terminate(SESSION, "sb-unknown")).resolves.toBeUndefined();
+  });
+
+  it("terminate by name terminates the session's sandbox", async () => {
+    const { sdk, provider } = setup();
+    await provider.ensureSandbox(opts());
+    await provider.terminate(SESSION);
+    expect(sdk.byId.get("sb-1")?.running).toBe(false);
+  });
+
+  it("auth errors are not retryable and transient errors are", async () => {
+    const auth = setup();
+    auth.sdk.failures.set("sandboxes.create", grpcError(16, "invalid token ak-ABCDEFGHIJKLMNOPQRST"));
+    await expect(auth.provider.createSandbox(opts())).rejects.toMatchObject({ operation: "createSandbox", retryable: false });
+
+    const unavailable = setup();
+    unavailable.sdk.failures.set("sandboxes.create", grpcError(14, "upstream connect error"));
+    await expect(unavailable.provider.createSandbox(opts())).rejects.toMatchObject({ retryable: true });
+
+    const deadline = setup();
+    deadline.sdk.failures.set("tunnels", new SandboxTimeoutError());
+    await expect(deadline.provider.createSandbox(opts())).rejects.toMatchObject({ retryable: true });
+    // The half-created sandbox is terminated so the next ensure does not "recover" it.
+    expect(deadline.sdk.byId.get("sb-1")?.running).toBe(false);
+  });
+
+  it("redacts secrets from SDK error messages, including the kept cause", async () => {
+    const { sdk, provider } = setup();
+    sdk.failures.set("sandboxes.create", grpcError(16, "token ak-ABCDEFGHIJKLMNOPQRST / as-ZYXWVUTSRQPONMLKJIHG rejected"));
+    const err = (await provider.createSandbox(opts()).catch((e: unknown) => e)) as ProviderError;
+    const everything = `${err.message} ${String((err.cause as Error).message)} ${String((err.cause as Error).stack)}`;
+    expect(everything).not.toContain("ak-ABCDEFGHIJKLMNOPQRST");
+    expect(everything).not.toContain("as-ZYXWVUTSRQPONMLKJIHG");
+    expect(err.message).toContain("[REDACTED]");
+  });
+
+  it("fails the create (retryable) when OpenCode never becomes ready, and terminates the sandbox", async () => {
+    const { sdk, provider, fetches } = setup({}, false);
+    await expect(provider.createSandbox(opts())).rejects.toMatchObject({ operation: "createSandbox", retryable: true });
+    expect(fetches.length).toBeGreaterThan(5);
+    expect(sdk.byId.get("sb-1")?.running).toBe(false);
+  });
+
+  it("a failing boot step fails the create with the step name", async () => {
+    const { sdk, provider } = setup();
+    sdk.failingExec = "opencode serve";
+    const err = (await provider.createSandbox(opts()).catch((e: unknown) => e)) as ProviderError;
+    expect(err.message).toContain('boot step "start opencode" exited 1');
+  });
+
+  it("checkSandboxes only polls (no terminate, no create)", async () => {
+    const { sdk, provider } = setup();
+    await provider.ensureSandbox(opts());
+    sdk.calls = [];
+    expect(await provider.checkSandboxes(["sb-1", "sb-1", "sb-nope"])).toEqual(["sb-1"]);
+    expect(new Set(sdk.callNames())).toEqual(new Set(["sandboxes.fromId", "sandbox.poll"]));
+  });
+
+  it("health is false when the app cannot be looked up", async () => {
+    const { sdk, provider } = setup();
+    sdk.failures.set("apps.fromName", grpcError(16, "unauthenticated"));
+    expect(await provider.health()).toBe(false);
+  });
+});
