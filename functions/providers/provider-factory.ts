@@ -1,0 +1,56 @@
+/**
+ * Provider factory (seed 003 §6.1): the session's stored `provider` picks the implementation,
+ * so resume always uses the creator's provider; `DEFAULT_SANDBOX_PROVIDER` applies only to new
+ * sessions. Providers are stateless; the SDK modules load only when that provider is used.
+ */
+import { ValidationError } from "../domain/errors";
+import type { ProviderType } from "../domain/session";
+import type { SandboxProvider } from "../ports/sandbox-provider";
+
+export interface ProviderSettings {
+  /** Local provider: where sandboxes and snapshots live. */
+  localDataDir?: string;
+  sandboxTimeoutSeconds: number;
+  /** Environment handed to providers (LLM keys, provider credentials). Never logged. */
+  env: Record<string, string | undefined>;
+}
+
+export async function createSandboxProvider(type: ProviderType, settings: ProviderSettings): Promise<SandboxProvider> {
+  const env = Object.fromEntries(Object.entries(settings.env).filter((e): e is [string, string] => e[1] !== undefined));
+  switch (type) {
+    case "local": {
+      if (!settings.localDataDir) throw new ValidationError("the local provider needs a data directory");
+      const { LocalSandboxProvider } = await import("./local");
+      return new LocalSandboxProvider({
+        dataDir: settings.localDataDir,
+        sandboxTimeoutSeconds: settings.sandboxTimeoutSeconds,
+        env: pick(env, ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"]),
+      });
+    }
+    case "modal": {
+      const { ModalSandboxProvider, createModalSdk } = await import("./modal/modal-provider");
+      const tokenId = env.MODAL_TOKEN_ID;
+      const tokenSecret = env.MODAL_TOKEN_SECRET;
+      if (!tokenId || !tokenSecret) throw new ValidationError("modal provider: MODAL_TOKEN_ID and MODAL_TOKEN_SECRET are not configured");
+      return new ModalSandboxProvider(createModalSdk({ tokenId, tokenSecret }), {
+        appName: env.MODAL_APP_NAME ?? "sandbox-control-plane",
+        timeoutSeconds: settings.sandboxTimeoutSeconds,
+        ...(env.MODAL_BASE_IMAGE ? { baseImage: env.MODAL_BASE_IMAGE } : {}),
+        ...(env.MODAL_BASE_SNAPSHOT_ID ? { baseSnapshotId: env.MODAL_BASE_SNAPSHOT_ID } : {}),
+      });
+    }
+    case "e2b": {
+      const { E2BSandboxProvider, createE2BSdk } = await import("./e2b/e2b-provider");
+      const apiKey = env.E2B_API_KEY;
+      if (!apiKey) throw new ValidationError("e2b provider: E2B_API_KEY is not configured");
+      return new E2BSandboxProvider(createE2BSdk({ apiKey }), {
+        template: env.E2B_TEMPLATE ?? "base",
+        timeoutSeconds: settings.sandboxTimeoutSeconds,
+      });
+    }
+  }
+}
+
+function pick(env: Record<string, string>, names: string[]): Record<string, string> {
+  return Object.fromEntries(names.filter((n) => env[n] !== undefined).map((n) => [n, env[n] as string]));
+}

@@ -1,0 +1,22 @@
+import { describe, expect, it } from "vitest";
+import { ValidationError } from "../../functions/domain/errors";
+import { createSandboxProvider } from "../../functions/providers/provider-factory";
+
+const base = { sandboxTimeoutSeconds: 600, env: {} };
+
+describe("createSandboxProvider", () => {
+  it("builds each provider type with its capability flags", async () => {
+    const local = await createSandboxProvider("local", { ...base, localDataDir: "/tmp/never-used" });
+    expect(local).toMatchObject({ type: "local", supportsPause: false, supportsMemorySnapshot: false });
+    const modal = await createSandboxProvider("modal", { ...base, env: { MODAL_TOKEN_ID: "ak-0123456789abcdef", MODAL_TOKEN_SECRET: "as-0123456789abcdef" } });
+    expect(modal).toMatchObject({ type: "modal", supportsPause: false, supportsMemorySnapshot: true });
+    const e2b = await createSandboxProvider("e2b", { ...base, env: { E2B_API_KEY: "e2b_0123456789abcdef0123" } });
+    expect(e2b).toMatchObject({ type: "e2b", supportsPause: true, supportsAutoPause: true, supportsMemorySnapshot: false });
+  });
+
+  it("refuses a provider whose credentials are missing, naming them and no secret", async () => {
+    await expect(createSandboxProvider("modal", { ...base, env: { MODAL_TOKEN_ID: "ak-0123456789abcdef" } })).rejects.toThrow(/MODAL_TOKEN_SECRET/);
+    await expect(createSandboxProvider("e2b", base)).rejects.toBeInstanceOf(ValidationError);
+    await expect(createSandboxProvider("local", base)).rejects.toThrow(/data directory/);
+  });
+});
