@@ -82,6 +82,19 @@ export class StaleWriteError extends ConflictError {
   override readonly code = "stale_write";
 }
 
+/** 409: the session's lease is held by another live owner; the caller retries with backoff. */
+export class LeaseBusyError extends ConflictError {
+  override readonly code = "lease_busy";
+}
+
+/**
+ * The caller's lease is no longer its own (expired and taken over, or released): it must not
+ * perform destructive steps or commit (seed 002 verification 17).
+ */
+export class LeaseLostError extends ConflictError {
+  override readonly code = "lease_lost";
+}
+
 /** 413: request body over the limit. */
 export class PayloadTooLargeError extends AppError {
   readonly status = 413;

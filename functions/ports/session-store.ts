@@ -17,6 +17,20 @@ export interface ListPage<T> {
   nextCursor: string | null;
 }
 
+/** Condition added to a lifecycle write: the writer must still hold this lease. */
+export interface LeaseGuard {
+  sessionId: string;
+  owner: string;
+  /** Monotonic per session: every acquisition gets a larger fence than any before it. */
+  fence: number;
+}
+
+/** A held session lease: flows and the relay present it on every guarded write. */
+export interface Lease extends LeaseGuard {
+  /** Epoch milliseconds. */
+  expiresAt: number;
+}
+
 export interface SessionStore {
   /** Conditional put: fails with `ConflictError` if the id exists. */
   createSession(record: SessionRecord): Promise<void>;
@@ -31,7 +45,24 @@ export interface SessionStore {
    * `StaleWriteError`; an illegal transition gets `InvalidTransitionError`; a missing session
    * `NotFoundError`. Returns the new record.
    */
-  transition(current: SessionRecord, to: SessionStatus, now: Date, changes?: TransitionChanges): Promise<SessionRecord>;
+  transition(
+    current: SessionRecord,
+    to: SessionStatus,
+    now: Date,
+    changes?: TransitionChanges,
+    guard?: LeaseGuard,
+  ): Promise<SessionRecord>;
+  /**
+   * Takes the session lease (ARCHITECTURE.md §1: replaces the seed's Redis lock) if it is free,
+   * expired, or already `owner`'s. `LeaseBusyError` while another owner holds a live lease.
+   */
+  acquireLease(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<Lease>;
+  /** Extends a held lease; `LeaseLostError` if it is no longer the caller's. */
+  renewLease(lease: Lease, now: Date, ttlSeconds: number): Promise<Lease>;
+  /** Releases a held lease; a no-op if it was already taken over or released. */
+  releaseLease(lease: LeaseGuard): Promise<void>;
+  /** Strongly consistent check before a destructive step; `LeaseLostError` if not still held and live. */
+  verifyLease(lease: LeaseGuard, now: Date): Promise<void>;
   /**
    * The only writer of `lastActivityAt` (seed 002 constraint 4). Monotonic: an older `now` never
    * moves it back. Does not bump `version`, so activity never makes a lifecycle write stale.

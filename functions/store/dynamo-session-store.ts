@@ -14,11 +14,11 @@ import {
 import { ConditionalCheckFailedException } from "@aws-sdk/client-dynamodb";
 import { createHash } from "node:crypto";
 import { z } from "zod";
-import { ConflictError, InvalidTransitionError, NotFoundError, StaleWriteError, ValidationError } from "../domain/errors";
+import { ConflictError, InvalidTransitionError, LeaseBusyError, LeaseLostError, NotFoundError, StaleWriteError, ValidationError } from "../domain/errors";
 import type { Principal } from "../domain/principal";
 import { SessionRecord, type SessionStatus } from "../domain/session";
 import { allowedSources, applyTransition, type TransitionChanges } from "../domain/session-transitions";
-import type { ApiTokenStore, ListOptions, ListPage, SessionStore } from "../ports/session-store";
+import type { ApiTokenStore, Lease, LeaseGuard, ListOptions, ListPage, SessionStore } from "../ports/session-store";
 import { GSI_BY_ORG, GSI_BY_STATUS, KEY_ATTRIBUTES, keys } from "./table-layout";
 
 /** Builds a ConditionExpression from named clauses so each guarded race has a name. */
@@ -175,6 +175,7 @@ export class DynamoSessionStore implements SessionStore {
     to: SessionStatus,
     now: Date,
     changes: TransitionChanges = {},
+    guard?: LeaseGuard,
   ): Promise<SessionRecord> {
     const next = applyTransition(current, to, now, changes);
     const names: Record<string, string> = { "#status": "status", "#version": "version" };
@@ -202,6 +203,12 @@ export class DynamoSessionStore implements SessionStore {
       sets.push(`#f${i} = :f${i}`);
     });
     const sources = allowedSources(to).map((_, i) => `:src${i}`);
+    if (guard) {
+      names["#leaseOwner"] = "leaseOwner";
+      names["#fence"] = "fence";
+      values[":leaseOwner"] = guard.owner;
+      values[":fence"] = guard.fence;
+    }
     try {
       await this.doc.send(
         new UpdateCommand({
@@ -215,6 +222,8 @@ export class DynamoSessionStore implements SessionStore {
             sameVersion: "#version = :expectedVersion",
             // The transition table, enforced by DynamoDB and not only by code.
             allowedTransition: sources.length > 0 ? `#status IN (${sources.join(", ")})` : "attribute_not_exists(PK)",
+            // A flow whose lease was taken over must commit nothing (seed 002 verification 18).
+            ...(guard ? { leaseHeld: "#leaseOwner = :leaseOwner AND #fence = :fence" } : {}),
           }),
           ExpressionAttributeNames: names,
           ExpressionAttributeValues: values,
@@ -225,6 +234,12 @@ export class DynamoSessionStore implements SessionStore {
       if (!isConditionFailure(err)) throw err;
       const stored = await this.getSession(current.id);
       if (!stored) throw new NotFoundError(`session ${current.id} not found`, { cause: err });
+      if (guard) {
+        const lease = await this.readLease(current.id);
+        if (lease?.owner !== guard.owner || lease.fence !== guard.fence) {
+          throw new LeaseLostError(`session ${current.id}: lease of ${guard.owner} (fence ${guard.fence}) is no longer held`, { cause: err });
+        }
+      }
       if (stored.version === current.version) {
         // Same version, so the status is what the caller read: the table forbids this move.
         throw new InvalidTransitionError(stored.status, to, { cause: err, context: { sessionId: current.id } });
@@ -234,6 +249,103 @@ export class DynamoSessionStore implements SessionStore {
         { cause: err, context: { sessionId: current.id, expectedVersion: current.version, storedVersion: stored.version } },
       );
     }
+  }
+
+  async acquireLease(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<Lease> {
+    const expiresAt = now.getTime() + Math.round(ttlSeconds * 1000);
+    try {
+      const out = await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(sessionId),
+          UpdateExpression: "SET leaseOwner = :owner, leaseExpiresAt = :expiresAt, fence = if_not_exists(fence, :zero) + :one",
+          ConditionExpression: conditions({
+            exists: "attribute_exists(PK)",
+            // Two flows must never both believe they own the session: only a free, expired, or
+            // already-ours lease can be taken.
+            leaseAvailable: "attribute_not_exists(leaseOwner) OR leaseExpiresAt <= :now OR leaseOwner = :owner",
+          }),
+          ExpressionAttributeValues: { ":owner": owner, ":expiresAt": expiresAt, ":now": now.getTime(), ":zero": 0, ":one": 1 },
+          ReturnValues: "UPDATED_NEW",
+        }),
+      );
+      return { sessionId, owner, fence: Number(out.Attributes?.fence), expiresAt };
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+      const lease = await this.readLease(sessionId);
+      if (!lease) throw new NotFoundError(`session ${sessionId} not found`, { cause: err });
+      throw new LeaseBusyError(`session ${sessionId} is busy: lease held by ${lease.owner ?? "?"} until ${new Date(lease.expiresAt ?? 0).toISOString()}`, {
+        cause: err,
+        context: { sessionId, holder: lease.owner, expiresAt: lease.expiresAt },
+      });
+    }
+  }
+
+  async renewLease(lease: Lease, now: Date, ttlSeconds: number): Promise<Lease> {
+    const expiresAt = now.getTime() + Math.round(ttlSeconds * 1000);
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(lease.sessionId),
+          UpdateExpression: "SET leaseExpiresAt = :expiresAt",
+          ConditionExpression: conditions({
+            // Renewing someone else's lease would resurrect a lost owner.
+            stillOurs: "leaseOwner = :owner AND fence = :fence",
+          }),
+          ExpressionAttributeValues: { ":owner": lease.owner, ":fence": lease.fence, ":expiresAt": expiresAt },
+        }),
+      );
+      return { ...lease, expiresAt };
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+      throw new LeaseLostError(`session ${lease.sessionId}: lease of ${lease.owner} (fence ${lease.fence}) was lost`, { cause: err });
+    }
+  }
+
+  async releaseLease(lease: LeaseGuard): Promise<void> {
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(lease.sessionId),
+          UpdateExpression: "REMOVE leaseOwner, leaseExpiresAt",
+          // A stale owner must not release the lease a newer owner holds. The fence stays: it only grows.
+          ConditionExpression: conditions({ stillOurs: "leaseOwner = :owner AND fence = :fence" }),
+          ExpressionAttributeValues: { ":owner": lease.owner, ":fence": lease.fence },
+        }),
+      );
+    } catch (err) {
+      // Documented no-op: already released, or taken over after expiry.
+      if (!isConditionFailure(err)) throw err;
+    }
+  }
+
+  async verifyLease(lease: LeaseGuard, now: Date): Promise<void> {
+    const held = await this.readLease(lease.sessionId);
+    if (!held) throw new NotFoundError(`session ${lease.sessionId} not found`);
+    if (held.owner !== lease.owner || held.fence !== lease.fence || (held.expiresAt ?? 0) <= now.getTime()) {
+      throw new LeaseLostError(`session ${lease.sessionId}: lease of ${lease.owner} (fence ${lease.fence}) is no longer held`, {
+        context: { sessionId: lease.sessionId, holder: held.owner, fence: held.fence },
+      });
+    }
+  }
+
+  private async readLease(sessionId: string): Promise<{ owner: string | null; fence: number; expiresAt: number | null } | null> {
+    const out = await this.doc.send(
+      new GetCommand({
+        TableName: this.tableName,
+        Key: keys.session(sessionId),
+        ConsistentRead: true,
+        ProjectionExpression: "PK, leaseOwner, leaseExpiresAt, fence",
+      }),
+    );
+    if (!out.Item) return null;
+    return {
+      owner: typeof out.Item.leaseOwner === "string" ? out.Item.leaseOwner : null,
+      fence: typeof out.Item.fence === "number" ? out.Item.fence : 0,
+      expiresAt: typeof out.Item.leaseExpiresAt === "number" ? out.Item.leaseExpiresAt : null,
+    };
   }
 
   async touchActivity(sessionId: string, now: Date): Promise<void> {

@@ -11,7 +11,7 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { build, type Metafile } from "esbuild";
 import { lambdaBuildOptions } from "./esbuild-options";
-import { fileSizes, gzipSize, heading, kib, median, mib, note, table } from "./report";
+import { fileSizes, gzipSize, heading, kib, median, mib, note, table, topContributors } from "./report";
 
 interface ProviderCase {
   name: string;
@@ -34,6 +34,7 @@ interface BuiltVariant {
   mapGzip: number;
   warnings: string[];
   nativeInputs: string[];
+  contributors: string;
   error?: string;
 }
 
@@ -48,9 +49,10 @@ async function buildVariant(repoRoot: string, entry: string, outfile: string, ex
       mapGzip: fileSizes(`${outfile}.map`).gzip,
       warnings: result.warnings.map((w) => `${w.location?.file ?? ""}:${w.location?.line ?? ""} ${w.text}`),
       nativeInputs: nativeInputsOf(result.metafile),
+      contributors: topContributors(result.metafile, 6),
     };
   } catch (err) {
-    return { file: outfile, raw: 0, gzip: 0, mapGzip: 0, warnings: [], nativeInputs: [], error: err instanceof Error ? err.message : String(err) };
+    return { file: outfile, raw: 0, gzip: 0, mapGzip: 0, warnings: [], nativeInputs: [], contributors: "", error: err instanceof Error ? err.message : String(err) };
   }
 }
 
@@ -94,7 +96,7 @@ function measureDir(dir: string): { files: number; raw: number; zip: number } {
     } else if (entry.isFile()) {
       files += 1;
       raw += statSync(full).size;
-      zip += gzipSize(readFileSync(full)) ;
+      zip += gzipSize(readFileSync(full));
     }
   }
   return { files, raw, zip };
@@ -241,6 +243,7 @@ export async function benchProviderPackaging(repoRoot: string, tmpDir: string): 
     ),
   );
   for (const r of results) {
+    if (!r.bundled.error) note(`${r.provider} bundled, largest contributors: ${r.bundled.contributors}`);
     for (const b of [r.bundled, r.layerFn]) {
       if (b.error) note(`! ${r.provider}: esbuild could not bundle: ${b.error}`);
       for (const w of b.warnings) note(`! ${r.provider} warning: ${w}`);

@@ -63,3 +63,20 @@ export function mean(values: number[]): number {
 export function ms(value: number): string {
   return `${value.toFixed(2)} ms`;
 }
+
+/** The largest contributors to an esbuild output, grouped by npm package (or "our code"). */
+export function topContributors(meta: { outputs: Record<string, { inputs: Record<string, { bytesInOutput: number }> }> } | undefined, count = 5): string {
+  const byPackage = new Map<string, number>();
+  for (const output of Object.values(meta?.outputs ?? {})) {
+    for (const [input, { bytesInOutput }] of Object.entries(output.inputs)) {
+      const match = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(input.slice(input.lastIndexOf("node_modules/")));
+      const key = match?.[1] ?? "(our code)";
+      byPackage.set(key, (byPackage.get(key) ?? 0) + bytesInOutput);
+    }
+  }
+  return [...byPackage.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, count)
+    .map(([k, v]) => `${k} ${kib(v)}`)
+    .join(", ");
+}

@@ -1,0 +1,43 @@
+/**
+ * `npm run bench`: prints figures (never asserts timings).
+ *   1. each HTTP route's Lambda bundle size (esbuild with the CDK stack's options);
+ *   2. provider SDK packaging: SDK bundled into the function vs in a layer (sizes, cold import);
+ *   3. control-plane HTTP overhead over the local runtime, DynamoDB requests and cost per request type.
+ * layers/README.md records the packaging decision drawn from section 2.
+ */
+// Quiet the runtime before anything loads it: static imports are hoisted, so the rest is imported dynamically.
+process.env.POWERTOOLS_LOG_LEVEL ??= "SILENT";
+process.env.POWERTOOLS_METRICS_DISABLED ??= "true";
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
+
+const { mkdtempSync, rmSync } = await import("node:fs");
+const os = await import("node:os");
+const path = await import("node:path");
+const { fileURLToPath } = await import("node:url");
+
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
+const tmpDir = mkdtempSync(path.join(os.tmpdir(), "sandbox-cp-bench-"));
+const started = performance.now();
+let failed = false;
+
+console.log(`sandbox-control-plane bench — node ${process.version}, ${os.cpus().length} CPU(s) ${os.cpus()[0]?.model ?? ""}, ${os.platform()}/${os.arch()}`);
+
+async function section(name: string, run: () => Promise<unknown>): Promise<void> {
+  try {
+    await run();
+  } catch (err) {
+    failed = true;
+    console.error(`\n!! section "${name}" failed:`, err instanceof Error ? (err.stack ?? err.message) : err);
+  }
+}
+
+try {
+  await section("lambda bundles", async () => (await import("./bundle-sizes")).benchLambdaBundles(repoRoot, tmpDir));
+  await section("provider packaging", async () => (await import("./provider-packaging")).benchProviderPackaging(repoRoot, tmpDir));
+  await section("http overhead", async () => (await import("./http-overhead")).benchHttpOverhead());
+} finally {
+  rmSync(tmpDir, { recursive: true, force: true });
+}
+
+console.log(`\nbench finished in ${((performance.now() - started) / 1000).toFixed(1)} s${failed ? " (with failed sections, see above)" : ""}`);
+process.exitCode = failed ? 1 : 0;
