@@ -109,6 +109,8 @@ export class ControlPlaneStack extends Stack {
           target: "node22",
           minify: true,
           sourceMap: true,
+          // Stack traces keep file:line; the original sources need not ship in every zip.
+          sourcesContent: false,
           // ESM bundles need `require` for the CommonJS dependencies esbuild inlines.
           banner: "import { createRequire as __cr } from 'module'; const require = __cr(import.meta.url);",
           externalModules: ["@aws-sdk/*"],

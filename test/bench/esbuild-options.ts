@@ -19,6 +19,7 @@ export function lambdaBuildOptions(repoRoot: string, entry: string, outfile: str
     format: "esm",
     minify: true,
     sourcemap: true,
+    sourcesContent: false,
     banner: { js: CDK_BANNER },
     external: ["@aws-sdk/*", ...extraExternal],
     metafile: true,
