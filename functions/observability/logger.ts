@@ -4,15 +4,13 @@
  */
 import { Logger } from "@aws-lambda-powertools/logger";
 import { AppError } from "../domain/errors";
-import { redactSecrets } from "./redact-secrets";
-
-const SECRET_KEY = /(?:api[_-]?key|secret|token|password|passwd|authorization|cookie|credential)/i;
+import { isSecretKey, redactSecrets } from "./redact-secrets";
 
 /** Exported for tests: the replacer the logger uses. */
 export function redactingReplacer(key: string, value: unknown): unknown {
-  if (key && SECRET_KEY.test(key) && (typeof value === "string" || typeof value === "number")) return "[REDACTED]";
-  if (typeof value === "string") return redactSecrets(value);
-  return value;
+  if (typeof value !== "string") return value;
+  // Numbers under secret-looking names (token counts) stay: only string values can be secrets.
+  return key && isSecretKey(key) ? "[REDACTED]" : redactSecrets(value);
 }
 
 export function createLogger(serviceName = process.env.POWERTOOLS_SERVICE_NAME ?? "sandbox-control-plane"): Logger {

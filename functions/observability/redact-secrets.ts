@@ -52,6 +52,11 @@ export function redactSecrets(text: string): string {
 
 const SECRET_KEY = /(?:api[_-]?key|secret|token|password|passwd|authorization|cookie|credential)/i;
 
+/** Whether a field name says its value is a secret (used by `redactValue` and the logger). */
+export function isSecretKey(key: string): boolean {
+  return SECRET_KEY.test(key);
+}
+
 /** Deep copy of a log/error payload with secret-named keys masked and secret-shaped strings redacted. */
 export function redactValue(value: unknown, depth = 0): unknown {
   if (depth > 8) return "[TRUNCATED]";
