@@ -1,7 +1,8 @@
 /**
  * CDK app entry (cdk.json: `npx tsx infra/app.ts`). Env-agnostic: account and region come from
  * the CLI's environment at deploy time. Context: `deletionProtection` (default true),
- * `defaultSandboxProvider` (modal | e2b). cdk-nag's AwsSolutions pack runs on every synth.
+ * `defaultSandboxProvider` (modal | e2b), `providerSecretArn` (complete ARN of an existing provider
+ * credentials secret; default: the stack creates one). cdk-nag's AwsSolutions pack runs on every synth.
  */
 import { App, Validations } from "aws-cdk-lib";
 import { AwsSolutionsChecks } from "cdk-nag";
@@ -11,9 +12,11 @@ export function buildApp(app = new App()): { app: App; stack: ControlPlaneStack 
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   const deletionProtection = app.node.tryGetContext("deletionProtection");
   const provider = app.node.tryGetContext("defaultSandboxProvider");
+  const providerSecretArn = app.node.tryGetContext("providerSecretArn");
   const stack = new ControlPlaneStack(app, "SandboxControlPlane", {
     deletionProtection: deletionProtection === undefined ? true : String(deletionProtection) !== "false",
     ...(provider === "modal" || provider === "e2b" ? { defaultSandboxProvider: provider } : {}),
+    ...(typeof providerSecretArn === "string" && providerSecretArn ? { providerSecretArn } : {}),
   });
   return { app, stack };
 }

@@ -1,25 +1,28 @@
 /**
- * The control plane as one env-agnostic stack. This issue's slice: the single table and the
- * HTTP API with one Lambda function per route (from the shared route table), each with its own
- * role, log group and least-privilege table grant. Flows, schedules, the WebSocket API and the
+ * The control plane as one env-agnostic stack: the single table; the HTTP API with one Lambda
+ * function per route (from the shared route table); the lifecycle flows (one state machine per
+ * ASL file, one function per flow step from the shared step table); the lifecycle schedule group
+ * and its target; the provider credentials secret. Every function has its own role, log group,
+ * least-privilege grants and an Errors alarm (handler-function.ts). The WebSocket API and the
  * relay attach here in later issues.
  */
-import path from "node:path";
-import { fileURLToPath } from "node:url";
-import { CfnOutput, Duration, RemovalPolicy, Stack, Validations, type StackProps } from "aws-cdk-lib";
+import { ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack, Validations, type StackProps } from "aws-cdk-lib";
 import { HttpApi, HttpMethod, HttpStage, LogGroupLogDestination } from "aws-cdk-lib/aws-apigatewayv2";
 import { HttpLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations";
-import { Alarm, ComparisonOperator, TreatMissingData } from "aws-cdk-lib/aws-cloudwatch";
-import { AttributeType, BillingMode, CfnTable, Table, TableEncryption } from "aws-cdk-lib/aws-dynamodb";
-import { Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
-import { Architecture, Runtime, Tracing } from "aws-cdk-lib/aws-lambda";
-import { NodejsFunction, OutputFormat } from "aws-cdk-lib/aws-lambda-nodejs";
+import { AttributeType, BillingMode, Table, TableEncryption } from "aws-cdk-lib/aws-dynamodb";
+import { PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
+import type { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
 import { LogGroup, RetentionDays } from "aws-cdk-lib/aws-logs";
+import { ScheduleGroup } from "aws-cdk-lib/aws-scheduler";
+import { Secret } from "aws-cdk-lib/aws-secretsmanager";
+import type { StateMachine } from "aws-cdk-lib/aws-stepfunctions";
 import type { Construct } from "constructs";
+import { FLOW_STEPS, stepArnVariable } from "../functions/flows/steps";
 import { HTTP_ROUTES } from "../functions/http/routes";
+import type { FlowName } from "../functions/ports/flow-runner";
 import { TABLE_DEFINITION } from "../functions/store/table-layout";
-
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+import { createHandlerFunction } from "./handler-function";
+import { allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId } from "./lifecycle-flows";
 
 export interface ControlPlaneStackProps extends StackProps {
   /** Protect the table from deletion (and retain it when the stack is deleted). Default true. */
@@ -28,12 +31,20 @@ export interface ControlPlaneStackProps extends StackProps {
   defaultSandboxProvider?: "modal" | "e2b";
   /** API-wide throttling (requests per second, burst). */
   throttle?: { rateLimit: number; burstLimit: number };
+  /**
+   * Complete ARN of an existing provider credentials secret (JSON object of provider variables).
+   * Default: the stack creates `<stack>/sandbox-providers` with a placeholder to fill in.
+   */
+  providerSecretArn?: string;
 }
 
 export class ControlPlaneStack extends Stack {
   readonly table: Table;
   readonly httpApi: HttpApi;
+  /** By route id, step id, and `ScheduleFired`. */
   readonly functions: Record<string, NodejsFunction> = {};
+  /** One per flow with an ASL file. */
+  readonly stateMachines: Partial<Record<FlowName, StateMachine>> = {};
 
   constructor(scope: Construct, id: string, props: ControlPlaneStackProps = {}) {
     super(scope, id, props);
@@ -56,8 +67,6 @@ export class ControlPlaneStack extends Stack {
         sortKey: { name: gsi.sortKey, type: AttributeType.STRING },
       });
     }
-
-    const tableLogicalId = this.getLogicalId(this.table.node.defaultChild as CfnTable);
 
     this.httpApi = new HttpApi(this, "HttpApi", {
       description: "Sandbox control plane HTTP API (v1)",
@@ -83,66 +92,136 @@ export class ControlPlaneStack extends Stack {
       NODE_OPTIONS: "--enable-source-maps",
     };
 
-    for (const route of HTTP_ROUTES) {
-      const logGroup = new LogGroup(this, `${route.id}Logs`, { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY });
-      // One role per function, writing only to its own log group: no managed policies.
-      const role = new Role(this, `${route.id}Role`, {
-        assumedBy: new ServicePrincipal("lambda.amazonaws.com"),
-        description: `Execution role of the ${route.id} HTTP handler`,
+    // Provider credentials (MODAL_TOKEN_*, E2B_API_KEY, ANTHROPIC_API_KEY, ...) as one JSON
+    // secret, read at cold start by whatever talks to a sandbox. Created with a generated
+    // placeholder, so no credential is ever in the template; operators put the real JSON in.
+    const providerSecret = props.providerSecretArn
+      ? Secret.fromSecretCompleteArn(this, "ProviderSecret", props.providerSecretArn)
+      : new Secret(this, "ProviderSecret", {
+          secretName: `${this.stackName}/sandbox-providers`,
+          description: "Sandbox provider credentials as a JSON object (MODAL_TOKEN_ID, MODAL_TOKEN_SECRET, E2B_API_KEY, ANTHROPIC_API_KEY, ...)",
+          generateSecretString: { secretStringTemplate: "{}", generateStringKey: "placeholder" },
+        });
+    const allowProviderSecret = (fn: NodejsFunction): void => {
+      fn.addEnvironment("PROVIDER_SECRET_ARN", providerSecret.secretArn);
+      providerSecret.grantRead(fn);
+    };
+    if (providerSecret instanceof Secret) {
+      Validations.of(providerSecret).acknowledge({
+        id: "AwsSolutions::AwsSolutions-SMG4",
+        reason: "Third-party provider tokens (Modal, E2B, Anthropic) are issued and rotated at the provider; there is no rotation Lambda that could mint them.",
       });
-      logGroup.grantWrite(role);
-      const fn = new NodejsFunction(this, `${route.id}Function`, {
-        entry: path.join(REPO_ROOT, route.entry),
-        handler: "handler",
-        runtime: Runtime.NODEJS_22_X,
-        architecture: Architecture.ARM_64,
+    }
+
+    // Lifecycle schedules (sandbox expiry, idle checks): one group, one role Scheduler assumes to
+    // invoke the schedule target and nothing else. The target has a fixed name so its ARN is
+    // known to the functions that arm schedules, itself included (see SCHEDULE_TARGET_ARN).
+    const scheduleGroupName = `${this.stackName}-lifecycle`;
+    const scheduleGroup = new ScheduleGroup(this, "LifecycleSchedules", { scheduleGroupName, removalPolicy: RemovalPolicy.DESTROY });
+    const schedulerRole = new Role(this, "SchedulerRole", {
+      assumedBy: new ServicePrincipal("scheduler.amazonaws.com", { conditions: { StringEquals: { "aws:SourceAccount": this.account } } }),
+      description: "Assumed by EventBridge Scheduler to invoke the schedule-fired function",
+    });
+    const scheduleFiredName = `${this.stackName}-schedule-fired`;
+    const scheduleTargetArn = this.formatArn({ service: "lambda", resource: "function", resourceName: scheduleFiredName, arnFormat: ArnFormat.COLON_RESOURCE_NAME });
+    const allowScheduling = (fn: NodejsFunction): void => {
+      fn.addToRolePolicy(
+        new PolicyStatement({
+          actions: ["scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule", "scheduler:GetSchedule"],
+          resources: [this.formatArn({ service: "scheduler", resource: "schedule", resourceName: `${scheduleGroupName}/*` })],
+        }),
+      );
+      fn.addToRolePolicy(
+        new PolicyStatement({
+          actions: ["iam:PassRole"],
+          resources: [schedulerRole.roleArn],
+          conditions: { StringEquals: { "iam:PassedToService": "scheduler.amazonaws.com" } },
+        }),
+      );
+      Validations.of(fn.role ?? fn).acknowledge({
+        id: `AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/${scheduleGroupName}/*]`,
+        reason: "Schedules are named per session at run time; the grant is limited to this stack's lifecycle schedule group.",
+      });
+    };
+    // Every flow Lambda builds its dependencies (scheduler adapter included) from these at cold
+    // start (functions/flows/lambda-entry.ts); only orchestrating steps may use them.
+    const flowEnvironment: Record<string, string> = {
+      ...environment,
+      SCHEDULE_GROUP_NAME: scheduleGroup.scheduleGroupName,
+      SCHEDULE_TARGET_ARN: scheduleTargetArn,
+      SCHEDULE_ROLE_ARN: schedulerRole.roleArn,
+    };
+
+    for (const route of HTTP_ROUTES) {
+      const fn = createHandlerFunction(this, {
+        id: route.id,
+        entry: route.entry,
+        purpose: `the ${route.id} HTTP handler`,
+        alarmDescription: `${route.id} handler threw (5xx) in the last 5 minutes`,
+        environment,
         memorySize: 512,
         timeout: Duration.seconds(10),
-        role,
-        logGroup,
-        tracing: Tracing.ACTIVE,
-        environment,
-        depsLockFilePath: path.join(REPO_ROOT, "package-lock.json"),
-        projectRoot: REPO_ROOT,
-        bundling: {
-          format: OutputFormat.ESM,
-          target: "node22",
-          minify: true,
-          sourceMap: true,
-          // Stack traces keep file:line; the original sources need not ship in every zip.
-          sourcesContent: false,
-          // ESM bundles need `require` for the CommonJS dependencies esbuild inlines.
-          banner: "import { createRequire as __cr } from 'module'; const require = __cr(import.meta.url);",
-          externalModules: ["@aws-sdk/*"],
-          forceDockerBundling: false,
-        },
+        table: this.table,
+        tableAccess: route.tableAccess,
       });
-      if (route.tableAccess === "read") this.table.grantReadData(fn);
-      if (route.tableAccess === "readwrite") this.table.grantReadWriteData(fn);
+      allowStartingFlows(fn, route.startsFlows ?? [], `route ${route.id}`);
+      if (route.agentAccess) allowProviderSecret(fn);
       this.httpApi.addRoutes({
         path: route.path,
         methods: [HttpMethod[route.method]],
         integration: new HttpLambdaIntegration(`${route.id}Integration`, fn),
       });
-      new Alarm(this, `${route.id}Errors`, {
-        metric: fn.metricErrors({ period: Duration.minutes(5) }),
-        threshold: 1,
-        evaluationPeriods: 1,
-        comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-        treatMissingData: TreatMissingData.NOT_BREACHING,
-        alarmDescription: `${route.id} handler threw (5xx) in the last 5 minutes`,
-      });
       this.functions[route.id] = fn;
+    }
 
-      // The only two wildcards in the function's policy, each acknowledged by its exact finding.
-      Validations.of(role).acknowledge({
-        id: `AwsSolutions::AwsSolutions-IAM5[Resource::<${tableLogicalId}.Arn>/index/*]`,
-        reason: "The table's own GSI ARNs (<table>/index/*), needed for the org and status listings; no other table is reachable.",
+    const stepFunctions = new Map<string, NodejsFunction>();
+    for (const step of FLOW_STEPS) {
+      const fn = createHandlerFunction(this, {
+        id: step.id,
+        entry: step.entry,
+        purpose: `the ${step.id} flow step`,
+        alarmDescription: `${step.id} threw in the last 5 minutes (the flow retries or records the failure)`,
+        environment: flowEnvironment,
+        // Provider SDKs and snapshot transfers are memory- and CPU-bound; the rest is I/O.
+        memorySize: step.sandboxAccess ? 1024 : 512,
+        timeout: Duration.seconds(step.timeoutSeconds),
+        table: this.table,
+        tableAccess: "readwrite",
       });
-      Validations.of(role).acknowledge({
+      if (step.sandboxAccess) allowProviderSecret(fn);
+      if (step.orchestrates) {
+        allowStartingFlows(fn, ["ensure-runtime"], `step ${step.id}`);
+        allowScheduling(fn);
+      }
+      stepFunctions.set(stepArnVariable(step), fn);
+      this.functions[step.id] = fn;
+    }
+
+    const scheduleFired = createHandlerFunction(this, {
+      id: "ScheduleFired",
+      entry: "functions/schedules/schedule-fired.ts",
+      purpose: "the lifecycle schedule target (EventBridge Scheduler)",
+      alarmDescription: "schedule-fired threw in the last 5 minutes (Scheduler retries, then drops the firing)",
+      environment: flowEnvironment,
+      memorySize: 512,
+      timeout: Duration.seconds(30),
+      table: this.table,
+      tableAccess: "read",
+      functionName: scheduleFiredName,
+    });
+    allowStartingFlows(scheduleFired, ["migrate"], "schedule-fired");
+    this.functions.ScheduleFired = scheduleFired;
+    // The unqualified ARN only: schedules target the function, never a version or alias.
+    schedulerRole.addToPrincipalPolicy(new PolicyStatement({ actions: ["lambda:InvokeFunction"], resources: [scheduleFired.functionArn] }));
+
+    for (const flow of deployableFlows()) {
+      const machine = createFlowStateMachine(this, { flow, stepFunctions });
+      this.stateMachines[flow] = machine;
+      Validations.of(machine.role).acknowledge({
         id: "AwsSolutions::AwsSolutions-IAM5[Resource::*]",
-        reason: "xray:PutTraceSegments and xray:PutTelemetryRecords (active tracing) support no resource-level permissions.",
+        reason: "Log delivery (logs:CreateLogDelivery, logs:*LogDelivery*, logs:PutResourcePolicy, logs:DescribeResourcePolicies, logs:DescribeLogGroups) and X-Ray (xray:PutTraceSegments, xray:PutTelemetryRecords, xray:GetSampling*) support no resource-level permissions.",
       });
+      new CfnOutput(this, `${flowConstructId(flow)}StateMachineArn`, { value: machine.stateMachineArn, description: `ARN of the ${flow} flow` });
     }
 
     Validations.of(this).acknowledge({

@@ -39,6 +39,8 @@ export const ConfigSchema = z.object({
   SWEEPER_INTERVAL_SECONDS: seconds(600),
   /** Session lease TTL; must cover the worst-case snapshot (seed 002 constraint 6). */
   LEASE_TTL_SECONDS: seconds(300),
+  /** Expiry migration: how long to wait for the agent's in-flight turn before aborting it (seed 000 §6). */
+  MIGRATION_TURN_WAIT_SECONDS: seconds(30),
   /** Largest accepted HTTP request body. */
   MAX_BODY_BYTES: z.coerce.number().int().positive().default(64 * 1024),
 });

@@ -131,3 +131,18 @@ export class ProviderError extends AppError {
   }
   readonly retryable: boolean;
 }
+
+/**
+ * 502: the coding agent (OpenCode in the sandbox) could not be reached or refused a request.
+ * `retryable`: network errors, timeouts and 5xx are (the sandbox may be booting or busy);
+ * 4xx are not (the same request would be refused again). The message never holds the base URL.
+ */
+export class AgentUnavailableError extends AppError {
+  readonly status = 502;
+  readonly code = "agent_unavailable";
+  readonly retryable: boolean;
+  constructor(message: string, options: { cause?: unknown; context?: ErrorContext; retryable?: boolean } = {}) {
+    super(message, options);
+    this.retryable = options.retryable ?? false;
+  }
+}

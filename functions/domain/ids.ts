@@ -14,3 +14,20 @@ export function newSessionId(): string {
 export function newApiToken(): string {
   return `sbx_${randomBytes(32).toString("base64url")}`;
 }
+
+/**
+ * A time-ordered id with a prefix: 10 base32 characters of milliseconds since the epoch, then 16
+ * random ones, so ids sort by creation time and never collide.
+ */
+export function newSortableId(prefix: string, now: Date = new Date()): string {
+  let ms = now.getTime();
+  let time = "";
+  for (let i = 0; i < 10; i++) {
+    time = (ALPHABET[ms % 32] ?? "0") + time;
+    ms = Math.floor(ms / 32);
+  }
+  const bytes = randomBytes(16);
+  let rand = "";
+  for (const b of bytes) rand += ALPHABET[b & 31];
+  return `${prefix}_${time}${rand}`;
+}

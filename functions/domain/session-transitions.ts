@@ -74,6 +74,7 @@ export type TransitionChanges = Partial<
     | "pausedAt"
     | "endedAt"
     | "sandboxExpiresAt"
+    | "openCodeUrl"
     | "codingAgentSessionId"
   >
 >;

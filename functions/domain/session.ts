@@ -72,6 +72,11 @@ export const SessionRecord = z.object({
   endedAt: IsoTime.nullable(),
   lastActivityAt: IsoTime,
   sandboxExpiresAt: IsoTime.nullable(),
+  /**
+   * The OpenCode API base URL of the current sandbox (a provider tunnel). Internal: tunnel URLs
+   * grant access to the agent, so the client view never includes it.
+   */
+  openCodeUrl: z.string().nullable().default(null),
   /** The OpenCode session inside the sandbox (verified or recreated on every resume). */
   codingAgentSessionId: z.string().nullable(),
   /** Start of the current `running` period; active seconds are added when it ends. */
@@ -83,10 +88,10 @@ export const SessionRecord = z.object({
 export type SessionRecord = z.infer<typeof SessionRecord>;
 
 /** What clients see (API.md): the record without tenancy and concurrency internals. */
-export type SessionView = Omit<SessionRecord, "orgId" | "version" | "runningSince" | "initialPrompt">;
+export type SessionView = Omit<SessionRecord, "orgId" | "version" | "runningSince" | "initialPrompt" | "openCodeUrl">;
 
 export function toSessionView(record: SessionRecord): SessionView {
-  const { orgId: _org, version: _v, runningSince: _r, initialPrompt: _p, ...view } = record;
+  const { orgId: _org, version: _v, runningSince: _r, initialPrompt: _p, openCodeUrl: _u, ...view } = record;
   return view;
 }
 
@@ -130,6 +135,7 @@ export function newSessionRecord(input: NewSessionInput): SessionRecord {
     endedAt: null,
     lastActivityAt: now,
     sandboxExpiresAt: null,
+    openCodeUrl: null,
     codingAgentSessionId: null,
     runningSince: null,
     activeSeconds: 0,

@@ -14,12 +14,21 @@ import { AppError, PayloadTooLargeError, UnauthorizedError, ValidationError } fr
 import type { Principal } from "../domain/principal";
 import { errorForLog } from "../observability/logger";
 import { MetricUnit } from "../observability/metrics";
+import type { AgentClient } from "../ports/agent-client";
+import type { FlowRunner } from "../ports/flow-runner";
+import type { LifecycleEventLog, PromptQueue } from "../ports/session-items";
 import type { ApiTokenStore, SessionStore } from "../ports/session-store";
 
 /** Everything a route function may touch, passed in (STYLE.md 1): no module-level I/O. */
 export interface HttpDeps {
   sessions: SessionStore;
   tokens: ApiTokenStore;
+  prompts: PromptQueue;
+  events: LifecycleEventLog;
+  /** Starts lifecycle flows (Step Functions in AWS, the local runner locally). */
+  flows: FlowRunner;
+  /** Delivers prompts to a running session's agent. */
+  agent: AgentClient;
   config: Config;
   now: () => Date;
   newSessionId: () => string;

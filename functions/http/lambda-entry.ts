@@ -10,6 +10,10 @@ import { logger } from "../observability/logger";
 import { metrics } from "../observability/metrics";
 import { createDocumentClient } from "../store/dynamo-client";
 import { DynamoApiTokenStore, DynamoSessionStore } from "../store/dynamo-session-store";
+import { DynamoLifecycleEventLog, DynamoPromptQueue } from "../store/dynamo-session-items";
+import { SFNClient } from "@aws-sdk/client-sfn";
+import { SfnFlowRunner, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
+import { OpenCodeAgentClient } from "../agent/opencode-agent-client";
 import type { HttpDeps, HttpHandler } from "./http-handler";
 
 let deps: HttpDeps | undefined;
@@ -21,6 +25,10 @@ export function awsHttpDeps(): HttpDeps {
     deps = {
       sessions: new DynamoSessionStore(doc, config.TABLE_NAME),
       tokens: new DynamoApiTokenStore(doc, config.TABLE_NAME),
+      prompts: new DynamoPromptQueue(doc, config.TABLE_NAME),
+      events: new DynamoLifecycleEventLog(doc, config.TABLE_NAME),
+      flows: new SfnFlowRunner(new SFNClient({}), stateMachineArnsFromEnv(process.env)),
+      agent: new OpenCodeAgentClient(),
       config,
       now: () => new Date(),
       newSessionId,

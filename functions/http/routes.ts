@@ -2,12 +2,19 @@
  * The HTTP API route table: one source for the CDK stack (one Lambda function per route, with
  * the table access it needs) and for the local runtime (which serves the same handlers).
  */
+import type { FlowName } from "../ports/flow-runner";
 import type { HttpDeps, HttpHandler } from "./http-handler";
 import { makeCreateSessionHandler } from "./handlers/create-session";
 import { makeGetSessionHandler } from "./handlers/get-session";
 import { makeHealthHandler } from "./handlers/health";
 import { makeHeartbeatHandler } from "./handlers/heartbeat";
 import { makeListSessionsHandler } from "./handlers/list-sessions";
+import { makeResumeSessionHandler } from "./handlers/resume-session";
+import { makePauseSessionHandler } from "./handlers/pause-session";
+import { makeSnapshotSessionHandler } from "./handlers/snapshot-session";
+import { makeStopSessionHandler } from "./handlers/stop-session";
+import { makeCreatePromptHandler } from "./handlers/create-prompt";
+import { makeListEventsHandler } from "./handlers/list-events";
 
 export type TableAccess = "none" | "read" | "readwrite";
 
@@ -22,6 +29,10 @@ export interface HttpRouteDefinition {
   make: (deps: HttpDeps) => HttpHandler;
   /** Least privilege: what the function may do on the table (token lookups are reads). */
   tableAccess: TableAccess;
+  /** Lifecycle flows the route starts (it needs `states:StartExecution` on their state machines). */
+  startsFlows?: readonly FlowName[];
+  /** Talks to the agent inside a sandbox (prompt delivery to a running session). */
+  agentAccess?: boolean;
 }
 
 export const HTTP_ROUTES: readonly HttpRouteDefinition[] = [
@@ -30,6 +41,12 @@ export const HTTP_ROUTES: readonly HttpRouteDefinition[] = [
   { id: "ListSessions", method: "GET", path: "/v1/sessions", entry: "functions/http/handlers/list-sessions.ts", make: makeListSessionsHandler, tableAccess: "read" },
   { id: "GetSession", method: "GET", path: "/v1/sessions/{id}", entry: "functions/http/handlers/get-session.ts", make: makeGetSessionHandler, tableAccess: "read" },
   { id: "Heartbeat", method: "POST", path: "/v1/sessions/{id}/heartbeat", entry: "functions/http/handlers/heartbeat.ts", make: makeHeartbeatHandler, tableAccess: "readwrite" },
+  { id: "ResumeSession", method: "POST", path: "/v1/sessions/{id}/resume", entry: "functions/http/handlers/resume-session.ts", make: makeResumeSessionHandler, tableAccess: "readwrite", startsFlows: ["ensure-runtime"] },
+  { id: "PauseSession", method: "POST", path: "/v1/sessions/{id}/pause", entry: "functions/http/handlers/pause-session.ts", make: makePauseSessionHandler, tableAccess: "read", startsFlows: ["pause"] },
+  { id: "SnapshotSession", method: "POST", path: "/v1/sessions/{id}/snapshot", entry: "functions/http/handlers/snapshot-session.ts", make: makeSnapshotSessionHandler, tableAccess: "read", startsFlows: ["snapshot"] },
+  { id: "StopSession", method: "DELETE", path: "/v1/sessions/{id}", entry: "functions/http/handlers/stop-session.ts", make: makeStopSessionHandler, tableAccess: "read", startsFlows: ["stop"] },
+  { id: "CreatePrompt", method: "POST", path: "/v1/sessions/{id}/prompts", entry: "functions/http/handlers/create-prompt.ts", make: makeCreatePromptHandler, tableAccess: "readwrite", startsFlows: ["ensure-runtime"], agentAccess: true },
+  { id: "ListEvents", method: "GET", path: "/v1/sessions/{id}/events", entry: "functions/http/handlers/list-events.ts", make: makeListEventsHandler, tableAccess: "read" },
 ];
 
 /** Matches a concrete path against a route path; returns the path parameters or null. */

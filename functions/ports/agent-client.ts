@@ -13,6 +13,8 @@ export interface AgentClient {
   /** Sends a prompt without waiting for the turn (`prompt_async`). */
   promptAsync(baseUrl: string, agentSessionId: string, text: string): Promise<void>;
   abort(baseUrl: string, agentSessionId: string): Promise<void>;
+  /** True while the agent is working on a turn in that session (OpenCode `GET /session/status`). */
+  isBusy(baseUrl: string, agentSessionId: string): Promise<boolean>;
   /** Streams `/event` until `signal` aborts or the stream ends. */
   events(baseUrl: string, signal: AbortSignal): AsyncIterable<AgentEvent>;
 }

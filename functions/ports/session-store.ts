@@ -53,6 +53,13 @@ export interface SessionStore {
     guard?: LeaseGuard,
   ): Promise<SessionRecord>;
   /**
+   * Changes fields without a status change (a snapshot while running, an expiry migration's
+   * sandbox swap, clearing a dead memory snapshot): a compare-and-set on the version, the
+   * status and the `sandboxId` the caller read, plus the lease when `guard` is given. A stale
+   * writer affects 0 items and gets `StaleWriteError` (or `LeaseLostError`). Returns the new record.
+   */
+  update(current: SessionRecord, changes: TransitionChanges, now: Date, guard?: LeaseGuard): Promise<SessionRecord>;
+  /**
    * Takes the session lease (ARCHITECTURE.md §1: replaces the seed's Redis lock) if it is free,
    * expired, or already `owner`'s. `LeaseBusyError` while another owner holds a live lease.
    */
@@ -61,6 +68,12 @@ export interface SessionStore {
   renewLease(lease: Lease, now: Date, ttlSeconds: number): Promise<Lease>;
   /** Releases a held lease; a no-op if it was already taken over or released. */
   releaseLease(lease: LeaseGuard): Promise<void>;
+  /**
+   * The lease attributes as stored (strongly consistent): `owner` null when free; `fence` counts
+   * every acquisition ever made, so it also serves as the session's flow generation.
+   * Null when the session does not exist.
+   */
+  readLease(sessionId: string): Promise<{ owner: string | null; fence: number; expiresAt: number | null } | null>;
   /** Strongly consistent check before a destructive step; `LeaseLostError` if not still held and live. */
   verifyLease(lease: LeaseGuard, now: Date): Promise<void>;
   /**

@@ -38,6 +38,12 @@ function stripKeys(item: Record<string, unknown>): Record<string, unknown> {
   return out;
 }
 
+function withoutKey(values: Record<string, unknown>, key: string): Record<string, unknown> {
+  const out = { ...values };
+  delete out[key];
+  return out;
+}
+
 function toRecord(item: Record<string, unknown>): SessionRecord {
   return SessionRecord.parse(stripKeys(item));
 }
@@ -251,6 +257,69 @@ export class DynamoSessionStore implements SessionStore {
     }
   }
 
+  async update(current: SessionRecord, changes: TransitionChanges, now: Date, guard?: LeaseGuard): Promise<SessionRecord> {
+    const next: SessionRecord = { ...current, ...changes, updatedAt: now.toISOString(), version: current.version + 1 };
+    const names: Record<string, string> = { "#status": "status", "#version": "version", "#sandboxId": "sandboxId" };
+    const values: Record<string, unknown> = {
+      ":expectedVersion": current.version,
+      ":expectedStatus": current.status,
+      ":expectedSandbox": current.sandboxId,
+    };
+    const sets: string[] = [];
+    const fields: Record<string, unknown> = {
+      ...changes,
+      version: next.version,
+      updatedAt: next.updatedAt,
+      ...keys.sessionByStatus(next.status, next.updatedAt, next.id),
+    };
+    Object.entries(fields).forEach(([field, value], i) => {
+      names[`#f${i}`] = field;
+      values[`:f${i}`] = value ?? null;
+      sets.push(`#f${i} = :f${i}`);
+    });
+    if (guard) {
+      names["#leaseOwner"] = "leaseOwner";
+      names["#fence"] = "fence";
+      values[":leaseOwner"] = guard.owner;
+      values[":fence"] = guard.fence;
+    }
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(current.id),
+          UpdateExpression: `SET ${sets.join(", ")}`,
+          ConditionExpression: conditions({
+            exists: "attribute_exists(PK)",
+            sameVersion: "#version = :expectedVersion",
+            // A field change never moves the status: that is what `transition` is for.
+            sameStatus: "#status = :expectedStatus",
+            // CAS on the sandbox the writer acted on (seed 002 §5b: `WHERE sandbox_id = fresh`).
+            sameSandbox: current.sandboxId === null ? "attribute_type(#sandboxId, :nullType) OR attribute_not_exists(#sandboxId)" : "#sandboxId = :expectedSandbox",
+            ...(guard ? { leaseHeld: "#leaseOwner = :leaseOwner AND #fence = :fence" } : {}),
+          }),
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: current.sandboxId === null ? { ...withoutKey(values, ":expectedSandbox"), ":nullType": "NULL" } : values,
+        }),
+      );
+      return next;
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+      const stored = await this.getSession(current.id);
+      if (!stored) throw new NotFoundError(`session ${current.id} not found`, { cause: err });
+      if (guard) {
+        const lease = await this.readLease(current.id);
+        if (lease?.owner !== guard.owner || lease.fence !== guard.fence) {
+          throw new LeaseLostError(`session ${current.id}: lease of ${guard.owner} (fence ${guard.fence}) is no longer held`, { cause: err });
+        }
+      }
+      throw new StaleWriteError(`session ${current.id} changed concurrently (version ${stored.version}, expected ${current.version})`, {
+        cause: err,
+        context: { sessionId: current.id, expectedVersion: current.version, storedVersion: stored.version },
+      });
+    }
+  }
+
   async acquireLease(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<Lease> {
     const expiresAt = now.getTime() + Math.round(ttlSeconds * 1000);
     try {
@@ -331,7 +400,7 @@ export class DynamoSessionStore implements SessionStore {
     }
   }
 
-  private async readLease(sessionId: string): Promise<{ owner: string | null; fence: number; expiresAt: number | null } | null> {
+  async readLease(sessionId: string): Promise<{ owner: string | null; fence: number; expiresAt: number | null } | null> {
     const out = await this.doc.send(
       new GetCommand({
         TableName: this.tableName,

@@ -6,10 +6,13 @@
  * |---------------------|-------------------------|-----------------|-------------------------------------------|------------------------------------------|
  * | session             | `SESSION#<sessionId>`   | `SESSION`       | `ORG#<orgId>` / `<createdAt>#<sessionId>` | `STATUS#<status>` / `<updatedAt>#<id>`   |
  * | API token           | `APITOKEN#<sha256 hex>` | `APITOKEN`      | -                                         | -                                        |
+ * | queued prompt       | `SESSION#<sessionId>`   | `PROMPT#<createdAt>#<promptId>` | -                         | -                                        |
+ * | lifecycle event     | `SESSION#<sessionId>`   | `EVENT#<at>#<eventId>`          | -                         | -                                        |
+ * | client connection   | `SESSION#<sessionId>`   | `CONN#<connectionId>`           | -                         | -                                        |
  *
- * Items that later issues add to the session's partition (so one Query reads a session's
- * whole state): connections `CONN#<connectionId>`, prompts `PROMPT#<seq>`, messages
- * `MSG#<seq>`, lifecycle events `EVENT#<time>#<id>`.
+ * Prompts, events and connections live in the session's partition, so one Query with a
+ * `begins_with` on SK reads a session's queue, audit trail or client set in order. Messages
+ * (`MSG#<seq>`) join them with the relay.
  *
  * Access patterns:
  * - get a session: GetItem PK=`SESSION#id`, SK=`SESSION` (strongly consistent for flows);
@@ -35,6 +38,10 @@ export const keys = {
   orgPartition: (orgId: string) => `ORG#${orgId}`,
   statusPartition: (status: string) => `STATUS#${status}`,
   apiToken: (tokenHash: string) => ({ PK: `APITOKEN#${tokenHash}`, SK: "APITOKEN" }),
+  prompt: (sessionId: string, createdAt: string, promptId: string) => ({ PK: `SESSION#${sessionId}`, SK: `PROMPT#${createdAt}#${promptId}` }),
+  event: (sessionId: string, at: string, eventId: string) => ({ PK: `SESSION#${sessionId}`, SK: `EVENT#${at}#${eventId}` }),
+  connection: (sessionId: string, connectionId: string) => ({ PK: `SESSION#${sessionId}`, SK: `CONN#${connectionId}` }),
+  sessionPartition: (sessionId: string) => `SESSION#${sessionId}`,
 } as const;
 
 /** Key attributes that the store adds to domain records and strips from them. */

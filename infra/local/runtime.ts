@@ -3,7 +3,8 @@
  * DATA_DIR), the table created from the same definition as the CDK stack, a development API
  * token, and the HTTP API serving the same Lambda handlers. Tests start it the same way.
  */
-import { mkdirSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import type { AddressInfo } from "node:net";
 import dynalite from "dynalite";
@@ -16,6 +17,19 @@ import { createMetrics } from "../../functions/observability/metrics";
 import { createDocumentClient, ensureTable } from "../../functions/store/dynamo-client";
 import { DynamoApiTokenStore, DynamoSessionStore } from "../../functions/store/dynamo-session-store";
 import { startLocalHttpServer } from "./local-http-server";
+import { OpenCodeAgentClient } from "../../functions/agent/opencode-agent-client";
+import type { FlowDeps } from "../../functions/flows/flow-deps";
+import type { AgentClient } from "../../functions/ports/agent-client";
+import type { SandboxProvider } from "../../functions/ports/sandbox-provider";
+import type { ProviderType } from "../../functions/domain/session";
+import { createSandboxProvider } from "../../functions/providers/provider-factory";
+import { listSandboxRecords } from "../../functions/providers/local/sandbox-registry";
+import { makeScheduleFiredHandler } from "../../functions/schedules/schedule-fired";
+import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue } from "../../functions/store/dynamo-session-items";
+import { errorForLog } from "../../functions/observability/logger";
+import { LocalClientPush } from "./local-client-push";
+import { LocalFlowRunner } from "./local-flow-runner";
+import { LocalLifecycleScheduler } from "./local-lifecycle-scheduler";
 
 export const LOCAL_TABLE_NAME = "sandbox-control-plane";
 export const DEV_PRINCIPAL: Principal = { userId: "dev-user", orgId: "dev-org" };
@@ -31,6 +45,11 @@ export interface LocalRuntimeOptions {
   /** Environment overrides (timing constants etc.), parsed like the Lambda configuration. */
   env?: Record<string, string | undefined>;
   now?: () => Date;
+  /** Replaces the provider factory (tests wrap the local provider in a fault-injecting one). */
+  provider?: (type: ProviderType, defaults: (type: ProviderType) => Promise<SandboxProvider>) => Promise<SandboxProvider>;
+  agent?: AgentClient;
+  /** Scales the ASL Retry intervals (tests); real intervals when unset. */
+  retryIntervalScale?: number;
 }
 
 export interface LocalRuntime {
@@ -39,6 +58,12 @@ export interface LocalRuntime {
   devApiToken: string;
   config: Config;
   deps: HttpDeps;
+  flowDeps: FlowDeps;
+  flows: LocalFlowRunner;
+  scheduler: LocalLifecycleScheduler;
+  push: LocalClientPush;
+  /** Where the local provider keeps sandboxes and snapshots. */
+  sandboxDir: string;
   /** Adds another API token (tests use one per org). */
   addApiToken(principal: Principal, token?: string): Promise<string>;
   close(): Promise<void>;
@@ -69,13 +94,67 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   const devApiToken = options.devApiToken ?? newApiToken();
   await tokens.putToken(devApiToken, { ...DEV_PRINCIPAL, name: "development token" }, now());
 
+  const logger = createLogger("sandbox-control-plane-local");
+  const sessions = new DynamoSessionStore(doc, LOCAL_TABLE_NAME);
+  // Sandboxes live under DATA_DIR (and outlive a restart) or in a temp dir removed on close.
+  const sandboxDir = options.dataDir ? ensureDir(path.join(options.dataDir, "sandboxes")) : mkdtempSync(path.join(tmpdir(), "scp-sandboxes-"));
+  const providerEnv = options.env ?? process.env;
+  const providers = new Map<ProviderType, Promise<SandboxProvider>>();
+  const defaultProvider = (type: ProviderType) =>
+    createSandboxProvider(type, { localDataDir: sandboxDir, sandboxTimeoutSeconds: config.SANDBOX_TIMEOUT_SECONDS, env: providerEnv });
+  const provider = (type: ProviderType): Promise<SandboxProvider> => {
+    let p = providers.get(type);
+    if (!p) {
+      p = options.provider ? options.provider(type, defaultProvider) : defaultProvider(type);
+      p.catch(() => providers.delete(type));
+      providers.set(type, p);
+    }
+    return p;
+  };
+  const push = new LocalClientPush();
+  const agent = options.agent ?? new OpenCodeAgentClient();
+  // The runner and the scheduler call back into steps whose dependencies include them.
+  const built: { flowDeps?: FlowDeps } = {};
+  const flows = new LocalFlowRunner({
+    deps: () => {
+      if (!built.flowDeps) throw new Error("local runtime: flow dependencies not built yet");
+      return built.flowDeps;
+    },
+    logger,
+    ...(options.retryIntervalScale !== undefined ? { retryIntervalScale: options.retryIntervalScale } : {}),
+  });
+  const scheduler = new LocalLifecycleScheduler(
+    async (event) => {
+      if (built.flowDeps) await makeScheduleFiredHandler(built.flowDeps)(event);
+    },
+    { now, onError: (err, event) => logger.error("schedule target failed", { event, error: errorForLog(err) }) },
+  );
+  const flowDeps: FlowDeps = {
+    sessions,
+    prompts: new DynamoPromptQueue(doc, LOCAL_TABLE_NAME),
+    events: new DynamoLifecycleEventLog(doc, LOCAL_TABLE_NAME),
+    connections: new DynamoConnectionRegistry(doc, LOCAL_TABLE_NAME),
+    push,
+    scheduler,
+    flows,
+    provider,
+    agent,
+    config,
+    now,
+    logger,
+  };
+  built.flowDeps = flowDeps;
   const deps: HttpDeps = {
-    sessions: new DynamoSessionStore(doc, LOCAL_TABLE_NAME),
+    sessions,
     tokens,
+    prompts: flowDeps.prompts,
+    events: flowDeps.events,
+    flows,
+    agent,
     config,
     now,
     newSessionId,
-    logger: createLogger("sandbox-control-plane-local"),
+    logger,
     metrics: createMetrics(),
   };
   const http = await startLocalHttpServer(deps, options.port ?? 0, options.host ?? "127.0.0.1");
@@ -87,12 +166,29 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     devApiToken,
     config,
     deps,
+    flowDeps,
+    flows,
+    scheduler,
+    push,
+    sandboxDir,
     addApiToken: async (principal, token = newApiToken()) => {
       await tokens.putToken(token, principal, now());
       return token;
     },
     close: async () => {
       await http.close();
+      await scheduler.close();
+      await flows.whenIdle();
+      if (!options.dataDir) {
+        // In-memory mode: nothing can refer to these sandboxes after exit, so none may outlive it.
+        const local = providers.has("local") ? await provider("local") : null;
+        if (local) {
+          for (const record of await listSandboxRecords(sandboxDir)) {
+            await local.terminate(record.sessionId, record.sandboxId).catch(() => undefined);
+          }
+        }
+        rmSync(sandboxDir, { recursive: true, force: true });
+      }
       doc.destroy();
       await new Promise<void>((resolve) => dynamo.close(() => resolve()));
     },

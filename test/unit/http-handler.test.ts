@@ -22,6 +22,10 @@ function capturingLogger(): { logger: Logger; lines: string[] } {
 function deps(overrides: Partial<HttpDeps> = {}): HttpDeps {
   return {
     sessions: {} as HttpDeps["sessions"],
+    prompts: {} as HttpDeps["prompts"],
+    events: {} as HttpDeps["events"],
+    flows: {} as HttpDeps["flows"],
+    agent: {} as HttpDeps["agent"],
     tokens: { resolveToken: async () => ({ userId: "u", orgId: "o" }), putToken: async () => undefined },
     config: parseConfig({ TABLE_NAME: "t" }),
     now: () => new Date(),

@@ -1,0 +1,100 @@
+/**
+ * Lifecycle scheduler over EventBridge Scheduler: one one-time `at(...)` schedule per
+ * (session, purpose), named by the port's `scheduleName`, deleted by Scheduler after it fires
+ * (`ActionAfterCompletion: DELETE`). Arming an existing name replaces it; cancelling an unknown
+ * name is a no-op. The target is a Lambda function that receives a `ScheduleFiredEvent`.
+ */
+import {
+  ConflictException,
+  CreateScheduleCommand,
+  DeleteScheduleCommand,
+  ResourceNotFoundException,
+  UpdateScheduleCommand,
+  type CreateScheduleCommandInput,
+  type SchedulerClient,
+} from "@aws-sdk/client-scheduler";
+import { scheduleName, type LifecycleScheduler, type ScheduleFiredEvent, type ScheduleTarget } from "../../ports/lifecycle-scheduler";
+
+export interface EventBridgeLifecycleSchedulerOptions {
+  client: SchedulerClient;
+  groupName: string;
+  /** The Lambda function the schedule invokes. */
+  targetArn: string;
+  /** The role Scheduler assumes to invoke the target. */
+  roleArn: string;
+  /** Clock for the past-time floor; defaults to the system clock. */
+  now?: () => Date;
+}
+
+/** EventBridge rejects an `at()` in the past; anything sooner than this is armed this far out. */
+const MIN_LEAD_MS = 1000;
+
+/** Scheduler retries a failed Lambda invocation a few times, for at most an hour. */
+const RETRY_POLICY = { MaximumRetryAttempts: 3, MaximumEventAgeInSeconds: 3600 };
+
+/**
+ * `at(YYYY-MM-DDThh:mm:ss)` in UTC. `at()` has whole-second precision, so the time is rounded
+ * UP: a schedule may fire late, never early (an expiry must not run before its time). A time
+ * sooner than `now + 1s` is armed for `now + 1s`.
+ */
+export function atExpression(at: Date, now: Date): string {
+  const ms = Math.max(at.getTime(), now.getTime() + MIN_LEAD_MS);
+  const rounded = new Date(Math.ceil(ms / 1000) * 1000);
+  return `at(${rounded.toISOString().slice(0, 19)})`;
+}
+
+function hasName(err: unknown, name: string): boolean {
+  return (err as { name?: string } | null)?.name === name;
+}
+
+export class EventBridgeLifecycleScheduler implements LifecycleScheduler {
+  private readonly now: () => Date;
+
+  constructor(private readonly options: EventBridgeLifecycleSchedulerOptions) {
+    this.now = options.now ?? (() => new Date());
+  }
+
+  async arm(target: ScheduleTarget, at: Date): Promise<void> {
+    const event: ScheduleFiredEvent = { sessionId: target.sessionId, purpose: target.purpose, at: at.toISOString() };
+    const input: CreateScheduleCommandInput = {
+      Name: scheduleName(target),
+      GroupName: this.options.groupName,
+      ScheduleExpression: atExpression(at, this.now()),
+      ScheduleExpressionTimezone: "UTC",
+      FlexibleTimeWindow: { Mode: "OFF" },
+      ActionAfterCompletion: "DELETE",
+      Target: {
+        Arn: this.options.targetArn,
+        RoleArn: this.options.roleArn,
+        Input: JSON.stringify(event),
+        RetryPolicy: RETRY_POLICY,
+      },
+    };
+    try {
+      await this.options.client.send(new CreateScheduleCommand(input));
+      return;
+    } catch (err) {
+      // The name exists: re-arming replaces the schedule (same fields, new time).
+      if (!(err instanceof ConflictException || hasName(err, "ConflictException"))) throw err;
+    }
+    try {
+      await this.options.client.send(new UpdateScheduleCommand(input));
+    } catch (err) {
+      // The old schedule fired (and was deleted) between our create and update: create afresh.
+      if (!(err instanceof ResourceNotFoundException || hasName(err, "ResourceNotFoundException"))) throw err;
+      await this.options.client.send(new CreateScheduleCommand(input));
+    }
+  }
+
+  async cancel(target: ScheduleTarget): Promise<void> {
+    try {
+      await this.options.client.send(
+        new DeleteScheduleCommand({ Name: scheduleName(target), GroupName: this.options.groupName }),
+      );
+    } catch (err) {
+      // Never armed, already fired, or already cancelled: all mean "no schedule", which is the goal.
+      if (err instanceof ResourceNotFoundException || hasName(err, "ResourceNotFoundException")) return;
+      throw err;
+    }
+  }
+}

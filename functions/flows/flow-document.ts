@@ -1,0 +1,75 @@
+/**
+ * The JSON document a lifecycle flow carries from state to state (the Step Functions state
+ * input). The execution input is `FlowInput`; the first Pass state adds the execution name;
+ * every Task writes its result under its own key (`ResultPath: "$.<step>"`), so later steps and
+ * the audit trail see what earlier ones did. Step handlers parse what they read with zod.
+ */
+import { z } from "zod";
+import { FLOW_NAMES } from "../ports/flow-runner";
+
+export const FlowInput = z.object({
+  sessionId: z.string().min(1),
+  flow: z.enum(FLOW_NAMES),
+  generation: z.union([z.number(), z.string()]),
+  actor: z.string().min(1),
+  reason: z.string().nullable().optional(),
+});
+export type FlowInput = z.infer<typeof FlowInput>;
+
+export const LeaseDoc = z.object({ sessionId: z.string(), owner: z.string(), fence: z.number(), expiresAt: z.number() });
+
+/** Migration with clients swaps the sandbox; with none it pauses (seed 002 constraint 11). */
+export const MIGRATE_BRANCHES = ["migrate", "pause"] as const;
+
+export const BeginResult = z.object({
+  lease: LeaseDoc,
+  proceed: z.boolean(),
+  skipReason: z.string().nullable(),
+  branch: z.enum(MIGRATE_BRANCHES).nullable(),
+  /** Stored status and sandbox when the lease was taken: what the flow acts on. */
+  fromStatus: z.string(),
+  sandboxId: z.string().nullable(),
+  startedAt: z.string(),
+  ms: z.number(),
+});
+export type BeginResult = z.infer<typeof BeginResult>;
+
+export const ProvisionResult = z.object({
+  sandboxId: z.string(),
+  tunnelUrl: z.string(),
+  expiresAt: z.number().nullable(),
+  recovered: z.boolean(),
+  codingAgentSessionId: z.string().nullable(),
+  ms: z.number(),
+});
+export type ProvisionResult = z.infer<typeof ProvisionResult>;
+
+export const SnapshotStepResult = z.object({
+  snapshotId: z.string(),
+  method: z.enum(["pause", "memory", "filesystem"]),
+  ms: z.number(),
+});
+
+export const TerminateResult = z.object({ sandboxId: z.string().nullable(), terminated: z.boolean(), ms: z.number() });
+
+export const QuiesceResult = z.object({ waitedMs: z.number(), aborted: z.boolean(), ms: z.number() });
+
+export const CommitResult = z.object({ status: z.string(), sandboxId: z.string().nullable(), version: z.number(), ms: z.number() });
+
+/** What a Catch adds: Step Functions' `{Error, Cause}`. */
+export const CaughtError = z.object({ Error: z.string(), Cause: z.string().optional() });
+
+export const FlowDocument = FlowInput.extend({
+  execution: z.string().min(1),
+  begin: BeginResult.optional(),
+  provision: ProvisionResult.optional(),
+  quiesce: QuiesceResult.optional(),
+  snapshot: SnapshotStepResult.optional(),
+  terminate: TerminateResult.optional(),
+  commit: CommitResult.optional(),
+  failure: CaughtError.optional(),
+  superseded: CaughtError.optional(),
+  recorded: z.object({ ms: z.number() }).optional(),
+  discarded: z.object({ terminated: z.string().nullable(), ms: z.number() }).optional(),
+});
+export type FlowDocument = z.infer<typeof FlowDocument>;

@@ -1,0 +1,80 @@
+/**
+ * Lambda entry for flow steps and schedule targets: AWS adapters built once per container from
+ * the configuration (cold start), never per invocation. The local runtime does not use this:
+ * it passes its own dependencies to the same step factories.
+ */
+import { SFNClient } from "@aws-sdk/client-sfn";
+import { SchedulerClient } from "@aws-sdk/client-scheduler";
+import { ApiGatewayManagementApiClient } from "@aws-sdk/client-apigatewaymanagementapi";
+import { loadConfig } from "../config/config";
+import { providerEnvironment } from "../config/provider-secrets";
+import { logger } from "../observability/logger";
+import { createDocumentClient } from "../store/dynamo-client";
+import { DynamoSessionStore } from "../store/dynamo-session-store";
+import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue } from "../store/dynamo-session-items";
+import { SfnFlowRunner, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
+import { EventBridgeLifecycleScheduler } from "../adapters/aws/eventbridge-lifecycle-scheduler";
+import { ApiGatewayClientPush } from "../adapters/aws/apigw-client-push";
+import { OpenCodeAgentClient } from "../agent/opencode-agent-client";
+import { createSandboxProvider } from "../providers/provider-factory";
+import type { ProviderType } from "../domain/session";
+import type { SandboxProvider } from "../ports/sandbox-provider";
+import type { ClientPush } from "../ports/client-push";
+import type { FlowDeps } from "./flow-deps";
+
+let deps: FlowDeps | undefined;
+
+/** Without a WebSocket API (WS_URL unset) there is nobody to push to. */
+const noPush: ClientPush = { send: () => Promise.resolve("gone") };
+
+function required(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`invalid configuration: ${name} is not set`);
+  return value;
+}
+
+export function awsFlowDeps(): FlowDeps {
+  if (!deps) {
+    const config = loadConfig();
+    const doc = createDocumentClient(config.DYNAMODB_ENDPOINT ? { endpoint: config.DYNAMODB_ENDPOINT } : {});
+    const providers = new Map<ProviderType, Promise<SandboxProvider>>();
+    const managementEndpoint = process.env.WS_MANAGEMENT_ENDPOINT;
+    deps = {
+      sessions: new DynamoSessionStore(doc, config.TABLE_NAME),
+      prompts: new DynamoPromptQueue(doc, config.TABLE_NAME),
+      events: new DynamoLifecycleEventLog(doc, config.TABLE_NAME),
+      connections: new DynamoConnectionRegistry(doc, config.TABLE_NAME),
+      push: managementEndpoint ? new ApiGatewayClientPush(new ApiGatewayManagementApiClient({ endpoint: managementEndpoint })) : noPush,
+      scheduler: new EventBridgeLifecycleScheduler({
+        client: new SchedulerClient({}),
+        groupName: required("SCHEDULE_GROUP_NAME"),
+        targetArn: required("SCHEDULE_TARGET_ARN"),
+        roleArn: required("SCHEDULE_ROLE_ARN"),
+      }),
+      flows: new SfnFlowRunner(new SFNClient({}), stateMachineArnsFromEnv(process.env)),
+      provider: (type) => {
+        let p = providers.get(type);
+        if (!p) {
+          p = providerEnvironment().then((env) => createSandboxProvider(type, { sandboxTimeoutSeconds: config.SANDBOX_TIMEOUT_SECONDS, env }));
+          p.catch(() => providers.delete(type));
+          providers.set(type, p);
+        }
+        return p;
+      },
+      agent: new OpenCodeAgentClient(),
+      config,
+      now: () => new Date(),
+      logger,
+    };
+  }
+  return deps;
+}
+
+/** The Lambda handler for a step: dependencies on first invocation, then the step itself. */
+export function stepEntry(make: (deps: FlowDeps) => (event: unknown) => Promise<unknown>): (event: unknown) => Promise<unknown> {
+  let handler: ((event: unknown) => Promise<unknown>) | undefined;
+  return (event) => {
+    handler ??= make(awsFlowDeps());
+    return handler(event);
+  };
+}

@@ -1,0 +1,39 @@
+/**
+ * Flow step `begin`: take the session lease (LeaseBusy makes the ASL retry with backoff),
+ * re-read the session under it (seed 002 constraint 14), decide whether there is work to do,
+ * and show clients the in-progress status (`creating`, `resuming`, `migrating`).
+ */
+import { NotFoundError } from "../../domain/errors";
+import { broadcastStatus } from "../broadcast";
+import { planFlow } from "../plan";
+import { flowStep } from "../step";
+import { stepEntry } from "../lambda-entry";
+
+export const makeBeginStep = flowStep("begin", async (doc, deps) => {
+  const lease = await deps.sessions.acquireLease(doc.sessionId, doc.execution, deps.now(), deps.config.LEASE_TTL_SECONDS);
+  const startedAt = deps.now().toISOString();
+  try {
+    const session = await deps.sessions.getSession(doc.sessionId);
+    if (!session) throw new NotFoundError(`session ${doc.sessionId} not found`);
+    const connectedClients = doc.flow === "migrate" ? (await deps.connections.list(doc.sessionId)).length : 0;
+    const plan = planFlow(doc.flow, session, { connectedClients });
+    if (plan.proceed && plan.progressStatus) {
+      await broadcastStatus(deps, doc.sessionId, plan.progressStatus, plan.progressStatus === "migrating" ? "Extending session..." : undefined);
+    }
+    return {
+      lease,
+      proceed: plan.proceed,
+      skipReason: plan.skipReason,
+      branch: plan.branch,
+      fromStatus: session.status,
+      sandboxId: session.sandboxId,
+      startedAt,
+    };
+  } catch (err) {
+    // Nothing else will release it: the Catch path has no lease in the document.
+    await deps.sessions.releaseLease(lease);
+    throw err;
+  }
+});
+
+export const handler = stepEntry(makeBeginStep);

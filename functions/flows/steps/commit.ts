@@ -1,0 +1,107 @@
+/**
+ * Flow step `commit`: the flow's one lifecycle write, a compare-and-set guarded by the lease
+ * (owner + fence) and by the sandbox the flow found. A flow whose lease was taken over, or whose
+ * session moved on, affects 0 items and fails with `LeaseLost`/`StaleWrite`; the ASL then
+ * discards what the flow created (seed 002 verification 18).
+ */
+import { NotFoundError, StaleWriteError } from "../../domain/errors";
+import type { SessionRecord } from "../../domain/session";
+import type { FlowDocument } from "../flow-document";
+import type { FlowDeps } from "../flow-deps";
+import { commitKind, pausedChanges, pauseReasonFor } from "../plan";
+import { flowStep, leaseOf } from "../step";
+import { stepEntry } from "../lambda-entry";
+
+function required<T>(value: T | undefined, what: string): T {
+  if (value === undefined) throw new Error(`flow document has no ${what}`);
+  return value;
+}
+
+async function write(doc: FlowDocument, deps: FlowDeps, session: SessionRecord): Promise<SessionRecord> {
+  const guard = leaseOf(doc);
+  const now = deps.now();
+  const branch = doc.begin?.branch ?? null;
+  const foundSandbox = doc.begin?.sandboxId ?? null;
+  switch (commitKind(doc.flow, branch)) {
+    case "running": {
+      const p = required(doc.provision, "provision result");
+      return deps.sessions.transition(
+        session,
+        "running",
+        now,
+        {
+          sandboxId: p.sandboxId,
+          openCodeUrl: p.tunnelUrl,
+          sandboxExpiresAt: p.expiresAt === null ? null : new Date(p.expiresAt).toISOString(),
+          codingAgentSessionId: p.codingAgentSessionId,
+        },
+        guard,
+      );
+    }
+    case "paused": {
+      const s = required(doc.snapshot, "snapshot result");
+      return deps.sessions.transition(
+        session,
+        "paused",
+        now,
+        pausedChanges({
+          snapshotId: s.snapshotId,
+          sandboxId: foundSandbox,
+          method: s.method,
+          terminated: doc.terminate?.terminated ?? false,
+          pauseReason: pauseReasonFor(doc.flow, doc.reason),
+        }),
+        guard,
+      );
+    }
+    case "stopped": {
+      const terminated = doc.terminate?.terminated ?? false;
+      const keep = foundSandbox !== null && !terminated;
+      return deps.sessions.transition(
+        session,
+        "stopped",
+        now,
+        {
+          stopReason: doc.reason ?? "user",
+          // A sandbox that could not be terminated stays referenced so the sweeper retries it.
+          sandboxId: keep ? foundSandbox : null,
+          ...(keep ? {} : { openCodeUrl: null, sandboxExpiresAt: null }),
+        },
+        guard,
+      );
+    }
+    case "snapshot": {
+      const s = required(doc.snapshot, "snapshot result");
+      return deps.sessions.update(session, { snapshotId: s.snapshotId }, now, guard);
+    }
+    case "swap": {
+      const s = required(doc.snapshot, "snapshot result");
+      const p = required(doc.provision, "provision result");
+      return deps.sessions.update(
+        session,
+        {
+          snapshotId: s.snapshotId,
+          sandboxId: p.sandboxId,
+          openCodeUrl: p.tunnelUrl,
+          sandboxExpiresAt: p.expiresAt === null ? null : new Date(p.expiresAt).toISOString(),
+          codingAgentSessionId: p.codingAgentSessionId,
+        },
+        now,
+        guard,
+      );
+    }
+  }
+}
+
+export const makeCommitStep = flowStep("commit", async (doc, deps) => {
+  const session = await deps.sessions.getSession(doc.sessionId);
+  if (!session) throw new NotFoundError(`session ${doc.sessionId} not found`);
+  // The CAS on the sandbox the flow found (seed 002 §5b `WHERE sandbox_id = freshSandboxId`).
+  if (session.sandboxId !== (doc.begin?.sandboxId ?? null)) {
+    throw new StaleWriteError(`session ${session.id} now references sandbox ${session.sandboxId ?? "none"}, not ${doc.begin?.sandboxId ?? "none"}`);
+  }
+  const next = await write(doc, deps, session);
+  return { status: next.status, sandboxId: next.sandboxId, version: next.version };
+});
+
+export const handler = stepEntry(makeCommitStep);

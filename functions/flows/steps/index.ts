@@ -1,0 +1,48 @@
+/**
+ * The flow step table: one source for the CDK stack (one Lambda function per step, with the
+ * permissions it needs, substituted into the ASL as `${<id>FunctionArn}`) and for the local
+ * flow runner (which binds each ASL Task to the same step function in process).
+ */
+import type { StepFactory } from "../step";
+import { makeBeginStep } from "./begin";
+import { makeCommitStep } from "./commit";
+import { makeDiscardStep } from "./discard";
+import { makeFinishStep } from "./finish";
+import { makeProvisionStep } from "./provision";
+import { makeQuiesceStep } from "./quiesce";
+import { makeRecordFailureStep } from "./record-failure";
+import { makeSnapshotStep } from "./snapshot";
+import { makeTerminateStep } from "./terminate";
+
+export interface FlowStepDefinition {
+  /** Construct id and the ASL substitution stem: `${<id>FunctionArn}`. */
+  id: string;
+  /** Handler module, relative to the repository root (the Lambda bundle's entry). */
+  entry: string;
+  make: StepFactory;
+  /** Calls a sandbox provider or the agent inside a sandbox (provider credentials, longer timeout). */
+  sandboxAccess: boolean;
+  /** Pushes to WebSocket clients. */
+  push: boolean;
+  /** Arms/cancels schedules and starts flows (prompt wake-up). */
+  orchestrates: boolean;
+  /** Lambda timeout: the slowest thing the step waits for. */
+  timeoutSeconds: number;
+}
+
+export const FLOW_STEPS: readonly FlowStepDefinition[] = [
+  { id: "BeginStep", entry: "functions/flows/steps/begin.ts", make: makeBeginStep, sandboxAccess: false, push: true, orchestrates: false, timeoutSeconds: 30 },
+  { id: "ProvisionStep", entry: "functions/flows/steps/provision.ts", make: makeProvisionStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 300 },
+  { id: "QuiesceStep", entry: "functions/flows/steps/quiesce.ts", make: makeQuiesceStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 90 },
+  { id: "SnapshotStep", entry: "functions/flows/steps/snapshot.ts", make: makeSnapshotStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 300 },
+  { id: "TerminateStep", entry: "functions/flows/steps/terminate.ts", make: makeTerminateStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 120 },
+  { id: "CommitStep", entry: "functions/flows/steps/commit.ts", make: makeCommitStep, sandboxAccess: false, push: false, orchestrates: false, timeoutSeconds: 30 },
+  { id: "DiscardStep", entry: "functions/flows/steps/discard.ts", make: makeDiscardStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 120 },
+  { id: "RecordFailureStep", entry: "functions/flows/steps/record-failure.ts", make: makeRecordFailureStep, sandboxAccess: false, push: true, orchestrates: false, timeoutSeconds: 30 },
+  { id: "FinishStep", entry: "functions/flows/steps/finish.ts", make: makeFinishStep, sandboxAccess: true, push: true, orchestrates: true, timeoutSeconds: 60 },
+];
+
+/** The ASL substitution variable for a step's function ARN. */
+export function stepArnVariable(step: Pick<FlowStepDefinition, "id">): string {
+  return `${step.id}FunctionArn`;
+}

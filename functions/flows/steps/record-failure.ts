@@ -1,0 +1,44 @@
+/**
+ * Flow step `record-failure`: a provider failure the retries did not fix.
+ * - `ensure-runtime` moves the session to `error` with a message the user sees; the next resume
+ *   retries. A memory snapshot that cannot be restored is cleared first, so that next resume
+ *   starts fresh instead of failing forever (seed 002 §5c: restartable, not terminal).
+ * - every other flow leaves the session as it was (still running) and tells clients why.
+ */
+import { errorForLog } from "../../observability/logger";
+import { broadcast, broadcastStatus } from "../broadcast";
+import { STEP_ERRORS } from "../step-errors";
+import { flowStep, leaseOf } from "../step";
+import { stepEntry } from "../lambda-entry";
+
+export const makeRecordFailureStep = flowStep("record-failure", async (doc, deps) => {
+  const failure = doc.failure ?? { Error: "StepFailed", Cause: "unknown failure" };
+  const detail = (failure.Cause ?? failure.Error).slice(0, 500);
+  const session = await deps.sessions.getSession(doc.sessionId);
+  if (!session) return {};
+  if (doc.flow === "ensure-runtime") {
+    const restoreFailed = failure.Error === STEP_ERRORS.restoreFailed;
+    const message = restoreFailed
+      ? "Session expired: the saved state could not be restored and has been reset; resume starts fresh"
+      : `Sandbox could not be started: ${detail}`;
+    try {
+      await deps.sessions.transition(
+        session,
+        "error",
+        deps.now(),
+        { errorMessage: message, ...(restoreFailed ? { snapshotId: null, sandboxId: null } : {}) },
+        leaseOf(doc),
+      );
+    } catch (err) {
+      // Lease lost or state moved on: a newer actor owns the outcome.
+      deps.logger.warn("failure not recorded: session moved on", { sessionId: doc.sessionId, error: errorForLog(err) });
+      return {};
+    }
+    await broadcastStatus(deps, doc.sessionId, "error", message);
+    return {};
+  }
+  await broadcast(deps, doc.sessionId, { type: "error", code: `${doc.flow}_failed`, message: `${doc.flow} failed: ${detail}` });
+  return {};
+});
+
+export const handler = stepEntry(makeRecordFailureStep);

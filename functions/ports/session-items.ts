@@ -1,0 +1,81 @@
+/**
+ * Items that live in a session's partition next to the session item (store/table-layout.ts):
+ * the durable prompt queue, the lifecycle audit log and the set of connected clients.
+ * One adapter (store/dynamo-session-items.ts) serves AWS and dynalite alike.
+ */
+import { z } from "zod";
+
+/** Seed 001 prompt queue FSM: queued -> processing -> completed, processing -> queued on loss. */
+export const PROMPT_STATUSES = ["queued", "processing", "completed"] as const;
+export type PromptStatus = (typeof PROMPT_STATUSES)[number];
+
+export const QueuedPrompt = z.object({
+  promptId: z.string(),
+  sessionId: z.string(),
+  content: z.string(),
+  status: z.enum(PROMPT_STATUSES),
+  /** Who sent it: "user:<id>", "automation", ... */
+  source: z.string(),
+  createdAt: z.iso.datetime(),
+  updatedAt: z.iso.datetime(),
+});
+export type QueuedPrompt = z.infer<typeof QueuedPrompt>;
+
+export interface PromptQueue {
+  /** Appends a prompt in `queued`; ordering is by `createdAt` then id. */
+  enqueue(input: { sessionId: string; content: string; source: string; now: Date }): Promise<QueuedPrompt>;
+  /** Prompts of a session in queue order, optionally in one status. */
+  list(sessionId: string, status?: PromptStatus): Promise<QueuedPrompt[]>;
+  /**
+   * Moves a prompt from `from` to `to` if it is still in `from`; false when another actor moved
+   * it first (so exactly one dispatcher ever sends a given prompt).
+   */
+  move(prompt: Pick<QueuedPrompt, "sessionId" | "promptId" | "createdAt">, from: PromptStatus, to: PromptStatus, now: Date): Promise<boolean>;
+}
+
+export const LIFECYCLE_OUTCOMES = ["committed", "skipped", "failed", "superseded"] as const;
+export type LifecycleOutcome = (typeof LIFECYCLE_OUTCOMES)[number];
+
+/** One audit entry (API.md `GET /v1/sessions/{id}/events`). */
+export const LifecycleEvent = z.object({
+  eventId: z.string(),
+  sessionId: z.string(),
+  at: z.iso.datetime(),
+  flow: z.string(),
+  outcome: z.enum(LIFECYCLE_OUTCOMES),
+  /** Stored statuses before and after; equal when the flow changed no status (snapshot, migration). */
+  from: z.string().nullable(),
+  to: z.string().nullable(),
+  reason: z.string().nullable(),
+  actor: z.string(),
+  execution: z.string(),
+  sandboxId: z.string().nullable(),
+  previousSandboxId: z.string().nullable(),
+  message: z.string().nullable(),
+  /** Milliseconds per flow step, in execution order. */
+  timings: z.record(z.string(), z.number()),
+});
+export type LifecycleEvent = z.infer<typeof LifecycleEvent>;
+
+export interface LifecycleEventLog {
+  /** Idempotent per `eventId`: appending the same event twice (a retried step) stores it once. */
+  append(event: LifecycleEvent): Promise<LifecycleEvent>;
+  /** Oldest first; `cursor` from a previous page. */
+  list(sessionId: string, options: { limit: number; cursor?: string | null }): Promise<{ items: LifecycleEvent[]; nextCursor: string | null }>;
+}
+
+export const ClientConnection = z.object({
+  connectionId: z.string(),
+  sessionId: z.string(),
+  userId: z.string(),
+  clientType: z.string(),
+  connectedAt: z.iso.datetime(),
+});
+export type ClientConnection = z.infer<typeof ClientConnection>;
+
+/** Connected WebSocket clients of a session. Add/remove are idempotent by construction. */
+export interface ConnectionRegistry {
+  add(connection: ClientConnection): Promise<void>;
+  remove(sessionId: string, connectionId: string): Promise<void>;
+  list(sessionId: string): Promise<ClientConnection[]>;
+}

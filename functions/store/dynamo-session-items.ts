@@ -1,0 +1,175 @@
+/**
+ * Prompt queue, lifecycle audit log and connection registry over the single table
+ * (key layout: ./table-layout.ts). Prompt state changes are conditional writes, so two
+ * dispatchers can never both send the same prompt.
+ */
+import { DeleteCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { ConditionalCheckFailedException } from "@aws-sdk/client-dynamodb";
+import { z } from "zod";
+import { ValidationError } from "../domain/errors";
+import { newSortableId } from "../domain/ids";
+import {
+  ClientConnection,
+  LifecycleEvent,
+  QueuedPrompt,
+  type ConnectionRegistry,
+  type LifecycleEventLog,
+  type PromptQueue,
+  type PromptStatus,
+} from "../ports/session-items";
+import { KEY_ATTRIBUTES, keys } from "./table-layout";
+
+function stripKeys(item: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...item };
+  for (const k of KEY_ATTRIBUTES) delete out[k];
+  return out;
+}
+
+function isConditionFailure(err: unknown): boolean {
+  return err instanceof ConditionalCheckFailedException || (err as { name?: string } | null)?.name === "ConditionalCheckFailedException";
+}
+
+/** Reads every item of a session partition whose SK starts with `prefix`, in SK order. */
+async function queryAll(doc: DynamoDBDocumentClient, tableName: string, sessionId: string, prefix: string): Promise<Record<string, unknown>[]> {
+  const items: Record<string, unknown>[] = [];
+  let startKey: Record<string, unknown> | undefined;
+  do {
+    const out = await doc.send(
+      new QueryCommand({
+        TableName: tableName,
+        KeyConditionExpression: "PK = :pk AND begins_with(SK, :prefix)",
+        ExpressionAttributeValues: { ":pk": keys.sessionPartition(sessionId), ":prefix": prefix },
+        ConsistentRead: true,
+        ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+      }),
+    );
+    items.push(...(out.Items ?? []));
+    startKey = out.LastEvaluatedKey;
+  } while (startKey);
+  return items;
+}
+
+export class DynamoPromptQueue implements PromptQueue {
+  constructor(
+    private readonly doc: DynamoDBDocumentClient,
+    private readonly tableName: string,
+  ) {}
+
+  async enqueue(input: { sessionId: string; content: string; source: string; now: Date }): Promise<QueuedPrompt> {
+    const at = input.now.toISOString();
+    const prompt: QueuedPrompt = {
+      promptId: newSortableId("prm", input.now),
+      sessionId: input.sessionId,
+      content: input.content,
+      status: "queued",
+      source: input.source,
+      createdAt: at,
+      updatedAt: at,
+    };
+    await this.doc.send(
+      new PutCommand({
+        TableName: this.tableName,
+        Item: { ...keys.prompt(prompt.sessionId, prompt.createdAt, prompt.promptId), ...prompt },
+        ConditionExpression: "attribute_not_exists(PK)",
+      }),
+    );
+    return prompt;
+  }
+
+  async list(sessionId: string, status?: PromptStatus): Promise<QueuedPrompt[]> {
+    const items = await queryAll(this.doc, this.tableName, sessionId, "PROMPT#");
+    const prompts = items.map((i) => QueuedPrompt.parse(stripKeys(i)));
+    return status ? prompts.filter((p) => p.status === status) : prompts;
+  }
+
+  async move(prompt: Pick<QueuedPrompt, "sessionId" | "promptId" | "createdAt">, from: PromptStatus, to: PromptStatus, now: Date): Promise<boolean> {
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.prompt(prompt.sessionId, prompt.createdAt, prompt.promptId),
+          UpdateExpression: "SET #status = :to, updatedAt = :now",
+          // Exactly one actor wins each move: a second dispatcher sees 0 items affected.
+          ConditionExpression: "attribute_exists(PK) AND #status = :from",
+          ExpressionAttributeNames: { "#status": "status" },
+          ExpressionAttributeValues: { ":from": from, ":to": to, ":now": now.toISOString() },
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (isConditionFailure(err)) return false;
+      throw err;
+    }
+  }
+}
+
+const EventCursor = z.object({ sk: z.string().startsWith("EVENT#") });
+
+export class DynamoLifecycleEventLog implements LifecycleEventLog {
+  constructor(
+    private readonly doc: DynamoDBDocumentClient,
+    private readonly tableName: string,
+  ) {}
+
+  async append(event: LifecycleEvent): Promise<LifecycleEvent> {
+    const stored = LifecycleEvent.parse(event);
+    await this.doc.send(
+      new PutCommand({ TableName: this.tableName, Item: { ...keys.event(stored.sessionId, stored.at, stored.eventId), ...stored } }),
+    );
+    return stored;
+  }
+
+  async list(sessionId: string, options: { limit: number; cursor?: string | null }): Promise<{ items: LifecycleEvent[]; nextCursor: string | null }> {
+    let startSk: string | undefined;
+    if (options.cursor) {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(Buffer.from(options.cursor, "base64url").toString("utf8"));
+      } catch {
+        throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
+      }
+      const cursor = EventCursor.safeParse(parsed);
+      if (!cursor.success) throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
+      startSk = cursor.data.sk;
+    }
+    const partition = keys.sessionPartition(sessionId);
+    const out = await this.doc.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        KeyConditionExpression: "PK = :pk AND begins_with(SK, :prefix)",
+        ExpressionAttributeValues: { ":pk": partition, ":prefix": "EVENT#" },
+        Limit: options.limit,
+        // The cursor only carries the sort key: it cannot point into another session's partition.
+        ...(startSk ? { ExclusiveStartKey: { PK: partition, SK: startSk } } : {}),
+      }),
+    );
+    const items = (out.Items ?? []).map((i) => LifecycleEvent.parse(stripKeys(i)));
+    const lastSk = out.LastEvaluatedKey?.SK;
+    return {
+      items,
+      nextCursor: typeof lastSk === "string" ? Buffer.from(JSON.stringify({ sk: lastSk })).toString("base64url") : null,
+    };
+  }
+}
+
+export class DynamoConnectionRegistry implements ConnectionRegistry {
+  constructor(
+    private readonly doc: DynamoDBDocumentClient,
+    private readonly tableName: string,
+  ) {}
+
+  async add(connection: ClientConnection): Promise<void> {
+    await this.doc.send(
+      new PutCommand({ TableName: this.tableName, Item: { ...keys.connection(connection.sessionId, connection.connectionId), ...connection } }),
+    );
+  }
+
+  async remove(sessionId: string, connectionId: string): Promise<void> {
+    await this.doc.send(new DeleteCommand({ TableName: this.tableName, Key: keys.connection(sessionId, connectionId) }));
+  }
+
+  async list(sessionId: string): Promise<ClientConnection[]> {
+    const items = await queryAll(this.doc, this.tableName, sessionId, "CONN#");
+    return items.map((i) => ClientConnection.parse(stripKeys(i)));
+  }
+}

@@ -1,0 +1,154 @@
+/**
+ * Lifecycle flows in AWS (ARCHITECTURE.md §5): one Standard state machine per
+ * `statemachines/<flow>.asl.json` that exists, with each Task's `${<StepId>FunctionArn}`
+ * substituted by that step's Lambda function ARN (direct invocation: the function's result is the
+ * state's output, a thrown error's `name` is the Step Functions error name).
+ *
+ * Machines have fixed names so their ARNs are known before they exist: the finish step and the
+ * flow-starting routes reference the ARN as a string, while each machine references its steps'
+ * ARNs; with the machine's own `Ref` the two would form a dependency cycle.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import path from "node:path";
+import { ArnFormat, Duration, RemovalPolicy, Stack } from "aws-cdk-lib";
+import { Alarm, ComparisonOperator, TreatMissingData, type Metric } from "aws-cdk-lib/aws-cloudwatch";
+import { Effect, PolicyStatement } from "aws-cdk-lib/aws-iam";
+import type { Function as LambdaFunction, IFunction } from "aws-cdk-lib/aws-lambda";
+import { LogGroup, RetentionDays } from "aws-cdk-lib/aws-logs";
+import { DefinitionBody, LogLevel, StateMachine, StateMachineType } from "aws-cdk-lib/aws-stepfunctions";
+import type { Construct } from "constructs";
+import { FLOW_NAMES, type FlowName } from "../functions/ports/flow-runner";
+import { stateMachineArnEnvName } from "../functions/adapters/aws/sfn-flow-runner";
+import { REPO_ROOT } from "./handler-function";
+
+/** Upper bound of one flow execution; the slowest step (provision) is 5 minutes per attempt. */
+const FLOW_TIMEOUT = Duration.hours(1);
+
+export function flowDefinitionPath(flow: FlowName): string {
+  return path.join(REPO_ROOT, "statemachines", `${flow}.asl.json`);
+}
+
+/** Flows with an ASL file: adding `statemachines/<flow>.asl.json` adds its state machine. */
+export function deployableFlows(): FlowName[] {
+  return FLOW_NAMES.filter((flow) => existsSync(flowDefinitionPath(flow)));
+}
+
+/** `ensure-runtime` → `EnsureRuntime`, for construct ids. */
+export function flowConstructId(flow: FlowName): string {
+  return flow.replace(/(^|-)([a-z])/g, (_m, _dash: string, c: string) => c.toUpperCase());
+}
+
+interface AslStates {
+  States?: Record<string, AslState>;
+}
+interface AslState {
+  Type?: string;
+  Resource?: string;
+  Branches?: AslStates[];
+  ItemProcessor?: AslStates;
+  Iterator?: AslStates;
+}
+
+/** Every Task state's `Resource` in an ASL document, including Parallel branches and Map processors. */
+export function taskResources(definition: AslStates): string[] {
+  const out: string[] = [];
+  for (const state of Object.values(definition.States ?? {})) {
+    if (state.Type === "Task" && typeof state.Resource === "string") out.push(state.Resource);
+    for (const branch of state.Branches ?? []) out.push(...taskResources(branch));
+    if (state.ItemProcessor) out.push(...taskResources(state.ItemProcessor));
+    if (state.Iterator) out.push(...taskResources(state.Iterator));
+  }
+  return out;
+}
+
+/** The substitution variables (`X` of `${X}`) the Task states of a definition use. */
+export function substitutionVariables(resources: readonly string[]): Set<string> {
+  const names = new Set<string>();
+  for (const resource of resources) for (const m of resource.matchAll(/\$\{([A-Za-z0-9_]+)\}/g)) if (m[1]) names.add(m[1]);
+  return names;
+}
+
+export function readFlowDefinition(flow: FlowName): AslStates {
+  return JSON.parse(readFileSync(flowDefinitionPath(flow), "utf8")) as AslStates;
+}
+
+export function stateMachineName(stack: Stack, flow: FlowName): string {
+  return `${stack.stackName}-${flow}`;
+}
+
+/** The ARN a machine will have, without a reference to it (see the module comment). */
+export function stateMachineArn(stack: Stack, flow: FlowName): string {
+  return stack.formatArn({ service: "states", resource: "stateMachine", resourceName: stateMachineName(stack, flow), arnFormat: ArnFormat.COLON_RESOURCE_NAME });
+}
+
+/**
+ * Lets a function start the given flows: `STATE_MACHINE_ARN_<FLOW>` (what `SfnFlowRunner` reads)
+ * and `states:StartExecution` on exactly those machines. A flow without an ASL file fails the
+ * synth, naming the caller, rather than deploying a function bound to a machine that is missing.
+ */
+export function allowStartingFlows(fn: LambdaFunction, flows: readonly FlowName[], caller: string): void {
+  if (flows.length === 0) return;
+  const stack = Stack.of(fn);
+  const available = deployableFlows();
+  for (const flow of flows) {
+    if (!available.includes(flow)) throw new Error(`${caller} starts the ${flow} flow, but ${path.relative(REPO_ROOT, flowDefinitionPath(flow))} does not exist`);
+    fn.addEnvironment(stateMachineArnEnvName(flow), stateMachineArn(stack, flow));
+  }
+  fn.addToRolePolicy(
+    new PolicyStatement({ effect: Effect.ALLOW, actions: ["states:StartExecution"], resources: flows.map((flow) => stateMachineArn(stack, flow)) }),
+  );
+}
+
+export interface FlowStateMachineProps {
+  flow: FlowName;
+  /** Step functions by substitution variable (`stepArnVariable(step)`). */
+  stepFunctions: ReadonlyMap<string, IFunction>;
+}
+
+export function createFlowStateMachine(scope: Construct, props: FlowStateMachineProps): StateMachine {
+  const { flow } = props;
+  const stack = Stack.of(scope);
+  const id = `${flowConstructId(flow)}Flow`;
+  const used = substitutionVariables(taskResources(readFlowDefinition(flow)));
+  const invoked: IFunction[] = [];
+  for (const variable of used) {
+    const fn = props.stepFunctions.get(variable);
+    if (!fn) throw new Error(`statemachines/${flow}.asl.json uses \${${variable}}, which is no step in FLOW_STEPS`);
+    invoked.push(fn);
+  }
+
+  // `/aws/vendedlogs/` keeps the log delivery resource policy to one wildcard entry.
+  const logGroup = new LogGroup(scope, `${id}Logs`, {
+    logGroupName: `/aws/vendedlogs/states/${stateMachineName(stack, flow)}`,
+    retention: RetentionDays.ONE_MONTH,
+    removalPolicy: RemovalPolicy.DESTROY,
+  });
+  const machine = new StateMachine(scope, id, {
+    stateMachineName: stateMachineName(stack, flow),
+    stateMachineType: StateMachineType.STANDARD,
+    definitionBody: DefinitionBody.fromFile(flowDefinitionPath(flow)),
+    definitionSubstitutions: Object.fromEntries([...props.stepFunctions].map(([variable, fn]) => [variable, fn.functionArn])),
+    timeout: FLOW_TIMEOUT,
+    tracingEnabled: true,
+    // Execution data would hold only session ids, but it stays out of the logs all the same.
+    logs: { destination: logGroup, level: LogLevel.ALL, includeExecutionData: false },
+  });
+  // Only the functions this definition names, and only their unqualified ARNs (what a Task's
+  // Resource is): no version or alias wildcard.
+  machine.addToRolePolicy(
+    new PolicyStatement({ effect: Effect.ALLOW, actions: ["lambda:InvokeFunction"], resources: invoked.map((fn) => fn.functionArn) }),
+  );
+
+  const alarm = (suffix: string, metric: Metric, what: string): Alarm =>
+    new Alarm(scope, `${id}${suffix}`, {
+      metric,
+      threshold: 1,
+      evaluationPeriods: 1,
+      comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: TreatMissingData.NOT_BREACHING,
+      alarmDescription: `${flow} flow: ${what} in the last 5 minutes`,
+    });
+  alarm("ExecutionsFailed", machine.metricFailed({ period: Duration.minutes(5) }), "an execution failed");
+  alarm("ExecutionsTimedOut", machine.metricTimedOut({ period: Duration.minutes(5) }), "an execution timed out");
+  return machine;
+}

@@ -1,0 +1,113 @@
+/**
+ * The local lifecycle scheduler: in-process timers with EventBridge Scheduler's semantics as
+ * the AWS adapter uses them. One schedule per `scheduleName(target)`; arming a name that exists
+ * replaces it; a fired schedule is deleted before its callback runs (so the callback may re-arm
+ * the same name); cancelling an unknown name is a no-op; a time in the past fires on the next tick.
+ */
+import { scheduleName, type LifecycleScheduler, type ScheduleFiredEvent, type ScheduleTarget } from "../../functions/ports/lifecycle-scheduler";
+
+export interface LocalLifecycleSchedulerOptions {
+  /** Clock used to turn `at` into a delay; defaults to the system clock. */
+  now?: () => Date;
+  /** Receives a failed callback's error; defaults to logging it. Never an unhandled rejection. */
+  onError?: (err: unknown, event: ScheduleFiredEvent) => void;
+}
+
+/** setTimeout's largest delay (2^31-1 ms, about 24.8 days); longer delays fire at once in Node. */
+export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
+
+interface Entry {
+  name: string;
+  at: Date;
+  event: ScheduleFiredEvent;
+  timer?: ReturnType<typeof setTimeout>;
+}
+
+export class LocalLifecycleScheduler implements LifecycleScheduler {
+  private readonly entries = new Map<string, Entry>();
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly now: () => Date;
+  private readonly onError: (err: unknown, event: ScheduleFiredEvent) => void;
+  private closed = false;
+
+  constructor(
+    private readonly onFire: (event: ScheduleFiredEvent) => Promise<void>,
+    options: LocalLifecycleSchedulerOptions = {},
+  ) {
+    this.now = options.now ?? (() => new Date());
+    this.onError =
+      options.onError ??
+      ((err, event) => console.error(`local scheduler: ${scheduleName(event)} callback failed`, err));
+  }
+
+  async arm(target: ScheduleTarget, at: Date): Promise<void> {
+    // A closed scheduler arms nothing: callbacks still in flight during close() may re-arm, and
+    // that must neither outlive close() nor turn a clean shutdown into errors.
+    if (this.closed) return;
+    const name = scheduleName(target);
+    // Built before anything changes: an invalid date throws here (RangeError), as in the AWS adapter.
+    const event: ScheduleFiredEvent = { sessionId: target.sessionId, purpose: target.purpose, at: at.toISOString() };
+    this.clear(name);
+    const entry: Entry = { name, at: new Date(at.getTime()), event };
+    this.entries.set(name, entry);
+    this.wait(entry, Math.max(0, at.getTime() - this.now().getTime()));
+  }
+
+  async cancel(target: ScheduleTarget): Promise<void> {
+    this.clear(scheduleName(target));
+  }
+
+  /** Armed schedules, soonest first (tests and ops). */
+  pending(): { name: string; at: Date }[] {
+    return [...this.entries.values()]
+      .map((e) => ({ name: e.name, at: new Date(e.at.getTime()) }))
+      .sort((a, b) => a.at.getTime() - b.at.getTime());
+  }
+
+  /** Clears every timer and waits for callbacks already running. */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const name of [...this.entries.keys()]) this.clear(name);
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+  }
+
+  private clear(name: string): void {
+    const entry = this.entries.get(name);
+    if (!entry) return;
+    clearTimeout(entry.timer);
+    this.entries.delete(name);
+  }
+
+  /**
+   * Waits `remainingMs` in chunks setTimeout can hold (a longer delay would overflow and fire
+   * at once). The remainder is counted down per chunk rather than re-read from `now`, so an
+   * injected clock that does not advance cannot stall the chain.
+   */
+  private wait(entry: Entry, remainingMs: number): void {
+    const chunk = Math.min(remainingMs, MAX_TIMER_DELAY_MS);
+    const timer = setTimeout(() => {
+      if (this.entries.get(entry.name) !== entry) return; // replaced or cancelled meanwhile
+      if (remainingMs > chunk) this.wait(entry, remainingMs - chunk);
+      else this.fire(entry);
+    }, chunk);
+    timer.unref();
+    entry.timer = timer;
+  }
+
+  private fire(entry: Entry): void {
+    // Deleted before the callback runs: the callback sees no schedule and may re-arm the name.
+    this.entries.delete(entry.name);
+    const event = entry.event;
+    const run: Promise<void> = Promise.resolve()
+      .then(() => this.onFire(event))
+      .catch((err: unknown) => {
+        try {
+          this.onError(err, event);
+        } catch (reportErr) {
+          console.error("local scheduler: onError threw", reportErr);
+        }
+      })
+      .finally(() => this.inFlight.delete(run));
+    this.inFlight.add(run);
+  }
+}

@@ -1,0 +1,303 @@
+/**
+ * `OpenCodeAgentClient` against real OpenCode and the development model in one local sandbox
+ * (terminated in afterAll even on failure), plus its failure mapping against real sockets that
+ * refuse, hang or answer 5xx. The busy-session prompt test pins down what OpenCode does with a
+ * second `prompt_async` during a turn (documented at the top of the client).
+ */
+import { createServer, type Server } from "node:http";
+import { mkdtemp, rm } from "node:fs/promises";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { OpenCodeAgentClient } from "../../functions/agent/opencode-agent-client";
+import { AgentUnavailableError } from "../../functions/domain/errors";
+import type { AgentEvent } from "../../functions/ports/agent-client";
+import { LocalSandboxProvider } from "../../functions/providers/local";
+
+const TIMEOUT = 120_000;
+const SESSION = "ses_agentclient";
+
+interface Received {
+  at: number;
+  event: AgentEvent;
+}
+
+/** Drains `client.events` in the background into a list the tests wait on. */
+class EventLog {
+  readonly received: Received[] = [];
+  private readonly controller = new AbortController();
+  readonly done: Promise<void>;
+
+  constructor(client: OpenCodeAgentClient, baseUrl: string) {
+    this.done = (async () => {
+      for await (const event of client.events(baseUrl, this.controller.signal)) this.received.push({ at: Date.now(), event });
+    })();
+  }
+
+  /** Bounded wait for an event matching `predicate` at or after `from`; fails with the types seen. */
+  async waitFor(predicate: (e: AgentEvent) => boolean, timeoutMs: number, from = 0): Promise<Received> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const hit = this.received.slice(from).find((r) => predicate(r.event));
+      if (hit) return hit;
+      if (Date.now() > deadline) {
+        throw new Error(`no matching event in ${timeoutMs} ms; saw ${this.received.map((r) => r.event.type).join(", ")}`);
+      }
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+
+  ofSession(sessionId: string, from = 0): AgentEvent[] {
+    return this.received.slice(from).map((r) => r.event).filter((e) => e.properties.sessionID === sessionId);
+  }
+
+  close(): Promise<void> {
+    this.controller.abort();
+    return this.done;
+  }
+}
+
+/** Bounded poll of an async condition. */
+async function until(condition: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`${what} not reached in ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+interface Message {
+  info: { id: string; role: string; parentID?: string; error?: { name: string } };
+  parts: { type: string; text?: string; tool?: string; state?: { status: string } }[];
+}
+
+async function messages(baseUrl: string, sessionId: string): Promise<Message[]> {
+  const res = await fetch(`${baseUrl}/session/${sessionId}/message`);
+  expect(res.status).toBe(200);
+  return (await res.json()) as Message[];
+}
+
+const textOf = (m: Message) => m.parts.map((p) => p.text ?? "").join("");
+const is = (type: string, sessionId: string) => (e: AgentEvent) => e.type === type && e.properties.sessionID === sessionId;
+
+/** A port that was just free: nothing listens there. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((r) => server.close(() => r()));
+  return port;
+}
+
+async function listen(handler: Parameters<typeof createServer>[1]): Promise<{ server: Server; url: string }> {
+  const server = createServer(handler);
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+}
+
+let dataDir: string;
+let provider: LocalSandboxProvider;
+let sandboxId: string | null = null;
+let baseUrl: string;
+let log: EventLog;
+const client = new OpenCodeAgentClient();
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), "agent-client-"));
+  provider = new LocalSandboxProvider({ dataDir, readyTimeoutMs: 60_000 });
+  const sandbox = await provider.createSandbox({ sessionId: SESSION, repos: [], envVars: {} });
+  sandboxId = sandbox.sandboxId;
+  baseUrl = sandbox.tunnelUrl;
+  log = new EventLog(client, baseUrl);
+  await log.waitFor((e) => e.type === "server.connected", 10_000);
+}, TIMEOUT);
+
+afterAll(async () => {
+  await log?.close().catch(() => undefined);
+  if (sandboxId) await new LocalSandboxProvider({ dataDir }).terminate(SESSION, sandboxId).catch(() => undefined);
+  await rm(dataDir, { recursive: true, force: true });
+}, TIMEOUT);
+
+describe("OpenCodeAgentClient against real OpenCode", () => {
+  it("ensureSession creates a session, keeps an existing one, and replaces a bogus id", async () => {
+    const created = await client.ensureSession(baseUrl);
+    expect(created).toMatch(/^ses_/);
+    expect(await client.ensureSession(baseUrl, created)).toBe(created);
+    expect(await client.ensureSession(baseUrl, null)).not.toBe(created);
+
+    // OpenCode answers 404 for an unknown `ses…` id, and 500 for an id without that prefix.
+    const replacedUnknown = await client.ensureSession(baseUrl, "ses_doesnotexist0000000000");
+    const replacedMalformed = await client.ensureSession(baseUrl, "not-an-opencode-id");
+    for (const id of [replacedUnknown, replacedMalformed]) {
+      expect(id).toMatch(/^ses_/);
+      expect(id).not.toBe(created);
+      expect(await client.ensureSession(baseUrl, id)).toBe(id);
+    }
+    expect(replacedUnknown).not.toBe(replacedMalformed);
+  });
+
+  it("promptAsync streams the echo as message.part.delta events, then session.idle", async () => {
+    const sessionId = await client.ensureSession(baseUrl);
+    const from = log.received.length;
+    await client.promptAsync(baseUrl, sessionId, "hello agent client");
+    const idle = await log.waitFor(is("session.idle", sessionId), 60_000, from);
+
+    const mine = log.ofSession(sessionId, from);
+    const deltas = mine.filter((e) => e.type === "message.part.delta").map((e) => String(e.properties.delta));
+    expect(deltas.length).toBeGreaterThan(1);
+    expect(deltas.join("")).toContain("echo: hello agent client");
+    expect(mine.indexOf(idle.event)).toBeGreaterThan(mine.findLastIndex((e) => e.type === "message.part.delta"));
+  }, TIMEOUT);
+
+  it("isBusy is true during a `sleep 3s` turn and false after it", async () => {
+    const sessionId = await client.ensureSession(baseUrl);
+    expect(await client.isBusy(baseUrl, sessionId)).toBe(false);
+    const from = log.received.length;
+    await client.promptAsync(baseUrl, sessionId, "please sleep 3s");
+    expect(await client.isBusy(baseUrl, sessionId)).toBe(true);
+    const busySince = Date.now();
+
+    await log.waitFor(is("session.idle", sessionId), 60_000, from);
+    expect(Date.now() - busySince).toBeGreaterThanOrEqual(2_000);
+    expect(await client.isBusy(baseUrl, sessionId)).toBe(false);
+  }, TIMEOUT);
+
+  it("abort ends a busy turn before its tool call would have finished", async () => {
+    const sessionId = await client.ensureSession(baseUrl);
+    const from = log.received.length;
+    await client.promptAsync(baseUrl, sessionId, "please sleep 3s");
+    await log.waitFor(
+      (e) => e.type === "message.part.updated" && e.properties.sessionID === sessionId && (e.properties.part as { tool?: string }).tool === "bash",
+      30_000,
+      from,
+    );
+    expect(await client.isBusy(baseUrl, sessionId)).toBe(true);
+
+    const abortedAt = Date.now();
+    await client.abort(baseUrl, sessionId);
+    await until(async () => !(await client.isBusy(baseUrl, sessionId)), 2_000, "not busy after abort");
+    expect(Date.now() - abortedAt).toBeLessThan(2_000);
+    await log.waitFor(is("session.idle", sessionId), 5_000, from);
+
+    const history = await messages(baseUrl, sessionId);
+    const assistant = history.filter((m) => m.info.role === "assistant");
+    expect(assistant.at(-1)?.info.error?.name).toBe("MessageAbortedError");
+    expect(history.map(textOf).join("\n")).not.toContain("echo: please sleep 3s");
+  }, TIMEOUT);
+
+  it("queues a second prompt sent during a busy turn: the turn finishes, then the loop answers the newest prompt", async () => {
+    const sessionId = await client.ensureSession(baseUrl);
+    const from = log.received.length;
+    await client.promptAsync(baseUrl, sessionId, "first please sleep 3s");
+    await client.promptAsync(baseUrl, sessionId, "second prompt");
+    expect(await client.isBusy(baseUrl, sessionId)).toBe(true);
+
+    await log.waitFor(is("session.idle", sessionId), 60_000, from);
+    // Read at the first idle: the second prompt was answered within the same busy period.
+    const history = await messages(baseUrl, sessionId);
+    expect(log.ofSession(sessionId, from).filter((e) => e.type === "session.idle")).toHaveLength(1);
+
+    const users = history.filter((m) => m.info.role === "user");
+    expect(users.map(textOf)).toEqual(["first please sleep 3s", "second prompt"]);
+    const [first, second] = users;
+    const replyTo = (user: Message | undefined) => history.filter((m) => m.info.role === "assistant" && m.info.parentID === user?.info.id);
+
+    // Not aborted: the first turn's tool call ran to completion without an error.
+    const firstReplies = replyTo(first);
+    expect(firstReplies.flatMap((m) => m.parts).filter((p) => p.tool === "bash").map((p) => p.state?.status)).toEqual(["completed"]);
+    expect(firstReplies.every((m) => m.info.error === undefined)).toBe(true);
+    // Not rejected: the second prompt got its own answer.
+    expect(replyTo(second).map(textOf)).toEqual(["echo: second prompt"]);
+    // The development model answers only the newest user message, so the first gets no echo of its own.
+    expect(history.map(textOf)).not.toContain("echo: first please sleep 3s");
+    expect(await client.isBusy(baseUrl, sessionId)).toBe(false);
+  }, TIMEOUT);
+
+  it("maps a prompt for an unknown session (404) to a non-retryable AgentUnavailableError", async () => {
+    const err = await client.promptAsync(baseUrl, "ses_doesnotexist0000000000", "hi").catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AgentUnavailableError);
+    expect(err).toMatchObject({ retryable: false, status: 502, code: "agent_unavailable", context: { httpStatus: 404 } });
+  });
+
+  it("ends the event stream quietly when its signal aborts", async () => {
+    const controller = new AbortController();
+    const seen: string[] = [];
+    const drained = (async () => {
+      for await (const e of client.events(baseUrl, controller.signal)) {
+        seen.push(e.type);
+        if (e.type === "server.connected") controller.abort();
+      }
+    })();
+    await expect(drained).resolves.toBeUndefined();
+    expect(seen[0]).toBe("server.connected");
+
+    const already = AbortSignal.abort();
+    const none: AgentEvent[] = [];
+    for await (const e of client.events(baseUrl, already)) none.push(e);
+    expect(none).toEqual([]);
+  });
+});
+
+describe("OpenCodeAgentClient failure mapping", () => {
+  it("an unreachable base URL (closed port) is a retryable AgentUnavailableError without the URL in the message", async () => {
+    const port = await closedPort();
+    const unreachable = `http://127.0.0.1:${port}`;
+    for (const attempt of [
+      () => client.ensureSession(unreachable, "ses_x"),
+      () => client.promptAsync(unreachable, "ses_x", "hi"),
+      () => client.isBusy(unreachable, "ses_x"),
+      () => client.abort(unreachable, "ses_x"),
+    ]) {
+      const err = await attempt().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(AgentUnavailableError);
+      expect(err).toMatchObject({ retryable: true, context: { networkCode: "ECONNREFUSED" } });
+      expect((err as Error).message).not.toContain(String(port));
+    }
+    const stream = client.events(unreachable, new AbortController().signal)[Symbol.asyncIterator]();
+    await expect(stream.next()).rejects.toMatchObject({ name: "AgentUnavailableError", retryable: true });
+  });
+
+  it("a server that never answers times out after requestTimeoutMs, retryable", async () => {
+    const { server, url } = await listen(() => undefined);
+    try {
+      const quick = new OpenCodeAgentClient({ requestTimeoutMs: 200 });
+      const started = Date.now();
+      const err = await quick.isBusy(url, "ses_x").catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(AgentUnavailableError);
+      expect(err).toMatchObject({ retryable: true, message: expect.stringContaining("no answer within 200 ms") });
+      expect(Date.now() - started).toBeLessThan(5_000);
+      const stream = quick.events(url, new AbortController().signal)[Symbol.asyncIterator]();
+      await expect(stream.next()).rejects.toMatchObject({ name: "AgentUnavailableError", retryable: true });
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+
+  it("a 5xx is retryable, and the echoed body is redacted", async () => {
+    const secret = ["sk-ant-api03-", "Xy7kQm2pL9vR4tW8zA1bC3dE5fG6hJ0kLmNoPq"].join("");
+    const { server, url } = await listen((_req, res) => {
+      res.writeHead(503, { "content-type": "text/plain" });
+      res.end(`upstream failed with key ${secret}`);
+    });
+    try {
+      const err = await client.ensureSession(url).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(AgentUnavailableError);
+      expect(err).toMatchObject({ retryable: true, context: { httpStatus: 503 } });
+      expect((err as Error).message).toContain("HTTP 503");
+      expect((err as Error).message).not.toContain(secret);
+      // A 5xx on verification must not fork the conversation into a new session.
+      await expect(client.ensureSession(url, "ses_existing")).rejects.toMatchObject({ retryable: true });
+    } finally {
+      server.close();
+    }
+  });
+
+  it("refuses a base URL with credentials without sending it or echoing it", async () => {
+    const err = await client.isBusy("http://user:hunter2secret@127.0.0.1:1", "ses_x").catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AgentUnavailableError);
+    expect(err).toMatchObject({ retryable: false });
+    expect((err as Error).message).not.toContain("hunter2secret");
+  });
+});

@@ -1,0 +1,110 @@
+/**
+ * Flow test harness: dynalite, the real ASL files run by the local flow runner with the real
+ * step functions, timers for schedules, a recording client push, and whichever provider and
+ * agent client the test passes (the real local provider + OpenCode, or the instant provider,
+ * wrapped in the fault-injecting provider).
+ */
+import { parseConfig, type Config } from "../../functions/config/config";
+import { newSessionId } from "../../functions/domain/ids";
+import { newSessionRecord, type SessionRecord } from "../../functions/domain/session";
+import type { FlowDeps } from "../../functions/flows/flow-deps";
+import { createLogger } from "../../functions/observability/logger";
+import type { AgentClient } from "../../functions/ports/agent-client";
+import type { FlowName, StartFlowResult } from "../../functions/ports/flow-runner";
+import type { SandboxProvider } from "../../functions/ports/sandbox-provider";
+import { makeScheduleFiredHandler } from "../../functions/schedules/schedule-fired";
+import { DynamoSessionStore } from "../../functions/store/dynamo-session-store";
+import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue } from "../../functions/store/dynamo-session-items";
+import { LocalFlowRunner } from "../../infra/local/local-flow-runner";
+import { LocalLifecycleScheduler } from "../../infra/local/local-lifecycle-scheduler";
+import { startTestTable, type TestTable } from "./dynalite";
+import { RecordingPush } from "./recording-push";
+
+export interface FlowHarness {
+  table: TestTable;
+  deps: FlowDeps;
+  runner: LocalFlowRunner;
+  scheduler: LocalLifecycleScheduler;
+  push: RecordingPush;
+  config: Config;
+  createSession(overrides?: Partial<SessionRecord>): Promise<SessionRecord>;
+  /** Starts a flow at the session's current generation (its lease fence), as the API does. */
+  start(flow: FlowName, sessionId: string, actor?: string, reason?: string): Promise<StartFlowResult>;
+  /** Starts a flow and waits for every execution (including ones it triggers) to end. */
+  run(flow: FlowName, sessionId: string, actor?: string, reason?: string): Promise<SessionRecord>;
+  session(sessionId: string): Promise<SessionRecord>;
+  addClient(sessionId: string, connectionId?: string): Promise<string>;
+  close(): Promise<void>;
+}
+
+export async function startFlowHarness(options: { provider: SandboxProvider; agent: AgentClient; env?: Record<string, string> }): Promise<FlowHarness> {
+  const table = await startTestTable();
+  const config = parseConfig({ TABLE_NAME: table.tableName, LEASE_TTL_SECONDS: "60", ...options.env });
+  const logger = createLogger("flow-test");
+  const push = new RecordingPush();
+  const sessions = new DynamoSessionStore(table.doc, table.tableName);
+  const built: { deps?: FlowDeps } = {};
+  const runner = new LocalFlowRunner({ deps: () => must(built.deps), logger, retryIntervalScale: 0.01 });
+  const scheduler = new LocalLifecycleScheduler((event) => makeScheduleFiredHandler(must(built.deps))(event).then(() => undefined), {
+    onError: (err) => logger.error("schedule failed", { error: String(err) }),
+  });
+  const deps: FlowDeps = {
+    sessions,
+    prompts: new DynamoPromptQueue(table.doc, table.tableName),
+    events: new DynamoLifecycleEventLog(table.doc, table.tableName),
+    connections: new DynamoConnectionRegistry(table.doc, table.tableName),
+    push,
+    scheduler,
+    flows: runner,
+    provider: () => Promise.resolve(options.provider),
+    agent: options.agent,
+    config,
+    now: () => new Date(),
+    logger,
+  };
+  built.deps = deps;
+  const ready = deps;
+  const start = async (flow: FlowName, sessionId: string, actor = "test", reason?: string) => {
+    const lease = await sessions.readLease(sessionId);
+    return runner.start({ flow, sessionId, generation: lease?.fence ?? 0, actor, ...(reason ? { reason } : {}) });
+  };
+  const session = async (id: string) => {
+    const s = await sessions.getSession(id);
+    if (!s) throw new Error(`session ${id} not found`);
+    return s;
+  };
+  return {
+    table,
+    deps: ready,
+    runner,
+    scheduler,
+    push,
+    config,
+    createSession: async (overrides = {}) => {
+      const record = { ...newSessionRecord({ id: newSessionId(), orgId: "org-a", userId: "user-a", provider: options.provider.type, now: new Date() }), ...overrides };
+      await sessions.createSession(record);
+      return record;
+    },
+    start,
+    run: async (flow, sessionId, actor, reason) => {
+      await start(flow, sessionId, actor, reason);
+      await runner.whenIdle();
+      return session(sessionId);
+    },
+    session,
+    addClient: async (sessionId, connectionId = `conn-${Math.random().toString(36).slice(2, 10)}`) => {
+      await ready.connections.add({ connectionId, sessionId, userId: "user-a", clientType: "web", connectedAt: new Date().toISOString() });
+      return connectionId;
+    },
+    close: async () => {
+      await runner.whenIdle();
+      await scheduler.close();
+      await table.close();
+    },
+  };
+}
+
+function must<T>(value: T | undefined): T {
+  if (value === undefined) throw new Error("flow harness used before it was built");
+  return value;
+}
