@@ -125,6 +125,7 @@ export class ControlPlaneStack extends Stack {
     const scheduleFiredName = `${this.stackName}-schedule-fired`;
     const scheduleTargetArn = this.formatArn({ service: "lambda", resource: "function", resourceName: scheduleFiredName, arnFormat: ArnFormat.COLON_RESOURCE_NAME });
     const allowScheduling = (fn: NodejsFunction): void => {
+      fn.node.addDependency(scheduleGroup);
       fn.addToRolePolicy(
         new PolicyStatement({
           actions: ["scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule", "scheduler:GetSchedule"],

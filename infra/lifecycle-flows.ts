@@ -21,7 +21,7 @@ import { FLOW_NAMES, type FlowName } from "../functions/ports/flow-runner";
 import { stateMachineArnEnvName } from "../functions/adapters/aws/sfn-flow-runner";
 import { REPO_ROOT } from "./handler-function";
 
-/** Upper bound of one flow execution; the slowest step (provision) is 5 minutes per attempt. */
+/** Default upper bound of one flow execution; the slowest step (provision) is 5 minutes per attempt. */
 const FLOW_TIMEOUT = Duration.hours(1);
 
 export function flowDefinitionPath(flow: FlowName): string {
@@ -40,6 +40,9 @@ export function flowConstructId(flow: FlowName): string {
 
 interface AslStates {
   States?: Record<string, AslState>;
+}
+interface AslDefinition extends AslStates {
+  TimeoutSeconds?: number;
 }
 interface AslState {
   Type?: string;
@@ -68,8 +71,8 @@ export function substitutionVariables(resources: readonly string[]): Set<string>
   return names;
 }
 
-export function readFlowDefinition(flow: FlowName): AslStates {
-  return JSON.parse(readFileSync(flowDefinitionPath(flow), "utf8")) as AslStates;
+export function readFlowDefinition(flow: FlowName): AslDefinition {
+  return JSON.parse(readFileSync(flowDefinitionPath(flow), "utf8")) as AslDefinition;
 }
 
 export function stateMachineName(stack: Stack, flow: FlowName): string {
@@ -109,7 +112,8 @@ export function createFlowStateMachine(scope: Construct, props: FlowStateMachine
   const { flow } = props;
   const stack = Stack.of(scope);
   const id = `${flowConstructId(flow)}Flow`;
-  const used = substitutionVariables(taskResources(readFlowDefinition(flow)));
+  const definition = readFlowDefinition(flow);
+  const used = substitutionVariables(taskResources(definition));
   const invoked: IFunction[] = [];
   for (const variable of used) {
     const fn = props.stepFunctions.get(variable);
@@ -126,9 +130,11 @@ export function createFlowStateMachine(scope: Construct, props: FlowStateMachine
   const machine = new StateMachine(scope, id, {
     stateMachineName: stateMachineName(stack, flow),
     stateMachineType: StateMachineType.STANDARD,
-    definitionBody: DefinitionBody.fromFile(flowDefinitionPath(flow)),
+    // The file's content inline rather than `fromFile`: a state machine's timeout is the
+    // definition's top-level TimeoutSeconds, which CDK cannot add to a file asset (its `timeout`
+    // prop is silently ignored there). A file that sets its own TimeoutSeconds keeps it.
+    definitionBody: DefinitionBody.fromString(JSON.stringify({ ...definition, TimeoutSeconds: definition.TimeoutSeconds ?? FLOW_TIMEOUT.toSeconds() })),
     definitionSubstitutions: Object.fromEntries([...props.stepFunctions].map(([variable, fn]) => [variable, fn.functionArn])),
-    timeout: FLOW_TIMEOUT,
     tracingEnabled: true,
     // Execution data would hold only session ids, but it stays out of the logs all the same.
     logs: { destination: logGroup, level: LogLevel.ALL, includeExecutionData: false },

@@ -26,6 +26,8 @@ export const BeginResult = z.object({
   proceed: z.boolean(),
   skipReason: z.string().nullable(),
   branch: z.enum(MIGRATE_BRANCHES).nullable(),
+  /** The status clients were shown while the flow runs (null: nothing new shown). */
+  progressStatus: z.string().nullable(),
   /** Stored status and sandbox when the lease was taken: what the flow acts on. */
   fromStatus: z.string(),
   sandboxId: z.string().nullable(),

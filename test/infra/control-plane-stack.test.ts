@@ -6,6 +6,8 @@ import { App, Validations, type Stack } from "aws-cdk-lib";
 import { Match, Template } from "aws-cdk-lib/assertions";
 import { buildApp } from "../../infra/app";
 import { HTTP_ROUTES } from "../../functions/http/routes";
+import { FLOW_STEPS } from "../../functions/flows/steps";
+import { deployableFlows } from "../../infra/lifecycle-flows";
 import { GSI_BY_ORG, GSI_BY_STATUS } from "../../functions/store/table-layout";
 
 interface ValidationReport {
@@ -31,7 +33,7 @@ beforeAll(() => {
   template = Template.fromStack(stack);
   stackRef = stack;
   report = JSON.parse(readFileSync(path.join(outdir, "validation-report.json"), "utf8")) as ValidationReport;
-  assetDirs = readdirSync(outdir).filter((d) => d.startsWith("asset."));
+  assetDirs = readdirSync(outdir, { withFileTypes: true }).filter((d) => d.isDirectory() && d.name.startsWith("asset.")).map((d) => d.name);
 });
 afterAll(() => rmSync(outdir, { recursive: true, force: true }));
 
@@ -87,10 +89,13 @@ describe("HTTP API", () => {
   });
 });
 
+// One function per route, per flow step, and the schedule target.
+const FUNCTION_COUNT = HTTP_ROUTES.length + FLOW_STEPS.length + 1;
+
 describe("functions", () => {
   it("run nodejs22.x on arm64 with the table name and provider configuration bound", () => {
     const fns = template.findResources("AWS::Lambda::Function");
-    expect(Object.keys(fns)).toHaveLength(HTTP_ROUTES.length);
+    expect(Object.keys(fns)).toHaveLength(FUNCTION_COUNT);
     for (const fn of Object.values(fns) as { Properties: Record<string, unknown> }[]) {
       expect(fn.Properties).toMatchObject({
         Runtime: "nodejs22.x",
@@ -100,8 +105,8 @@ describe("functions", () => {
     }
   });
 
-  it("are bundled by esbuild without Docker: one small ESM bundle per route", () => {
-    expect(assetDirs.length).toBeGreaterThanOrEqual(HTTP_ROUTES.length);
+  it("are bundled by esbuild without Docker: one small ESM bundle per function", () => {
+    expect(assetDirs.length).toBeGreaterThanOrEqual(FUNCTION_COUNT);
     for (const dir of assetDirs) {
       const file = path.join(outdir, dir, "index.mjs");
       const size = statSync(file).size;
@@ -144,9 +149,10 @@ describe("functions", () => {
     }
   });
 
-  it("each has an error alarm", () => {
-    template.resourceCountIs("AWS::CloudWatch::Alarm", HTTP_ROUTES.length);
-    template.hasResourceProperties("AWS::CloudWatch::Alarm", { MetricName: "Errors", Namespace: "AWS/Lambda" });
+  it("each has an error alarm (and each state machine two: failed, timed out)", () => {
+    template.resourceCountIs("AWS::CloudWatch::Alarm", FUNCTION_COUNT + 2 * deployableFlows().length);
+    const errorAlarms = Object.values(template.findResources("AWS::CloudWatch::Alarm", { Properties: { MetricName: "Errors", Namespace: "AWS/Lambda" } }));
+    expect(errorAlarms).toHaveLength(FUNCTION_COUNT);
   });
 });
 

@@ -30,10 +30,12 @@ export interface FlowHarness {
   createSession(overrides?: Partial<SessionRecord>): Promise<SessionRecord>;
   /** Starts a flow at the session's current generation (its lease fence), as the API does. */
   start(flow: FlowName, sessionId: string, actor?: string, reason?: string): Promise<StartFlowResult>;
-  /** Starts a flow and waits for every execution (including ones it triggers) to end. */
+  /** Starts a flow (or joins the one running for the same work) and waits for that execution to end. */
   run(flow: FlowName, sessionId: string, actor?: string, reason?: string): Promise<SessionRecord>;
   session(sessionId: string): Promise<SessionRecord>;
   addClient(sessionId: string, connectionId?: string): Promise<string>;
+  /** Moves the flows' clock forward (lease expiry without waiting). */
+  advance(ms: number): void;
   close(): Promise<void>;
 }
 
@@ -44,6 +46,7 @@ export async function startFlowHarness(options: { provider: SandboxProvider; age
   const push = new RecordingPush();
   const sessions = new DynamoSessionStore(table.doc, table.tableName);
   const built: { deps?: FlowDeps } = {};
+  let offsetMs = 0;
   const runner = new LocalFlowRunner({ deps: () => must(built.deps), logger, retryIntervalScale: 0.01 });
   const scheduler = new LocalLifecycleScheduler((event) => makeScheduleFiredHandler(must(built.deps))(event).then(() => undefined), {
     onError: (err) => logger.error("schedule failed", { error: String(err) }),
@@ -59,7 +62,7 @@ export async function startFlowHarness(options: { provider: SandboxProvider; age
     provider: () => Promise.resolve(options.provider),
     agent: options.agent,
     config,
-    now: () => new Date(),
+    now: () => new Date(Date.now() + offsetMs),
     logger,
   };
   built.deps = deps;
@@ -87,14 +90,17 @@ export async function startFlowHarness(options: { provider: SandboxProvider; age
     },
     start,
     run: async (flow, sessionId, actor, reason) => {
-      await start(flow, sessionId, actor, reason);
-      await runner.whenIdle();
+      const { executionName } = await start(flow, sessionId, actor, reason);
+      await runner.executions.get(executionName)?.done;
       return session(sessionId);
     },
     session,
     addClient: async (sessionId, connectionId = `conn-${Math.random().toString(36).slice(2, 10)}`) => {
       await ready.connections.add({ connectionId, sessionId, userId: "user-a", clientType: "web", connectedAt: new Date().toISOString() });
       return connectionId;
+    },
+    advance: (ms) => {
+      offsetMs += ms;
     },
     close: async () => {
       await runner.whenIdle();

@@ -25,6 +25,7 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
       proceed: plan.proceed,
       skipReason: plan.skipReason,
       branch: plan.branch,
+      progressStatus: plan.proceed ? plan.progressStatus : null,
       fromStatus: session.status,
       sandboxId: session.sandboxId,
       startedAt,

@@ -81,8 +81,10 @@ export const makeFinishStep = flowStep("finish", async (doc, deps) => {
     }),
   );
 
-  // Clients saw a progress status (or a change): tell them where the session ended up.
-  if (outcome !== "skipped") {
+  // Tell clients where the session ended up when this flow changed it, or when they were shown
+  // a progress status that nothing else will replace (record-failure already pushed its error).
+  const shownProgress = Boolean(doc.begin?.progressStatus);
+  if (outcome === "committed" || (outcome === "failed" && !doc.recorded && shownProgress)) {
     await isolated(deps, "push", doc.sessionId, () => broadcastStatus(deps, doc.sessionId, finalClientStatus(session.status), session.errorMessage ?? undefined));
   }
 
