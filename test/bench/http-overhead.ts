@@ -4,25 +4,11 @@
  * Import this module only after the environment is set (it loads the runtime).
  */
 import { startLocalRuntime, type LocalRuntime } from "../../infra/local/runtime";
+import { countDynamoRequests as countDocRequests, dynamoCostNotes, USD_PER_RRU, USD_PER_WRU } from "./dynamo-usage";
 import { heading, mean, ms, note, percentile, table } from "./report";
 
 const N = 300;
 const N_LIST = 50;
-
-/** us-east-1 on-demand list prices (assumption, see the printed notes). */
-const USD_PER_WRU = 1.25 / 1_000_000;
-const USD_PER_RRU = 0.25 / 1_000_000;
-/** Session items are indexed in GSI1 (byOrg) and GSI2 (byStatus), both projecting ALL. */
-const SESSION_GSI_COUNT = 2;
-
-const DYNAMO_OP: Record<string, string> = {
-  GetCommand: "GetItem",
-  PutCommand: "PutItem",
-  UpdateCommand: "UpdateItem",
-  QueryCommand: "Query",
-  DeleteCommand: "DeleteItem",
-};
-const WRITE_OPS = new Set(["PutItem", "UpdateItem", "DeleteItem"]);
 
 class Counters {
   store = new Map<string, number>();
@@ -56,46 +42,17 @@ function countMethods(instance: object, label: string, counters: Counters): void
   }
 }
 
-interface SendableCommand {
-  constructor: { name: string };
-  input: Record<string, unknown>;
-}
-type Send = (command: SendableCommand) => Promise<{ ConsumedCapacity?: { CapacityUnits?: number } }>;
-
-function isSessionItem(input: Record<string, unknown>): boolean {
-  const key = (input.Key ?? input.Item) as { PK?: unknown } | undefined;
-  return typeof key?.PK === "string" && key.PK.startsWith("SESSION#");
-}
-
 /**
  * Counts the DynamoDB requests themselves, on the document client the stores share (a private
- * field of the store: this is a benchmark probe, not an API). Asks dynalite for the consumed
- * capacity of each request; GSI write units are added on top (dynalite reports the table only).
+ * field of the store: this is a benchmark probe, not an API). See dynamo-usage.ts for the units.
  */
 function countDynamoRequests(runtime: LocalRuntime, counters: Counters): boolean {
-  const doc = (runtime.deps.sessions as unknown as { doc?: { send: Send } }).doc;
-  if (!doc || typeof doc.send !== "function") return false;
-  const send = doc.send.bind(doc) as Send;
-  doc.send = async (command: SendableCommand) => {
-    const op = DYNAMO_OP[command.constructor.name] ?? command.constructor.name;
-    const isWrite = WRITE_OPS.has(op);
-    command.input.ReturnConsumedCapacity = "TOTAL";
-    try {
-      const out = await send(command);
-      counters.bump(counters.dynamo, op);
-      const units = out.ConsumedCapacity?.CapacityUnits ?? (isWrite ? 1 : 0.5);
-      if (isWrite) counters.wru += units * (1 + (isSessionItem(command.input) ? SESSION_GSI_COUNT : 0));
-      else counters.rru += units;
-      return out;
-    } catch (err) {
-      const failedCondition = (err as { name?: string }).name === "ConditionalCheckFailedException";
-      counters.bump(counters.dynamo, failedCondition ? `${op} (condition failed)` : `${op} (error)`);
-      // A failed conditional write still consumes write capacity (1 WRU for an item under 1 KB).
-      if (failedCondition && isWrite) counters.wru += 1;
-      throw err;
-    }
-  };
-  return true;
+  const doc = (runtime.deps.sessions as unknown as { doc?: unknown }).doc;
+  return countDocRequests(doc, ({ op, rru, wru }) => {
+    counters.bump(counters.dynamo, op);
+    counters.rru += rru;
+    counters.wru += wru;
+  });
 }
 
 interface PhaseResult {
@@ -212,11 +169,7 @@ export async function benchHttpOverhead(): Promise<void> {
         return [p.name, rru.toFixed(2), wru.toFixed(2), `$${per1k.toFixed(6)}`, `$${(per1k * 1000).toFixed(3)}`];
       }),
     );
-    note("Assumptions: us-east-1 on-demand list prices, $1.25 per million WRU and $0.25 per million RRU;");
-    note("items < 1 KB (1 WRU per write per KB); strongly consistent read = 1 RRU per 4 KB, eventually consistent = 0.5");
-    note("(session GetItem is strongly consistent; token GetItem and GSI Query are eventually consistent; a Query is");
-    note("billed on the summed size of the items it reads, rounded up to 4 KB); a session write also writes its");
-    note(`${SESSION_GSI_COUNT} GSI entries (projection ALL) at +1 WRU each; a failed conditional write costs 1 WRU.`);
+    for (const line of dynamoCostNotes()) note(line);
     note("Excludes API Gateway, Lambda, storage, PITR and data transfer. Local dynalite, not DynamoDB: latency is not AWS latency.");
   } finally {
     await runtime.close();

@@ -12,6 +12,7 @@ import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";
 import { ScriptedAgent } from "../support/scripted-agent";
 import { deliverQueuedPrompts } from "../../functions/flows/prompt-delivery";
+import { ProviderError } from "../../functions/domain/errors";
 
 let inner: InstantSandboxProvider;
 let provider: FaultInjectingProvider;
@@ -79,7 +80,7 @@ describe("expiry migration", () => {
     expect(h.scheduler.pending().map((p) => p.name)).toEqual([`expiry-${s.id}`]);
     const migrate = (await h.deps.events.list(s.id, { limit: 10 })).items.find((e) => e.flow === "migrate");
     expect(migrate).toMatchObject({ outcome: "committed", from: "running", to: "running", previousSandboxId: s.sandboxId, sandboxId: after.sandboxId, actor: "schedule:expiry" });
-    expect(Object.keys(migrate?.timings ?? {})).toEqual(["begin", "quiesce", "snapshot", "provision", "commit", "terminate"]);
+    expect(Object.keys(migrate?.timings ?? {})).toEqual(["begin", "quiesce", "snapshot", "terminate", "provision", "commit"]);
   });
 
   it("an automation session keeps running through expiry without any client", async () => {
@@ -145,14 +146,40 @@ describe("expiry migration", () => {
     });
   }
 
-  it("a failed provision during migration keeps the session on its old sandbox and tells clients", async () => {
+  it("the old sandbox is gone before the new one starts: never two live sandboxes for the session", async () => {
+    const { session: s } = await running({ clients: 1 });
+    const held = provider.hold("createSandbox");
+    const fired = makeScheduleFiredHandler(h.deps)({ sessionId: s.id, purpose: "expiry", at: new Date().toISOString() });
+    await held.reached;
+    expect(inner.live()).toEqual([]);
+    held.release();
+    await fired;
+    await h.runner.whenIdle();
+    expect(inner.live()).toHaveLength(1);
+  });
+
+  it("a failed provision during migration pauses the session on the snapshot it took (resumable, never lost)", async () => {
     const { session: s, clients } = await running({ clients: 1 });
-    provider.failNext("createSandbox", new Error("boom"));
+    provider.failNext("createSandbox", new ProviderError("local", "createSandbox", "capacity", { retryable: false }));
+    await fireExpiry(s.id);
+    const after = await h.session(s.id);
+    expect(after).toMatchObject({ status: "paused", pauseReason: "migration_failed", sandboxId: null });
+    expect(after.snapshotId).toMatch(/^isnap_/);
+    expect(inner.live()).toEqual([]);
+    expect(h.push.statuses(clients[0]).at(-1)).toBe("paused");
+    const resumed = await h.run("ensure-runtime", s.id);
+    expect(resumed.status).toBe("running");
+    expect(inner.sandbox(resumed.sandboxId ?? "")?.restoredFrom).toBe(after.snapshotId);
+  });
+
+  it("an old sandbox that cannot be terminated keeps serving: no second sandbox is created", async () => {
+    const { session: s } = await running({ clients: 1 });
+    provider.failNext("terminate", new ProviderError("local", "terminate", "timeout", { retryable: true }));
     await fireExpiry(s.id);
     const after = await h.session(s.id);
     expect(after).toMatchObject({ status: "running", sandboxId: s.sandboxId });
+    expect(provider.callsOf("createSandbox")).toHaveLength(0);
     expect(inner.live()).toEqual([s.sandboxId]);
-    expect(h.push.sent.filter((m) => m.connectionId === clients[0]).map((m) => m.message.type)).toContain("error");
   });
 
   it("an expiry for a session that is no longer running does nothing", async () => {

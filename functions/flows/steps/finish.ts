@@ -15,7 +15,8 @@ import { deliverQueuedPrompts } from "../prompt-delivery";
 import { flowStep } from "../step";
 import { stepEntry } from "../lambda-entry";
 
-const TIMED_STEPS = ["begin", "quiesce", "snapshot", "provision", "commit", "terminate", "recorded", "discarded"] as const;
+/** In the order the flows run them. */
+const TIMED_STEPS = ["begin", "quiesce", "snapshot", "terminate", "provision", "commit", "recorded", "discarded"] as const;
 
 export function outcomeOf(doc: FlowDocument): LifecycleOutcome {
   if (doc.superseded) return "superseded";

@@ -3,6 +3,9 @@
  * - `ensure-runtime` moves the session to `error` with a message the user sees; the next resume
  *   retries. A memory snapshot that cannot be restored is cleared first, so that next resume
  *   starts fresh instead of failing forever (seed 002 §5c: restartable, not terminal).
+ * - a migration whose old sandbox is already gone (terminated before the new one is created)
+ *   pauses the session on the snapshot it took, `pauseReason: "migration_failed"`: resumable,
+ *   and `paused` keeps a usable snapshot (ARCHITECTURE.md §4);
  * - every other flow leaves the session as it was (still running) and tells clients why.
  */
 import { errorForLog } from "../../observability/logger";
@@ -35,6 +38,29 @@ export const makeRecordFailureStep = flowStep("record-failure", async (doc, deps
       return {};
     }
     await broadcastStatus(deps, doc.sessionId, "error", message);
+    return {};
+  }
+  if (doc.flow === "migrate" && doc.terminate?.terminated && doc.snapshot) {
+    try {
+      await deps.sessions.transition(
+        session,
+        "paused",
+        deps.now(),
+        {
+          snapshotId: doc.snapshot.snapshotId,
+          sandboxId: null,
+          openCodeUrl: null,
+          sandboxExpiresAt: null,
+          pauseReason: "migration_failed",
+          errorMessage: `Moving to a new sandbox failed: ${detail}`,
+        },
+        leaseOf(doc),
+      );
+    } catch (err) {
+      deps.logger.warn("failure not recorded: session moved on", { sessionId: doc.sessionId, error: errorForLog(err) });
+      return {};
+    }
+    await broadcastStatus(deps, doc.sessionId, "paused", "Moving to a new sandbox failed; resume restores the saved state");
     return {};
   }
   await broadcast(deps, doc.sessionId, { type: "error", code: `${doc.flow}_failed`, message: `${doc.flow} failed: ${detail}` });

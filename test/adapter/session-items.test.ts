@@ -1,0 +1,272 @@
+/**
+ * The items in a session's partition (store/dynamo-session-items.ts) against dynalite: the
+ * prompt queue's order and its one-winner moves, the idempotent audit log with its cursor, and
+ * the connection registry. Every test uses fresh session ids, so tests share one table.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { QueryCommand } from "@aws-sdk/lib-dynamodb";
+import { ValidationError } from "../../functions/domain/errors";
+import { newSessionId, newSortableId } from "../../functions/domain/ids";
+import type { ClientConnection, LifecycleEvent, QueuedPrompt } from "../../functions/ports/session-items";
+import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue } from "../../functions/store/dynamo-session-items";
+import { keys } from "../../functions/store/table-layout";
+import { T0 } from "../support/builders";
+import { startTestTable, type TestTable } from "../support/dynalite";
+
+let table: TestTable;
+let prompts: DynamoPromptQueue;
+let events: DynamoLifecycleEventLog;
+let connections: DynamoConnectionRegistry;
+const at = (ms: number) => new Date(T0.getTime() + ms);
+
+beforeAll(async () => {
+  table = await startTestTable();
+  prompts = new DynamoPromptQueue(table.doc, table.tableName);
+  events = new DynamoLifecycleEventLog(table.doc, table.tableName);
+  connections = new DynamoConnectionRegistry(table.doc, table.tableName);
+});
+afterAll(async () => table.close());
+
+/** Raw items of a session partition whose SK starts with `prefix` (independent of the adapter). */
+async function rawItems(sessionId: string, prefix: string): Promise<Record<string, unknown>[]> {
+  const out = await table.doc.send(
+    new QueryCommand({
+      TableName: table.tableName,
+      KeyConditionExpression: "PK = :pk AND begins_with(SK, :prefix)",
+      ExpressionAttributeValues: { ":pk": keys.sessionPartition(sessionId), ":prefix": prefix },
+    }),
+  );
+  return out.Items ?? [];
+}
+
+function buildEvent(overrides: Partial<LifecycleEvent> & Pick<LifecycleEvent, "sessionId">): LifecycleEvent {
+  return {
+    eventId: newSortableId("evt", T0),
+    at: T0.toISOString(),
+    flow: "pause",
+    outcome: "committed",
+    from: "running",
+    to: "paused",
+    reason: "user",
+    actor: "user",
+    execution: "pause-exec-1",
+    sandboxId: null,
+    previousSandboxId: "sb-1",
+    message: null,
+    timings: { Begin: 12, Snapshot: 340 },
+    ...overrides,
+  };
+}
+
+function buildConnection(overrides: Partial<ClientConnection> & Pick<ClientConnection, "sessionId" | "connectionId">): ClientConnection {
+  return { userId: "user-a", clientType: "web", connectedAt: T0.toISOString(), ...overrides };
+}
+
+describe("DynamoPromptQueue: order", () => {
+  it("lists prompts enqueued in successive milliseconds in insertion order, all queued", async () => {
+    const sessionId = newSessionId();
+    const sent: QueuedPrompt[] = [];
+    for (let i = 0; i < 6; i++) sent.push(await prompts.enqueue({ sessionId, content: `p${i}`, source: "user:u1", now: at(i) }));
+    const listed = await prompts.list(sessionId);
+    expect(listed.map((p) => p.content)).toEqual(["p0", "p1", "p2", "p3", "p4", "p5"]);
+    expect(listed).toEqual(sent);
+    for (const p of listed) expect(p).toMatchObject({ sessionId, status: "queued", source: "user:u1" });
+  });
+
+  it("orders by enqueue time, not by write order (a later `now` written first still lists last)", async () => {
+    const sessionId = newSessionId();
+    await prompts.enqueue({ sessionId, content: "late", source: "automation", now: at(5) });
+    await prompts.enqueue({ sessionId, content: "early", source: "automation", now: at(1) });
+    expect((await prompts.list(sessionId)).map((p) => p.content)).toEqual(["early", "late"]);
+  });
+
+  it("keeps every prompt enqueued in the same millisecond, each with its own id", async () => {
+    const sessionId = newSessionId();
+    const sent = await Promise.all(Array.from({ length: 10 }, (_, i) => prompts.enqueue({ sessionId, content: `same-${i}`, source: "automation", now: at(0) })));
+    const listed = await prompts.list(sessionId);
+    expect(new Set(listed.map((p) => p.promptId)).size).toBe(10);
+    expect(listed.map((p) => p.content).sort()).toEqual(sent.map((p) => p.content).sort());
+  });
+
+  // KNOWN BUG (reported): newSortableId (functions/domain/ids.ts) encodes the time at millisecond
+  // resolution and fills the rest with random characters, and the prompt SK is
+  // `PROMPT#<createdAt>#<promptId>`, so prompts enqueued in the same millisecond list in random
+  // order. With 20 prompts the chance of the insertion order by luck is 1/20!. Drop `.fails`
+  // once same-millisecond ids are monotonic.
+  it.fails("lists prompts enqueued in the same millisecond in insertion order", async () => {
+    const sessionId = newSessionId();
+    const contents = Array.from({ length: 20 }, (_, i) => `same-ms-${String(i).padStart(2, "0")}`);
+    for (const content of contents) await prompts.enqueue({ sessionId, content, source: "automation", now: at(0) });
+    expect((await prompts.list(sessionId)).map((p) => p.content)).toEqual(contents);
+  });
+});
+
+describe("DynamoPromptQueue: status and moves", () => {
+  it("lists by status after moves, in queue order", async () => {
+    const sessionId = newSessionId();
+    const [a, b, c] = [
+      await prompts.enqueue({ sessionId, content: "a", source: "automation", now: at(1) }),
+      await prompts.enqueue({ sessionId, content: "b", source: "automation", now: at(2) }),
+      await prompts.enqueue({ sessionId, content: "c", source: "automation", now: at(3) }),
+    ];
+    if (!a || !b || !c) throw new Error("enqueue returned nothing");
+    expect(await prompts.move(a, "queued", "processing", at(10))).toBe(true);
+    expect(await prompts.move(a, "processing", "completed", at(11))).toBe(true);
+    expect(await prompts.move(c, "queued", "processing", at(12))).toBe(true);
+
+    expect((await prompts.list(sessionId, "queued")).map((p) => p.content)).toEqual(["b"]);
+    expect((await prompts.list(sessionId, "processing")).map((p) => p.content)).toEqual(["c"]);
+    const completed = await prompts.list(sessionId, "completed");
+    expect(completed).toEqual([{ ...a, status: "completed", updatedAt: at(11).toISOString() }]);
+    expect((await prompts.list(sessionId)).map((p) => `${p.content}:${p.status}`)).toEqual(["a:completed", "b:queued", "c:processing"]);
+  });
+
+  it("race: 8 concurrent queued -> processing moves of one prompt, exactly one wins", async () => {
+    const sessionId = newSessionId();
+    const prompt = await prompts.enqueue({ sessionId, content: "only once", source: "user:u1", now: at(0) });
+    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => prompts.move(prompt, "queued", "processing", at(100 + i))));
+    expect(results.filter((r) => r)).toHaveLength(1);
+    expect(results.filter((r) => !r)).toHaveLength(7);
+    const winner = results.indexOf(true);
+    expect(await prompts.list(sessionId)).toEqual([{ ...prompt, status: "processing", updatedAt: at(100 + winner).toISOString() }]);
+  });
+
+  it("a move from the wrong status returns false and changes nothing", async () => {
+    const sessionId = newSessionId();
+    const prompt = await prompts.enqueue({ sessionId, content: "x", source: "automation", now: at(0) });
+    expect(await prompts.move(prompt, "processing", "completed", at(5))).toBe(false);
+    expect(await prompts.move(prompt, "completed", "queued", at(6))).toBe(false);
+    expect(await prompts.list(sessionId)).toEqual([prompt]);
+  });
+
+  it("a move of an unknown prompt returns false and creates no item", async () => {
+    const sessionId = newSessionId();
+    const ghost = { sessionId, promptId: newSortableId("prm", T0), createdAt: T0.toISOString() };
+    expect(await prompts.move(ghost, "queued", "processing", at(1))).toBe(false);
+    expect(await rawItems(sessionId, "PROMPT#")).toEqual([]);
+  });
+
+  it("prompts of two sessions never mix, and a move names its own session", async () => {
+    const s1 = newSessionId();
+    const s2 = newSessionId();
+    const p1 = await prompts.enqueue({ sessionId: s1, content: "one", source: "automation", now: at(0) });
+    const p2 = await prompts.enqueue({ sessionId: s2, content: "two", source: "automation", now: at(0) });
+    expect(await prompts.list(s1)).toEqual([p1]);
+    expect(await prompts.list(s2)).toEqual([p2]);
+    // The right prompt id under the wrong session is not that prompt.
+    expect(await prompts.move({ ...p1, sessionId: s2 }, "queued", "processing", at(1))).toBe(false);
+    expect(await prompts.list(s1, "queued")).toEqual([p1]);
+    expect(await prompts.list(s2)).toEqual([p2]);
+  });
+});
+
+describe("DynamoLifecycleEventLog", () => {
+  it("append is idempotent per event: the same event twice is stored once", async () => {
+    const sessionId = newSessionId();
+    const event = buildEvent({ sessionId });
+    expect(await events.append(event)).toEqual(event);
+    await events.append(event);
+    expect(await rawItems(sessionId, "EVENT#")).toHaveLength(1);
+    expect(await events.list(sessionId, { limit: 10 })).toEqual({ items: [event], nextCursor: null });
+  });
+
+  it("rejects an event that does not match the schema and stores nothing", async () => {
+    const sessionId = newSessionId();
+    const bad = { ...buildEvent({ sessionId }), outcome: "exploded" } as unknown as LifecycleEvent;
+    await expect(events.append(bad)).rejects.toThrow();
+    expect(await rawItems(sessionId, "EVENT#")).toEqual([]);
+  });
+
+  it("lists oldest first and pages through every event with limit and cursor", async () => {
+    const sessionId = newSessionId();
+    const all = Array.from({ length: 7 }, (_, i) => buildEvent({ sessionId, at: at(i * 1000).toISOString(), execution: `exec-${i}` }));
+    // Written out of order: the log orders by `at`, not by write order.
+    for (const e of [all[3], all[0], all[6], all[1], all[5], all[2], all[4]]) if (e) await events.append(e);
+
+    const seen: LifecycleEvent[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const page: { items: LifecycleEvent[]; nextCursor: string | null } = await events.list(sessionId, { limit: 3, cursor });
+      expect(page.items.length).toBeLessThanOrEqual(3);
+      seen.push(...page.items);
+      cursor = page.nextCursor;
+      pages++;
+    } while (cursor && pages < 10);
+    expect(cursor).toBeNull();
+    expect(seen).toEqual(all);
+    expect((await events.list(sessionId, { limit: 2 })).items.map((e) => e.execution)).toEqual(["exec-0", "exec-1"]);
+  });
+
+  it("never lists another session's events, even with a cursor minted for that session", async () => {
+    const a = newSessionId();
+    const b = newSessionId();
+    for (let i = 0; i < 4; i++) {
+      await events.append(buildEvent({ sessionId: a, at: at(i * 2).toISOString(), execution: `a-${i}` }));
+      await events.append(buildEvent({ sessionId: b, at: at(i * 2 + 1).toISOString(), execution: `b-${i}` }));
+    }
+    expect((await events.list(a, { limit: 100 })).items.map((e) => e.execution)).toEqual(["a-0", "a-1", "a-2", "a-3"]);
+    const bPage = await events.list(b, { limit: 1 });
+    expect(bPage.nextCursor).toBeTruthy();
+    // The cursor carries only a sort key (`EVENT#<at>#<id>`, no session id), so it cannot steer
+    // the query into b's partition: it is accepted and positions a's listing after b's first
+    // event's time (reported: unlike the org cursor, it is not rejected as foreign).
+    const crossed = await events.list(a, { limit: 100, cursor: bPage.nextCursor });
+    expect(crossed.items.map((e) => e.execution)).toEqual(["a-1", "a-2", "a-3"]);
+    for (const e of crossed.items) expect(e.sessionId).toBe(a);
+  });
+
+  it("rejects garbage cursors and cursors that point at other item types with ValidationError", async () => {
+    const sessionId = newSessionId();
+    await events.append(buildEvent({ sessionId }));
+    const encode = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url");
+    const bad = [
+      "not-a-cursor",
+      Buffer.from("{not json").toString("base64url"),
+      encode({ sk: "SESSION" }),
+      encode({ sk: `PROMPT#${T0.toISOString()}#prm_x` }),
+      encode({ sk: "CONN#abc" }),
+      encode({ sk: 42 }),
+      encode(["EVENT#x"]),
+      encode({ PK: keys.sessionPartition(newSessionId()), SK: "EVENT#x" }),
+    ];
+    for (const cursor of bad) {
+      await expect(events.list(sessionId, { limit: 5, cursor }), cursor).rejects.toBeInstanceOf(ValidationError);
+    }
+  });
+});
+
+describe("DynamoConnectionRegistry", () => {
+  it("add is idempotent and list is per session", async () => {
+    const s1 = newSessionId();
+    const s2 = newSessionId();
+    const c1 = buildConnection({ sessionId: s1, connectionId: "conn-1" });
+    const c2 = buildConnection({ sessionId: s1, connectionId: "conn-2", clientType: "cli", userId: "user-b" });
+    const other = buildConnection({ sessionId: s2, connectionId: "conn-3" });
+    await connections.add(c1);
+    await connections.add(c1);
+    await connections.add(c2);
+    await connections.add(other);
+    expect(await connections.list(s1)).toEqual([c1, c2]);
+    expect(await connections.list(s2)).toEqual([other]);
+    expect(await connections.list(newSessionId())).toEqual([]);
+  });
+
+  it("remove is idempotent, removing an unknown connection is a no-op, and it touches only its session", async () => {
+    const s1 = newSessionId();
+    const s2 = newSessionId();
+    const c1 = buildConnection({ sessionId: s1, connectionId: "conn-a" });
+    const c2 = buildConnection({ sessionId: s1, connectionId: "conn-b" });
+    // Same connection id in another session: removing it from s1 must leave s2's alone.
+    const sameIdElsewhere = buildConnection({ sessionId: s2, connectionId: "conn-a" });
+    for (const c of [c1, c2, sameIdElsewhere]) await connections.add(c);
+
+    await connections.remove(s1, "conn-a");
+    await connections.remove(s1, "conn-a");
+    await expect(connections.remove(s1, "never-connected")).resolves.toBeUndefined();
+    await expect(connections.remove(newSessionId(), "conn-x")).resolves.toBeUndefined();
+
+    expect(await connections.list(s1)).toEqual([c2]);
+    expect(await connections.list(s2)).toEqual([sameIdElsewhere]);
+  });
+});
