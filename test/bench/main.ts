@@ -2,7 +2,8 @@
  * `npm run bench`: prints figures (never asserts timings).
  *   1. each HTTP route's Lambda bundle size (esbuild with the CDK stack's options);
  *   2. provider SDK packaging: SDK bundled into the function vs in a layer (sizes, cold import);
- *   3. control-plane HTTP overhead over the local runtime, DynamoDB requests and cost per request type.
+ *   3. control-plane HTTP overhead over the local runtime, DynamoDB requests and cost per request type;
+ *   4. lifecycle flows on a zero-latency provider: flow overhead, AWS calls and cost per 1,000 session lifecycles.
  * layers/README.md records the packaging decision drawn from section 2.
  */
 // Quiet the runtime before anything loads it: static imports are hoisted, so the rest is imported dynamically.
@@ -35,6 +36,7 @@ try {
   await section("lambda bundles", async () => (await import("./bundle-sizes")).benchLambdaBundles(repoRoot, tmpDir));
   await section("provider packaging", async () => (await import("./provider-packaging")).benchProviderPackaging(repoRoot, tmpDir));
   await section("http overhead", async () => (await import("./http-overhead")).benchHttpOverhead());
+  await section("lifecycle flows", async () => (await import("./lifecycle-flows")).benchLifecycleFlows());
 } finally {
   rmSync(tmpDir, { recursive: true, force: true });
 }

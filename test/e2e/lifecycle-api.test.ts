@@ -203,3 +203,17 @@ describe("concurrency over HTTP", () => {
     await waitForStatus(id, "stopped");
   });
 });
+
+describe("initial prompt", () => {
+  it("is queued at create (no sandbox yet) and delivered by the first resume", async () => {
+    const res = await api.request("POST", "/v1/sessions", { body: { initialPrompt: "set up the project" } });
+    const id = (res.body as { session: { id: string } }).session.id;
+    expect((await runtime.deps.prompts.list(id)).map((p) => [p.content, p.status])).toEqual([["set up the project", "queued"]]);
+    expect(await liveSandboxes()).toEqual([]);
+    await api.request("POST", `/v1/sessions/${id}/resume`);
+    await waitForStatus(id, "running");
+    await waitFor("the echo of the initial prompt", async () => (await transcript(id)).includes("echo: set up the project"));
+    await api.request("DELETE", `/v1/sessions/${id}`);
+    await waitForStatus(id, "stopped");
+  });
+});

@@ -2,7 +2,9 @@
  * POST /v1/sessions (API Gateway HTTP API route).
  * Validates the body, resolves the provider, and writes the session record with a conditional
  * put: status `starting`, no sandbox (seed 000 §1: the sandbox is provisioned on first connect
- * or resume, never in this call). 201 with the session and its Location.
+ * or resume, never in this call). An `initialPrompt` goes into the session's prompt queue
+ * right away, so the first connect or resume delivers it like any other queued prompt.
+ * 201 with the session and its Location.
  */
 import { z } from "zod";
 import { ValidationError } from "../../domain/errors";
@@ -53,6 +55,9 @@ export const makeCreateSessionHandler = httpRoute(
       now: deps.now(),
     });
     await deps.sessions.createSession(record);
+    if (body.initialPrompt) {
+      await deps.prompts.enqueue({ sessionId: record.id, content: body.initialPrompt, source: `user:${who.userId}`, now: deps.now() });
+    }
     deps.logger.info("session created", { sessionId: record.id, provider, clientType: record.clientType });
     return { status: 201, body: { session: toSessionView(record) }, headers: { location: `/v1/sessions/${record.id}` } };
   },
