@@ -15,19 +15,33 @@ export function newApiToken(): string {
   return `sbx_${randomBytes(32).toString("base64url")}`;
 }
 
+let lastMs = -1;
+let sequence = 0;
+
 /**
- * A time-ordered id with a prefix: 10 base32 characters of milliseconds since the epoch, then 16
- * random ones, so ids sort by creation time and never collide.
+ * A time-ordered id with a prefix: 10 base32 characters of milliseconds since the epoch, 4 of a
+ * per-process sequence within that millisecond, then 12 random ones. Ids minted by one process
+ * sort in the order they were minted, even within one millisecond (the prompt queue relies on
+ * it); ids from different processes in the same millisecond order arbitrarily but never collide.
  */
 export function newSortableId(prefix: string, now: Date = new Date()): string {
-  let ms = now.getTime();
-  let time = "";
-  for (let i = 0; i < 10; i++) {
-    time = (ALPHABET[ms % 32] ?? "0") + time;
-    ms = Math.floor(ms / 32);
+  const at = now.getTime();
+  if (at === lastMs) sequence++;
+  else {
+    lastMs = at;
+    sequence = 0;
   }
-  const bytes = randomBytes(16);
+  const encode = (value: number, width: number): string => {
+    let out = "";
+    let v = value;
+    for (let i = 0; i < width; i++) {
+      out = (ALPHABET[v % 32] ?? "0") + out;
+      v = Math.floor(v / 32);
+    }
+    return out;
+  };
+  const bytes = randomBytes(12);
   let rand = "";
   for (const b of bytes) rand += ALPHABET[b & 31];
-  return `${prefix}_${time}${rand}`;
+  return `${prefix}_${encode(at, 10)}${encode(sequence, 4)}${rand}`;
 }

@@ -61,23 +61,32 @@ export function clientStatusOf(status: SessionStatus): ClientStatus {
   }
 }
 
-/** Fields a lifecycle transition may change besides the status itself. `lastActivityAt` is not
+/** Fields a lifecycle write may change besides the status itself. `lastActivityAt` is not
  * among them: only `touchActivity` moves it (seed 002 constraint 4). */
-export type TransitionChanges = Partial<
-  Pick<
-    SessionRecord,
-    | "sandboxId"
-    | "snapshotId"
-    | "pauseReason"
-    | "stopReason"
-    | "errorMessage"
-    | "pausedAt"
-    | "endedAt"
-    | "sandboxExpiresAt"
-    | "openCodeUrl"
-    | "codingAgentSessionId"
-  >
->;
+export const TRANSITION_CHANGE_FIELDS = [
+  "sandboxId",
+  "snapshotId",
+  "pauseReason",
+  "stopReason",
+  "errorMessage",
+  "pausedAt",
+  "endedAt",
+  "sandboxExpiresAt",
+  "openCodeUrl",
+  "codingAgentSessionId",
+] as const satisfies readonly (keyof SessionRecord)[];
+
+export type TransitionChanges = Partial<Pick<SessionRecord, (typeof TRANSITION_CHANGE_FIELDS)[number]>>;
+
+/**
+ * Only the change fields, whatever object the caller passed: TypeScript lets a wider object
+ * through when it is not a literal, and a stray `status` or `version` must never reach a write.
+ */
+export function pickTransitionChanges(changes: TransitionChanges): TransitionChanges {
+  const out: Record<string, unknown> = {};
+  for (const field of TRANSITION_CHANGE_FIELDS) if (Object.hasOwn(changes, field)) out[field] = changes[field];
+  return out as TransitionChanges;
+}
 
 /**
  * The record after moving `current` to `to` at `now` (pure). Accounting: active seconds are added
@@ -88,9 +97,10 @@ export function applyTransition(
   current: SessionRecord,
   to: SessionStatus,
   now: Date,
-  changes: TransitionChanges = {},
+  wider: TransitionChanges = {},
 ): SessionRecord {
   assertTransition(current.status, to);
+  const changes = pickTransitionChanges(wider);
   const at = now.toISOString();
   let activeSeconds = current.activeSeconds;
   let runningSince = current.runningSince;

@@ -103,7 +103,7 @@ export class DynamoPromptQueue implements PromptQueue {
   }
 }
 
-const EventCursor = z.object({ sk: z.string().startsWith("EVENT#") });
+const EventCursor = z.object({ session: z.string(), sk: z.string().startsWith("EVENT#") });
 
 export class DynamoLifecycleEventLog implements LifecycleEventLog {
   constructor(
@@ -129,7 +129,8 @@ export class DynamoLifecycleEventLog implements LifecycleEventLog {
         throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
       }
       const cursor = EventCursor.safeParse(parsed);
-      if (!cursor.success) throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
+      // A cursor minted for another session's trail must not position this one.
+      if (!cursor.success || cursor.data.session !== sessionId) throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
       startSk = cursor.data.sk;
     }
     const partition = keys.sessionPartition(sessionId);
@@ -139,7 +140,7 @@ export class DynamoLifecycleEventLog implements LifecycleEventLog {
         KeyConditionExpression: "PK = :pk AND begins_with(SK, :prefix)",
         ExpressionAttributeValues: { ":pk": partition, ":prefix": "EVENT#" },
         Limit: options.limit,
-        // The cursor only carries the sort key: it cannot point into another session's partition.
+        // The partition always comes from the request, never from the cursor.
         ...(startSk ? { ExclusiveStartKey: { PK: partition, SK: startSk } } : {}),
       }),
     );
@@ -147,7 +148,7 @@ export class DynamoLifecycleEventLog implements LifecycleEventLog {
     const lastSk = out.LastEvaluatedKey?.SK;
     return {
       items,
-      nextCursor: typeof lastSk === "string" ? Buffer.from(JSON.stringify({ sk: lastSk })).toString("base64url") : null,
+      nextCursor: typeof lastSk === "string" ? Buffer.from(JSON.stringify({ session: sessionId, sk: lastSk })).toString("base64url") : null,
     };
   }
 }

@@ -17,7 +17,7 @@ import { z } from "zod";
 import { ConflictError, InvalidTransitionError, LeaseBusyError, LeaseLostError, NotFoundError, StaleWriteError, ValidationError } from "../domain/errors";
 import type { Principal } from "../domain/principal";
 import { SessionRecord, type SessionStatus } from "../domain/session";
-import { allowedSources, applyTransition, type TransitionChanges } from "../domain/session-transitions";
+import { allowedSources, applyTransition, pickTransitionChanges, type TransitionChanges } from "../domain/session-transitions";
 import type { ApiTokenStore, Lease, LeaseGuard, ListOptions, ListPage, SessionStore } from "../ports/session-store";
 import { GSI_BY_ORG, GSI_BY_STATUS, KEY_ATTRIBUTES, keys } from "./table-layout";
 
@@ -180,9 +180,10 @@ export class DynamoSessionStore implements SessionStore {
     current: SessionRecord,
     to: SessionStatus,
     now: Date,
-    changes: TransitionChanges = {},
+    wider: TransitionChanges = {},
     guard?: LeaseGuard,
   ): Promise<SessionRecord> {
+    const changes = pickTransitionChanges(wider);
     const next = applyTransition(current, to, now, changes);
     const names: Record<string, string> = { "#status": "status", "#version": "version" };
     const values: Record<string, unknown> = {
@@ -257,7 +258,8 @@ export class DynamoSessionStore implements SessionStore {
     }
   }
 
-  async update(current: SessionRecord, changes: TransitionChanges, now: Date, guard?: LeaseGuard): Promise<SessionRecord> {
+  async update(current: SessionRecord, wider: TransitionChanges, now: Date, guard?: LeaseGuard): Promise<SessionRecord> {
+    const changes = pickTransitionChanges(wider);
     const next: SessionRecord = { ...current, ...changes, updatedAt: now.toISOString(), version: current.version + 1 };
     const names: Record<string, string> = { "#status": "status", "#version": "version", "#sandboxId": "sandboxId" };
     const values: Record<string, unknown> = {
