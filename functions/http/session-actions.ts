@@ -5,9 +5,11 @@
  * execution between them.
  */
 import { ConflictError } from "../domain/errors";
-import type { SessionRecord, SessionStatus } from "../domain/session";
+import { toSessionView, type SessionRecord, type SessionStatus } from "../domain/session";
 import type { FlowName, StartFlowResult } from "../ports/flow-runner";
-import type { HttpDeps } from "./http-handler";
+import { SessionPathParams } from "./handlers/get-session";
+import { httpRoute, type HttpDeps, type HttpHandler } from "./http-handler";
+import { loadOwnedSession, requirePrincipal } from "./session-access";
 
 export function requireStatus(session: SessionRecord, allowed: readonly SessionStatus[], action: string): void {
   if (!allowed.includes(session.status)) {
@@ -24,4 +26,31 @@ export async function startSessionFlow(
 ): Promise<StartFlowResult> {
   const lease = await deps.sessions.readLease(session.id);
   return deps.flows.start({ flow, sessionId: session.id, generation: lease?.fence ?? 0, actor, ...(reason ? { reason } : {}) });
+}
+
+export interface LifecycleActionSpec {
+  /** Route name (metrics, logs). */
+  name: string;
+  flow: FlowName;
+  /** Statuses in which the request is accepted; anything else is a 409 naming the status. */
+  allowed: readonly SessionStatus[];
+  /** For the 409 message: "session is paused: cannot <action>". */
+  action: string;
+  reason: string;
+  /** Statuses in which the work is already done: 202 without starting a flow. */
+  alreadyDone?: readonly SessionStatus[];
+  /** Touch activity before starting the flow (seed 002 constraint 3: before it can block). */
+  touchActivity?: boolean;
+}
+
+/** `POST /v1/sessions/{id}/<action>` and `DELETE`: check the state, start the flow, 202 at once. */
+export function lifecycleActionRoute(spec: LifecycleActionSpec): (deps: HttpDeps) => HttpHandler {
+  return httpRoute({ name: spec.name, auth: true, params: SessionPathParams }, async ({ params, principal }, deps) => {
+    const caller = requirePrincipal(principal);
+    const session = await loadOwnedSession(deps.sessions, caller, params.id);
+    requireStatus(session, spec.allowed, spec.action);
+    if (spec.touchActivity) await deps.sessions.touchActivity(session.id, deps.now());
+    if (!spec.alreadyDone?.includes(session.status)) await startSessionFlow(deps, session, spec.flow, `user:${caller.userId}`, spec.reason);
+    return { status: 202, body: { session: toSessionView(session) } };
+  });
 }

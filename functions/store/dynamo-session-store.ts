@@ -38,12 +38,6 @@ function stripKeys(item: Record<string, unknown>): Record<string, unknown> {
   return out;
 }
 
-function withoutKey(values: Record<string, unknown>, key: string): Record<string, unknown> {
-  const out = { ...values };
-  delete out[key];
-  return out;
-}
-
 function toRecord(item: Record<string, unknown>): SessionRecord {
   return SessionRecord.parse(stripKeys(item));
 }
@@ -185,12 +179,7 @@ export class DynamoSessionStore implements SessionStore {
   ): Promise<SessionRecord> {
     const changes = pickTransitionChanges(wider);
     const next = applyTransition(current, to, now, changes);
-    const names: Record<string, string> = { "#status": "status", "#version": "version" };
-    const values: Record<string, unknown> = {
-      ":expectedVersion": current.version,
-      ...Object.fromEntries(allowedSources(to).map((s, i) => [`:src${i}`, s])),
-    };
-    const sets: string[] = [];
+    const sources = allowedSources(to);
     const fields: Record<string, unknown> = {
       status: next.status,
       version: next.version,
@@ -202,14 +191,68 @@ export class DynamoSessionStore implements SessionStore {
       pauseReason: next.pauseReason,
       errorMessage: next.errorMessage,
       ...changes,
-      ...keys.sessionByStatus(next.status, next.updatedAt, next.id),
     };
-    Object.entries(fields).forEach(([field, value], i) => {
+    return this.guardedWrite(current, next, fields, {
+      clauses: {
+        // The transition table, enforced by DynamoDB and not only by code.
+        allowedTransition: sources.length > 0 ? `#status IN (${sources.map((_, i) => `:src${i}`).join(", ")})` : "attribute_not_exists(PK)",
+      },
+      values: Object.fromEntries(sources.map((src, i) => [`:src${i}`, src])),
+      guard,
+      // Same version, so the status is what the caller read: the table forbids this move.
+      sameVersionFailure: (stored, cause) => new InvalidTransitionError(stored.status, to, { cause, context: { sessionId: current.id } }),
+    });
+  }
+
+  async update(current: SessionRecord, wider: TransitionChanges, now: Date, guard?: LeaseGuard): Promise<SessionRecord> {
+    const changes = pickTransitionChanges(wider);
+    const next: SessionRecord = { ...current, ...changes, updatedAt: now.toISOString(), version: current.version + 1 };
+    const nullSandbox = current.sandboxId === null;
+    return this.guardedWrite(current, next, { ...changes, version: next.version, updatedAt: next.updatedAt }, {
+      clauses: {
+        // A field change never moves the status: that is what `transition` is for.
+        sameStatus: "#status = :expectedStatus",
+        // CAS on the sandbox the writer acted on (seed 002 §5b: `WHERE sandbox_id = fresh`).
+        sameSandbox: nullSandbox ? "attribute_type(#sandboxId, :nullType) OR attribute_not_exists(#sandboxId)" : "#sandboxId = :expectedSandbox",
+      },
+      names: { "#sandboxId": "sandboxId" },
+      values: { ":expectedStatus": current.status, ...(nullSandbox ? { ":nullType": "NULL" } : { ":expectedSandbox": current.sandboxId }) },
+      guard,
+      sameVersionFailure: (stored, cause) =>
+        new StaleWriteError(`session ${current.id} changed under the writer (status ${stored.status}, sandbox ${stored.sandboxId ?? "none"})`, {
+          cause,
+          context: { sessionId: current.id },
+        }),
+    });
+  }
+
+  /**
+   * The one conditional session write behind `transition` and `update`: SET `fields` (plus the
+   * status index) if the session exists, still has `current.version`, meets the caller's extra
+   * clauses and, with a guard, the caller still holds the lease. A failed condition is re-read
+   * and mapped to the domain error that names the race that was lost.
+   */
+  private async guardedWrite(
+    current: SessionRecord,
+    next: SessionRecord,
+    fieldValues: Record<string, unknown>,
+    extra: {
+      clauses: Record<string, string>;
+      names?: Record<string, string>;
+      values: Record<string, unknown>;
+      guard: LeaseGuard | undefined;
+      sameVersionFailure: (stored: SessionRecord, cause: unknown) => Error;
+    },
+  ): Promise<SessionRecord> {
+    const { guard } = extra;
+    const names: Record<string, string> = { "#status": "status", "#version": "version", ...extra.names };
+    const values: Record<string, unknown> = { ":expectedVersion": current.version, ...extra.values };
+    const fields = { ...fieldValues, ...keys.sessionByStatus(next.status, next.updatedAt, next.id) };
+    const sets = Object.entries(fields).map(([field, value], i) => {
       names[`#f${i}`] = field;
       values[`:f${i}`] = value ?? null;
-      sets.push(`#f${i} = :f${i}`);
+      return `#f${i} = :f${i}`;
     });
-    const sources = allowedSources(to).map((_, i) => `:src${i}`);
     if (guard) {
       names["#leaseOwner"] = "leaseOwner";
       names["#fence"] = "fence";
@@ -227,8 +270,7 @@ export class DynamoSessionStore implements SessionStore {
             exists: "attribute_exists(PK)",
             // A stale writer (it read an older version) must not overwrite a newer state.
             sameVersion: "#version = :expectedVersion",
-            // The transition table, enforced by DynamoDB and not only by code.
-            allowedTransition: sources.length > 0 ? `#status IN (${sources.join(", ")})` : "attribute_not_exists(PK)",
+            ...extra.clauses,
             // A flow whose lease was taken over must commit nothing (seed 002 verification 18).
             ...(guard ? { leaseHeld: "#leaseOwner = :leaseOwner AND #fence = :fence" } : {}),
           }),
@@ -247,78 +289,11 @@ export class DynamoSessionStore implements SessionStore {
           throw new LeaseLostError(`session ${current.id}: lease of ${guard.owner} (fence ${guard.fence}) is no longer held`, { cause: err });
         }
       }
-      if (stored.version === current.version) {
-        // Same version, so the status is what the caller read: the table forbids this move.
-        throw new InvalidTransitionError(stored.status, to, { cause: err, context: { sessionId: current.id } });
-      }
+      if (stored.version === current.version) throw extra.sameVersionFailure(stored, err);
       throw new StaleWriteError(
         `session ${current.id} changed concurrently (version ${stored.version}, expected ${current.version})`,
         { cause: err, context: { sessionId: current.id, expectedVersion: current.version, storedVersion: stored.version } },
       );
-    }
-  }
-
-  async update(current: SessionRecord, wider: TransitionChanges, now: Date, guard?: LeaseGuard): Promise<SessionRecord> {
-    const changes = pickTransitionChanges(wider);
-    const next: SessionRecord = { ...current, ...changes, updatedAt: now.toISOString(), version: current.version + 1 };
-    const names: Record<string, string> = { "#status": "status", "#version": "version", "#sandboxId": "sandboxId" };
-    const values: Record<string, unknown> = {
-      ":expectedVersion": current.version,
-      ":expectedStatus": current.status,
-      ":expectedSandbox": current.sandboxId,
-    };
-    const sets: string[] = [];
-    const fields: Record<string, unknown> = {
-      ...changes,
-      version: next.version,
-      updatedAt: next.updatedAt,
-      ...keys.sessionByStatus(next.status, next.updatedAt, next.id),
-    };
-    Object.entries(fields).forEach(([field, value], i) => {
-      names[`#f${i}`] = field;
-      values[`:f${i}`] = value ?? null;
-      sets.push(`#f${i} = :f${i}`);
-    });
-    if (guard) {
-      names["#leaseOwner"] = "leaseOwner";
-      names["#fence"] = "fence";
-      values[":leaseOwner"] = guard.owner;
-      values[":fence"] = guard.fence;
-    }
-    try {
-      await this.doc.send(
-        new UpdateCommand({
-          TableName: this.tableName,
-          Key: keys.session(current.id),
-          UpdateExpression: `SET ${sets.join(", ")}`,
-          ConditionExpression: conditions({
-            exists: "attribute_exists(PK)",
-            sameVersion: "#version = :expectedVersion",
-            // A field change never moves the status: that is what `transition` is for.
-            sameStatus: "#status = :expectedStatus",
-            // CAS on the sandbox the writer acted on (seed 002 §5b: `WHERE sandbox_id = fresh`).
-            sameSandbox: current.sandboxId === null ? "attribute_type(#sandboxId, :nullType) OR attribute_not_exists(#sandboxId)" : "#sandboxId = :expectedSandbox",
-            ...(guard ? { leaseHeld: "#leaseOwner = :leaseOwner AND #fence = :fence" } : {}),
-          }),
-          ExpressionAttributeNames: names,
-          ExpressionAttributeValues: current.sandboxId === null ? { ...withoutKey(values, ":expectedSandbox"), ":nullType": "NULL" } : values,
-        }),
-      );
-      return next;
-    } catch (err) {
-      if (!isConditionFailure(err)) throw err;
-      const stored = await this.getSession(current.id);
-      if (!stored) throw new NotFoundError(`session ${current.id} not found`, { cause: err });
-      if (guard) {
-        const lease = await this.readLease(current.id);
-        if (lease?.owner !== guard.owner || lease.fence !== guard.fence) {
-          throw new LeaseLostError(`session ${current.id}: lease of ${guard.owner} (fence ${guard.fence}) is no longer held`, { cause: err });
-        }
-      }
-      throw new StaleWriteError(`session ${current.id} changed concurrently (version ${stored.version}, expected ${current.version})`, {
-        cause: err,
-        context: { sessionId: current.id, expectedVersion: current.version, storedVersion: stored.version },
-      });
     }
   }
 

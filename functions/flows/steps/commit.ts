@@ -17,6 +17,16 @@ function required<T>(value: T | undefined, what: string): T {
   return value;
 }
 
+/** The fields a new runtime (a provisioned sandbox with its agent session) sets on the session. */
+function runtimeChanges(p: NonNullable<FlowDocument["provision"]>) {
+  return {
+    sandboxId: p.sandboxId,
+    openCodeUrl: p.tunnelUrl,
+    sandboxExpiresAt: p.expiresAt === null ? null : new Date(p.expiresAt).toISOString(),
+    codingAgentSessionId: p.codingAgentSessionId,
+  };
+}
+
 async function write(doc: FlowDocument, deps: FlowDeps, session: SessionRecord): Promise<SessionRecord> {
   const guard = leaseOf(doc);
   const now = deps.now();
@@ -24,19 +34,7 @@ async function write(doc: FlowDocument, deps: FlowDeps, session: SessionRecord):
   const foundSandbox = doc.begin?.sandboxId ?? null;
   switch (commitKind(doc.flow, branch)) {
     case "running": {
-      const p = required(doc.provision, "provision result");
-      return deps.sessions.transition(
-        session,
-        "running",
-        now,
-        {
-          sandboxId: p.sandboxId,
-          openCodeUrl: p.tunnelUrl,
-          sandboxExpiresAt: p.expiresAt === null ? null : new Date(p.expiresAt).toISOString(),
-          codingAgentSessionId: p.codingAgentSessionId,
-        },
-        guard,
-      );
+      return deps.sessions.transition(session, "running", now, runtimeChanges(required(doc.provision, "provision result")), guard);
     }
     case "paused": {
       const s = required(doc.snapshot, "snapshot result");
@@ -76,19 +74,7 @@ async function write(doc: FlowDocument, deps: FlowDeps, session: SessionRecord):
     }
     case "swap": {
       const s = required(doc.snapshot, "snapshot result");
-      const p = required(doc.provision, "provision result");
-      return deps.sessions.update(
-        session,
-        {
-          snapshotId: s.snapshotId,
-          sandboxId: p.sandboxId,
-          openCodeUrl: p.tunnelUrl,
-          sandboxExpiresAt: p.expiresAt === null ? null : new Date(p.expiresAt).toISOString(),
-          codingAgentSessionId: p.codingAgentSessionId,
-        },
-        now,
-        guard,
-      );
+      return deps.sessions.update(session, { snapshotId: s.snapshotId, ...runtimeChanges(required(doc.provision, "provision result")) }, now, guard);
     }
   }
 }
