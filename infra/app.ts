@@ -2,7 +2,8 @@
  * CDK app entry (cdk.json: `npx tsx infra/app.ts`). Env-agnostic: account and region come from
  * the CLI's environment at deploy time. Context: `deletionProtection` (default true),
  * `defaultSandboxProvider` (modal | e2b), `providerSecretArn` (complete ARN of an existing provider
- * credentials secret; default: the stack creates one). cdk-nag's AwsSolutions pack runs on every synth.
+ * credentials secret; default: the stack creates one), `webSocketAccessLogs` (default false: needs the
+ * account's API Gateway CloudWatch Logs role). cdk-nag's AwsSolutions pack runs on every synth.
  */
 import { App, Validations } from "aws-cdk-lib";
 import { AwsSolutionsChecks } from "cdk-nag";
@@ -13,10 +14,12 @@ export function buildApp(app = new App()): { app: App; stack: ControlPlaneStack 
   const deletionProtection = app.node.tryGetContext("deletionProtection");
   const provider = app.node.tryGetContext("defaultSandboxProvider");
   const providerSecretArn = app.node.tryGetContext("providerSecretArn");
+  const webSocketAccessLogs = app.node.tryGetContext("webSocketAccessLogs");
   const stack = new ControlPlaneStack(app, "SandboxControlPlane", {
     deletionProtection: deletionProtection === undefined ? true : String(deletionProtection) !== "false",
     ...(provider === "modal" || provider === "e2b" ? { defaultSandboxProvider: provider } : {}),
     ...(typeof providerSecretArn === "string" && providerSecretArn ? { providerSecretArn } : {}),
+    webSocketAccessLogs: String(webSocketAccessLogs) === "true",
   });
   return { app, stack };
 }

@@ -2,13 +2,14 @@
  * The control plane as one env-agnostic stack: the single table; the HTTP API with one Lambda
  * function per route (from the shared route table); the lifecycle flows (one state machine per
  * ASL file, one function per flow step from the shared step table); the lifecycle schedule group
- * and its target; the provider credentials secret. Every function has its own role, log group,
- * least-privilege grants and an Errors alarm (handler-function.ts). The WebSocket API and the
- * relay attach here in later issues.
+ * and its target; the provider credentials secret; the WebSocket API with one function per route
+ * (from the shared WebSocket route table) and the send-init function; the streaming relay on
+ * Fargate. Every function has its own role, log group, least-privilege grants and an Errors alarm
+ * (handler-function.ts).
  */
 import { ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack, Validations, type StackProps } from "aws-cdk-lib";
-import { HttpApi, HttpMethod, HttpStage, LogGroupLogDestination } from "aws-cdk-lib/aws-apigatewayv2";
-import { HttpLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations";
+import { HttpApi, HttpMethod, HttpStage, LogGroupLogDestination, type WebSocketApi, type WebSocketRoute, type WebSocketStage } from "aws-cdk-lib/aws-apigatewayv2";
+import { HttpLambdaIntegration, WebSocketLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations";
 import { AttributeType, BillingMode, Table, TableEncryption } from "aws-cdk-lib/aws-dynamodb";
 import { PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import type { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
@@ -21,16 +22,25 @@ import { FLOW_STEPS, stepArnVariable } from "../functions/flows/steps";
 import { HTTP_ROUTES } from "../functions/http/routes";
 import type { FlowName } from "../functions/ports/flow-runner";
 import { TABLE_DEFINITION } from "../functions/store/table-layout";
+import { SEND_INIT_ENTRY, WS_ROUTES } from "../functions/ws/routes";
 import { createHandlerFunction } from "./handler-function";
-import { allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId } from "./lifecycle-flows";
+import { allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
+import { createRelayService, type RelayService } from "./relay-service";
+import { acknowledgePushWildcard, allowPush, createWebSocketApi, createWebSocketStage, pushGrant } from "./websocket-api";
+
 
 export interface ControlPlaneStackProps extends StackProps {
   /** Protect the table from deletion (and retain it when the stack is deleted). Default true. */
   deletionProtection?: boolean;
   /** Sandbox provider sessions use by default in AWS (the local provider cannot run in Lambda). */
   defaultSandboxProvider?: "modal" | "e2b";
-  /** API-wide throttling (requests per second, burst). */
+  /** API-wide throttling (requests per second, burst), HTTP and WebSocket alike. */
   throttle?: { rateLimit: number; burstLimit: number };
+  /**
+   * WebSocket stage access logs. Default false: they need the account's API Gateway CloudWatch
+   * Logs role (set once per account and region, outside this stack), or the stage fails to deploy.
+   */
+  webSocketAccessLogs?: boolean;
   /**
    * Complete ARN of an existing provider credentials secret (JSON object of provider variables).
    * Default: the stack creates `<stack>/sandbox-providers` with a placeholder to fill in.
@@ -41,7 +51,10 @@ export interface ControlPlaneStackProps extends StackProps {
 export class ControlPlaneStack extends Stack {
   readonly table: Table;
   readonly httpApi: HttpApi;
-  /** By route id, step id, and `ScheduleFired`. */
+  readonly webSocketApi: WebSocketApi;
+  readonly webSocketStage: WebSocketStage;
+  readonly relay: RelayService;
+  /** By HTTP route id, step id, `ScheduleFired`, WebSocket route id and `SendInit`. */
   readonly functions: Record<string, NodejsFunction> = {};
   /** One per flow with an ASL file. */
   readonly stateMachines: Partial<Record<FlowName, StateMachine>> = {};
@@ -81,13 +94,18 @@ export class ControlPlaneStack extends Stack {
       accessLogSettings: { destination: new LogGroupLogDestination(accessLogs) },
     });
 
+    // Created first: every function reports its URL (WS_URL), built from the API id alone.
+    const webSocket = createWebSocketApi(this, "WebSocketApi");
+    this.webSocketApi = webSocket.api;
+
+    const metricsNamespace = "SandboxControlPlane";
     const environment: Record<string, string> = {
       TABLE_NAME: this.table.tableName,
       DEFAULT_SANDBOX_PROVIDER: defaultProvider,
       SANDBOX_PROVIDERS: "modal,e2b",
-      WS_URL: "",
+      WS_URL: webSocket.url,
       POWERTOOLS_SERVICE_NAME: "sandbox-control-plane",
-      POWERTOOLS_METRICS_NAMESPACE: "SandboxControlPlane",
+      POWERTOOLS_METRICS_NAMESPACE: metricsNamespace,
       POWERTOOLS_LOG_LEVEL: "INFO",
       NODE_OPTIONS: "--enable-source-maps",
     };
@@ -190,6 +208,7 @@ export class ControlPlaneStack extends Stack {
         tableAccess: "readwrite",
       });
       if (step.sandboxAccess) allowProviderSecret(fn);
+      if (step.push) allowPush(fn, webSocket);
       if (step.orchestrates) {
         allowStartingFlows(fn, ["ensure-runtime"], `step ${step.id}`);
         allowScheduling(fn);
@@ -215,6 +234,66 @@ export class ControlPlaneStack extends Stack {
     // The unqualified ARN only: schedules target the function, never a version or alias.
     schedulerRole.addToPrincipalPolicy(new PolicyStatement({ actions: ["lambda:InvokeFunction"], resources: [scheduleFired.functionArn] }));
 
+    // WebSocket handlers build the flow dependencies (functions/ws/lambda-entry.ts), so they get
+    // the flow environment, and none needs provider credentials. All of them may push: $default
+    // replies and send-init sends `init`; $connect and $disconnect build the same push adapter,
+    // which without its endpoint would drop every message without a word.
+    const sendInit = createHandlerFunction(this, {
+      id: "SendInit",
+      entry: SEND_INIT_ENTRY,
+      purpose: "the send-init function (invoked asynchronously by $connect)",
+      alarmDescription: "send-init threw in the last 5 minutes (Lambda retries the event twice; the client has no init until then)",
+      environment: flowEnvironment,
+      memorySize: 512,
+      // Transcript pages plus up to ten push attempts 200 ms apart.
+      timeout: Duration.seconds(30),
+      table: this.table,
+      tableAccess: "readwrite",
+    });
+    allowPush(sendInit, webSocket);
+    this.functions.SendInit = sendInit;
+
+    const wsRoutes: WebSocketRoute[] = [];
+    for (const route of WS_ROUTES) {
+      const fn = createHandlerFunction(this, {
+        id: route.id,
+        entry: route.entry,
+        purpose: `the WebSocket ${route.routeKey} handler`,
+        alarmDescription: `${route.id} (${route.routeKey}) threw in the last 5 minutes`,
+        environment: flowEnvironment,
+        memorySize: 512,
+        // API Gateway's WebSocket integration limit: a route never outlives the request it answers.
+        timeout: Duration.seconds(29),
+        table: this.table,
+        tableAccess: "readwrite",
+      });
+      allowStartingFlows(fn, route.startsFlows, `WebSocket route ${route.routeKey}`);
+      allowPush(fn, webSocket);
+      if (route.routeKey === "$connect") {
+        fn.addEnvironment("SEND_INIT_FUNCTION_NAME", sendInit.functionName);
+        // The unqualified ARN only (what an invocation by name resolves to).
+        fn.addToRolePolicy(new PolicyStatement({ actions: ["lambda:InvokeFunction"], resources: [sendInit.functionArn] }));
+      }
+      wsRoutes.push(this.webSocketApi.addRoute(route.routeKey, { integration: new WebSocketLambdaIntegration(`${route.id}Integration`, fn) }));
+      this.functions[route.id] = fn;
+    }
+    this.webSocketStage = createWebSocketStage(this, webSocket, {
+      throttle: props.throttle ?? { rateLimit: 100, burstLimit: 200 },
+      accessLogs: props.webSocketAccessLogs ?? false,
+      routes: wsRoutes,
+    });
+
+    // The relay (functions/relay/service.ts) pushes every translated agent message to clients and
+    // completes turns, which delivers the next prompt and may wake a paused session
+    // (flows/prompt-delivery.ts). It arms no schedules and builds no flow dependencies, so it gets
+    // the shared configuration, not the schedule settings.
+    this.relay = createRelayService(this, { table: this.table, environment, metricsNamespace });
+    for (const grant of [pushGrant(webSocket), flowStartGrant(this, ["ensure-runtime"], "the relay")]) {
+      for (const [name, value] of Object.entries(grant.environment)) this.relay.container.addEnvironment(name, value);
+      this.relay.taskDefinition.addToTaskRolePolicy(grant.statement);
+    }
+    acknowledgePushWildcard(this.relay.taskRole, webSocket);
+
     for (const flow of deployableFlows()) {
       const machine = createFlowStateMachine(this, { flow, stepFunctions });
       this.stateMachines[flow] = machine;
@@ -233,6 +312,10 @@ export class ControlPlaneStack extends Stack {
       id: "AwsSolutions::AwsSolutions-APIG4",
       reason: "Every route except GET /v1/health authenticates the bearer API token in the handler (SHA-256 lookup in the table); /v1/health is public by contract (API.md).",
     });
+    Validations.of(this.webSocketApi).acknowledge({
+      id: "AwsSolutions::AwsSolutions-APIG4",
+      reason: "The $connect handler authenticates the token query parameter (SHA-256 lookup in the table) and registers nothing for a refused caller; API Gateway allows an authorizer on $connect only, and $disconnect and $default act only on connections $connect registered.",
+    });
     Validations.of(this.httpApi).acknowledge({
       id: "AwsSolutions::AwsSolutions-APIG1",
       reason: "Access logging is configured on the explicit $default HttpStage (HttpApiAccessLogs), which this rule does not see on the API resource.",
@@ -240,5 +323,8 @@ export class ControlPlaneStack extends Stack {
 
     new CfnOutput(this, "HttpApiUrl", { value: stage.url, description: "Base URL of the HTTP API (append v1/...)" });
     new CfnOutput(this, "TableName", { value: this.table.tableName });
+    new CfnOutput(this, "WebSocketUrl", { value: this.webSocketStage.url, description: "WebSocket URL clients connect to (?sessionId=...&token=...)" });
+    new CfnOutput(this, "RelayClusterName", { value: this.relay.cluster.clusterName, description: "ECS cluster of the streaming relay" });
+    new CfnOutput(this, "RelayServiceName", { value: this.relay.service.serviceName, description: "ECS service of the streaming relay" });
   }
 }

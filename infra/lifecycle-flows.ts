@@ -85,21 +85,27 @@ export function stateMachineArn(stack: Stack, flow: FlowName): string {
 }
 
 /**
- * Lets a function start the given flows: `STATE_MACHINE_ARN_<FLOW>` (what `SfnFlowRunner` reads)
+ * What starting the given flows takes: `STATE_MACHINE_ARN_<FLOW>` (what `SfnFlowRunner` reads)
  * and `states:StartExecution` on exactly those machines. A flow without an ASL file fails the
- * synth, naming the caller, rather than deploying a function bound to a machine that is missing.
+ * synth, naming the caller, rather than deploying a caller bound to a machine that is missing.
  */
-export function allowStartingFlows(fn: LambdaFunction, flows: readonly FlowName[], caller: string): void {
-  if (flows.length === 0) return;
-  const stack = Stack.of(fn);
+export function flowStartGrant(stack: Stack, flows: readonly FlowName[], caller: string): { environment: Record<string, string>; statement: PolicyStatement } {
   const available = deployableFlows();
+  const environment: Record<string, string> = {};
   for (const flow of flows) {
     if (!available.includes(flow)) throw new Error(`${caller} starts the ${flow} flow, but ${path.relative(REPO_ROOT, flowDefinitionPath(flow))} does not exist`);
-    fn.addEnvironment(stateMachineArnEnvName(flow), stateMachineArn(stack, flow));
+    environment[stateMachineArnEnvName(flow)] = stateMachineArn(stack, flow);
   }
-  fn.addToRolePolicy(
-    new PolicyStatement({ effect: Effect.ALLOW, actions: ["states:StartExecution"], resources: flows.map((flow) => stateMachineArn(stack, flow)) }),
-  );
+  const statement = new PolicyStatement({ effect: Effect.ALLOW, actions: ["states:StartExecution"], resources: flows.map((flow) => stateMachineArn(stack, flow)) });
+  return { environment, statement };
+}
+
+/** `flowStartGrant` bound to a Lambda function (its environment and its role). */
+export function allowStartingFlows(fn: LambdaFunction, flows: readonly FlowName[], caller: string): void {
+  if (flows.length === 0) return;
+  const { environment, statement } = flowStartGrant(Stack.of(fn), flows, caller);
+  for (const [name, value] of Object.entries(environment)) fn.addEnvironment(name, value);
+  fn.addToRolePolicy(statement);
 }
 
 export interface FlowStateMachineProps {

@@ -41,6 +41,10 @@ export const ConfigSchema = z.object({
   LEASE_TTL_SECONDS: seconds(300),
   /** Expiry migration: how long to wait for the agent's in-flight turn before aborting it (seed 000 §6). */
   MIGRATION_TURN_WAIT_SECONDS: seconds(30),
+  /** Streaming relay: how long a dead relay's sessions wait for a successor. */
+  RELAY_LEASE_TTL_SECONDS: seconds(30),
+  /** Streaming relay: how often it looks for running sessions nobody watches. */
+  RELAY_SCAN_INTERVAL_SECONDS: seconds(5),
   /** Largest accepted HTTP request body. */
   MAX_BODY_BYTES: z.coerce.number().int().positive().default(64 * 1024),
 });

@@ -74,6 +74,8 @@ export const TRANSITION_CHANGE_FIELDS = [
   "sandboxExpiresAt",
   "openCodeUrl",
   "codingAgentSessionId",
+  "agentBusy",
+  "lastKnownAgentIdleAt",
 ] as const satisfies readonly (keyof SessionRecord)[];
 
 export type TransitionChanges = Partial<Pick<SessionRecord, (typeof TRANSITION_CHANGE_FIELDS)[number]>>;

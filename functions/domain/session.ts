@@ -79,6 +79,10 @@ export const SessionRecord = z.object({
   openCodeUrl: z.string().nullable().default(null),
   /** The OpenCode session inside the sandbox (verified or recreated on every resume). */
   codingAgentSessionId: z.string().nullable(),
+  /** The agent's last known state, written by the relay on busy/idle transitions (seed 002 c.9, c.10). */
+  agentBusy: z.boolean().default(false),
+  /** When the relay last saw the agent go from busy to idle; null while unknown (fresh sandbox). */
+  lastKnownAgentIdleAt: IsoTime.nullable().default(null),
   /** Start of the current `running` period; active seconds are added when it ends. */
   runningSince: IsoTime.nullable(),
   activeSeconds: z.number().nonnegative(),
@@ -137,6 +141,8 @@ export function newSessionRecord(input: NewSessionInput): SessionRecord {
     sandboxExpiresAt: null,
     openCodeUrl: null,
     codingAgentSessionId: null,
+    agentBusy: false,
+    lastKnownAgentIdleAt: null,
     runningSince: null,
     activeSeconds: 0,
     version: 1,

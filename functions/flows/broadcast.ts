@@ -16,7 +16,8 @@ export interface BroadcastDeps {
 }
 
 export async function broadcast(deps: BroadcastDeps, sessionId: string, message: { type: string } & Record<string, unknown>): Promise<number> {
-  const connections = await deps.connections.list(sessionId);
+  // Connections not yet sent their `init` get the current state with it instead (ws/send-init.ts).
+  const connections = (await deps.connections.list(sessionId)).filter((c) => c.ready);
   let sent = 0;
   await Promise.all(
     connections.map(async (c) => {

@@ -12,6 +12,7 @@ import type { FlowRunner } from "../ports/flow-runner";
 import type { LifecycleScheduler } from "../ports/lifecycle-scheduler";
 import type { SandboxProvider } from "../ports/sandbox-provider";
 import type { ConnectionRegistry, LifecycleEventLog, PromptQueue } from "../ports/session-items";
+import type { RelayLeaseStore } from "../ports/relay";
 import type { SessionStore } from "../ports/session-store";
 
 export interface FlowDeps {
@@ -19,6 +20,8 @@ export interface FlowDeps {
   prompts: PromptQueue;
   events: LifecycleEventLog;
   connections: ConnectionRegistry;
+  /** Whether a relay watches a session (prompt delivery waits for one). */
+  relayLeases: Pick<RelayLeaseStore, "watched">;
   push: ClientPush;
   scheduler: LifecycleScheduler;
   flows: FlowRunner;

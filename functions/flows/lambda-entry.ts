@@ -12,6 +12,7 @@ import { logger } from "../observability/logger";
 import { createDocumentClient } from "../store/dynamo-client";
 import { DynamoSessionStore } from "../store/dynamo-session-store";
 import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue } from "../store/dynamo-session-items";
+import { DynamoRelayLeaseStore } from "../store/dynamo-relay-store";
 import { SfnFlowRunner, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
 import { EventBridgeLifecycleScheduler } from "../adapters/aws/eventbridge-lifecycle-scheduler";
 import { ApiGatewayClientPush } from "../adapters/aws/apigw-client-push";
@@ -44,6 +45,7 @@ export function awsFlowDeps(): FlowDeps {
       prompts: new DynamoPromptQueue(doc, config.TABLE_NAME),
       events: new DynamoLifecycleEventLog(doc, config.TABLE_NAME),
       connections: new DynamoConnectionRegistry(doc, config.TABLE_NAME),
+      relayLeases: new DynamoRelayLeaseStore(doc, config.TABLE_NAME),
       push: managementEndpoint ? new ApiGatewayClientPush(new ApiGatewayManagementApiClient({ endpoint: managementEndpoint })) : noPush,
       scheduler: new EventBridgeLifecycleScheduler({
         client: new SchedulerClient({}),

@@ -6,15 +6,24 @@
  * - while a lifecycle flow holds the lease, delivery defers to that flow (it must not send a
  *   prompt into a sandbox that is being snapshotted or replaced); the flow delivers after its
  *   release, and the route stored the prompt before it looked at the lease;
- * - a running session gets each queued prompt sent once: the queued -> processing move is a
- *   conditional write, so two deliverers never send the same prompt;
+ * - a running session gets one prompt at a time, FIFO (seed 001 "Dispatch logic"): the oldest
+ *   queued prompt is sent when no prompt is processing and the agent is not busy; the
+ *   queued -> processing move is a conditional write, so two deliverers never send the same
+ *   prompt; the relay completes the turn on the agent's busy -> idle boundary (`completeTurn`)
+ *   and that delivers the next; and only while a relay watches the session (a turn started
+ *   before any relay listens would stream to nobody): the relay delivers when it claims;
  * - a session without a sandbox (starting, paused) is woken through `ensure-runtime`, whose
  *   finish delivers.
  */
 import { errorForLog } from "../observability/logger";
 import type { FlowDeps } from "./flow-deps";
 
-export type DeliveryOutcome = "none" | "sent" | "deferred" | "woken" | "held";
+/**
+ * `sent`: a prompt went to the agent; `waiting`: behind the turn in progress; `deferred`: a
+ * lifecycle flow holds the session and delivers when it finishes; `woken`: the session is being
+ * resumed for it; `held`: the session cannot run prompts now (error, stopped); `none`: nothing queued.
+ */
+export type DeliveryOutcome = "none" | "sent" | "waiting" | "deferred" | "woken" | "held";
 
 export interface DeliveryResult {
   outcome: DeliveryOutcome;
@@ -23,7 +32,7 @@ export interface DeliveryResult {
 }
 
 export async function deliverQueuedPrompts(
-  deps: Pick<FlowDeps, "sessions" | "prompts" | "flows" | "agent" | "now" | "logger">,
+  deps: Pick<FlowDeps, "sessions" | "prompts" | "flows" | "agent" | "relayLeases" | "now" | "logger">,
   sessionId: string,
   options: { actor: string; wakeFromError: boolean },
 ): Promise<DeliveryResult> {
@@ -58,18 +67,39 @@ export async function deliverQueuedPrompts(
     deps.logger.warn("running session without an agent endpoint: prompts stay queued", { sessionId });
     return { outcome: "held", sent: 0, queued: queued.length };
   }
-  let sent = 0;
+  const waiting: DeliveryResult = { outcome: "waiting", sent: 0, queued: queued.length };
+  if (!(await deps.relayLeases.watched(sessionId, deps.now()))) return waiting;
+  if ((await deps.prompts.list(sessionId, "processing")).length > 0) return waiting;
+  if (await deps.agent.isBusy(url, agentSessionId)) return waiting;
   for (const prompt of queued) {
-    if (!(await deps.prompts.move(prompt, "queued", "processing", deps.now()))) continue;
+    // Lost the race for this one: another deliverer sent it; the next turn takes the rest.
+    if (!(await deps.prompts.move(prompt, "queued", "processing", deps.now()))) return waiting;
     try {
       await deps.agent.promptAsync(url, agentSessionId, prompt.content);
-      sent++;
+      return { outcome: "sent", sent: 1, queued: queued.length };
     } catch (err) {
       // Not delivered: back to the queue, in order, for the next delivery.
       await deps.prompts.move(prompt, "processing", "queued", deps.now());
       deps.logger.warn("prompt delivery failed: requeued", { sessionId, promptId: prompt.promptId, error: errorForLog(err) });
-      break;
+      return { outcome: "held", sent: 0, queued: queued.length };
     }
   }
-  return { outcome: "sent", sent, queued: queued.length };
+  return waiting;
+}
+
+/**
+ * The agent finished a turn (busy -> idle, seen by the relay): the prompt in `processing` is
+ * `completed`, and the next queued prompt goes out.
+ */
+export async function completeTurn(
+  deps: Pick<FlowDeps, "sessions" | "prompts" | "flows" | "agent" | "relayLeases" | "now" | "logger">,
+  sessionId: string,
+  options: { actor: string; startedBefore?: Date },
+): Promise<DeliveryResult> {
+  for (const prompt of await deps.prompts.list(sessionId, "processing")) {
+    // A prompt sent after the turn began is not this turn's: it waits for its own idle boundary.
+    if (options.startedBefore && Date.parse(prompt.updatedAt) > options.startedBefore.getTime()) continue;
+    await deps.prompts.move(prompt, "processing", "completed", deps.now());
+  }
+  return deliverQueuedPrompts(deps, sessionId, { actor: options.actor, wakeFromError: false });
 }

@@ -17,6 +17,8 @@ import { MetricUnit } from "../observability/metrics";
 import type { AgentClient } from "../ports/agent-client";
 import type { FlowRunner } from "../ports/flow-runner";
 import type { LifecycleEventLog, PromptQueue } from "../ports/session-items";
+import type { TranscriptStore } from "../ports/transcript";
+import type { RelayLeaseStore } from "../ports/relay";
 import type { ApiTokenStore, SessionStore } from "../ports/session-store";
 
 /** Everything a route function may touch, passed in (STYLE.md 1): no module-level I/O. */
@@ -25,8 +27,11 @@ export interface HttpDeps {
   tokens: ApiTokenStore;
   prompts: PromptQueue;
   events: LifecycleEventLog;
+  transcript: TranscriptStore;
   /** Starts lifecycle flows (Step Functions in AWS, the local runner locally). */
   flows: FlowRunner;
+  /** Prompt delivery waits for a relay to watch the session. */
+  relayLeases: Pick<RelayLeaseStore, "watched">;
   /** Delivers prompts to a running session's agent. */
   agent: AgentClient;
   config: Config;
@@ -85,14 +90,21 @@ function parseWith<T>(schema: ZodType<T> | undefined, value: unknown, root: stri
 
 const TOKEN_SHAPE = /^[\x21-\x7e]{16,512}$/;
 
+/** A raw API token to its principal: `UnauthorizedError` for a malformed, unknown or revoked one. */
+export async function principalForToken(token: string | undefined, tokens: ApiTokenStore, where: string): Promise<Principal> {
+  if (!token) throw new UnauthorizedError(`missing ${where}`);
+  if (!TOKEN_SHAPE.test(token)) throw new UnauthorizedError(`malformed ${where}`);
+  const principal = await tokens.resolveToken(token);
+  if (!principal) throw new UnauthorizedError("invalid or revoked API token");
+  return principal;
+}
+
 async function authenticate(event: APIGatewayProxyEventV2, tokens: ApiTokenStore): Promise<Principal> {
   const header = event.headers?.authorization ?? event.headers?.Authorization;
   if (!header) throw new UnauthorizedError("missing Authorization: Bearer <token> header");
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
   if (!match?.[1] || !TOKEN_SHAPE.test(match[1])) throw new UnauthorizedError("malformed Authorization header: expected Bearer <token>");
-  const principal = await tokens.resolveToken(match[1]);
-  if (!principal) throw new UnauthorizedError("invalid or revoked API token");
-  return principal;
+  return principalForToken(match[1], tokens, "Authorization header");
 }
 
 function readBody(event: APIGatewayProxyEventV2, maxBytes: number): unknown {

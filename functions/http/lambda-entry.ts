@@ -11,6 +11,8 @@ import { metrics } from "../observability/metrics";
 import { createDocumentClient } from "../store/dynamo-client";
 import { DynamoApiTokenStore, DynamoSessionStore } from "../store/dynamo-session-store";
 import { DynamoLifecycleEventLog, DynamoPromptQueue } from "../store/dynamo-session-items";
+import { DynamoTranscriptStore } from "../store/dynamo-transcript";
+import { DynamoRelayLeaseStore } from "../store/dynamo-relay-store";
 import { SFNClient } from "@aws-sdk/client-sfn";
 import { SfnFlowRunner, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
 import { OpenCodeAgentClient } from "../agent/opencode-agent-client";
@@ -27,6 +29,8 @@ export function awsHttpDeps(): HttpDeps {
       tokens: new DynamoApiTokenStore(doc, config.TABLE_NAME),
       prompts: new DynamoPromptQueue(doc, config.TABLE_NAME),
       events: new DynamoLifecycleEventLog(doc, config.TABLE_NAME),
+      transcript: new DynamoTranscriptStore(doc, config.TABLE_NAME),
+      relayLeases: new DynamoRelayLeaseStore(doc, config.TABLE_NAME),
       flows: new SfnFlowRunner(new SFNClient({}), stateMachineArnsFromEnv(process.env)),
       agent: new OpenCodeAgentClient(),
       config,

@@ -15,6 +15,7 @@ import { makeSnapshotSessionHandler } from "./handlers/snapshot-session";
 import { makeStopSessionHandler } from "./handlers/stop-session";
 import { makeCreatePromptHandler } from "./handlers/create-prompt";
 import { makeListEventsHandler } from "./handlers/list-events";
+import { makeListMessagesHandler } from "./handlers/list-messages";
 
 export type TableAccess = "none" | "read" | "readwrite";
 
@@ -46,6 +47,7 @@ export const HTTP_ROUTES: readonly HttpRouteDefinition[] = [
   { id: "SnapshotSession", method: "POST", path: "/v1/sessions/{id}/snapshot", entry: "functions/http/handlers/snapshot-session.ts", make: makeSnapshotSessionHandler, tableAccess: "read", startsFlows: ["snapshot"] },
   { id: "StopSession", method: "DELETE", path: "/v1/sessions/{id}", entry: "functions/http/handlers/stop-session.ts", make: makeStopSessionHandler, tableAccess: "read", startsFlows: ["stop"] },
   { id: "CreatePrompt", method: "POST", path: "/v1/sessions/{id}/prompts", entry: "functions/http/handlers/create-prompt.ts", make: makeCreatePromptHandler, tableAccess: "readwrite", startsFlows: ["ensure-runtime"], agentAccess: true },
+  { id: "ListMessages", method: "GET", path: "/v1/sessions/{id}/messages", entry: "functions/http/handlers/list-messages.ts", make: makeListMessagesHandler, tableAccess: "read" },
   { id: "ListEvents", method: "GET", path: "/v1/sessions/{id}/events", entry: "functions/http/handlers/list-events.ts", make: makeListEventsHandler, tableAccess: "read" },
 ];
 

@@ -70,12 +70,18 @@ export const ClientConnection = z.object({
   userId: z.string(),
   clientType: z.string(),
   connectedAt: z.iso.datetime(),
+  /** Set once the connection was sent its `init`: pushes before that would arrive ahead of it. */
+  ready: z.boolean().default(false),
 });
-export type ClientConnection = z.infer<typeof ClientConnection>;
+export type ClientConnection = z.input<typeof ClientConnection>;
 
 /** Connected WebSocket clients of a session. Add/remove are idempotent by construction. */
 export interface ConnectionRegistry {
   add(connection: ClientConnection): Promise<void>;
   remove(sessionId: string, connectionId: string): Promise<void>;
   list(sessionId: string): Promise<ClientConnection[]>;
+  /** The connection's record by id alone (WebSocket frames carry no session id); null when gone. */
+  lookup(connectionId: string): Promise<ClientConnection | null>;
+  /** Marks the connection ready for pushes (its `init` was sent); false when it is gone. */
+  markReady(sessionId: string, connectionId: string): Promise<boolean>;
 }

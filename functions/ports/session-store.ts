@@ -82,6 +82,13 @@ export interface SessionStore {
    * `NotFoundError` if the session does not exist.
    */
   touchActivity(sessionId: string, now: Date): Promise<void>;
+  /**
+   * The relay's view of the agent (seed 002 constraints 9, 10): `busy`, and on a busy -> idle
+   * transition `lastKnownAgentIdleAt = at`. Like activity, never bumps `version`. Only written
+   * while the session still references `sandboxId`, so a late relay cannot describe a newer
+   * sandbox's agent. Returns false when that condition failed (nothing written).
+   */
+  recordAgentState(sessionId: string, sandboxId: string, state: { busy: boolean; at: Date }): Promise<boolean>;
 }
 
 export interface ApiTokenStore {

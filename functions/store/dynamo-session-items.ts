@@ -3,7 +3,7 @@
  * (key layout: ./table-layout.ts). Prompt state changes are conditional writes, so two
  * dispatchers can never both send the same prompt.
  */
-import { DeleteCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
 import { ConditionalCheckFailedException } from "@aws-sdk/client-dynamodb";
 import { z } from "zod";
 import { ValidationError } from "../domain/errors";
@@ -159,7 +159,10 @@ export class DynamoConnectionRegistry implements ConnectionRegistry {
     private readonly tableName: string,
   ) {}
 
-  async add(connection: ClientConnection): Promise<void> {
+  async add(input: ClientConnection): Promise<void> {
+    const connection = ClientConnection.parse(input);
+    // Lookup item first: a connection listed in the session is always resolvable by id.
+    await this.doc.send(new PutCommand({ TableName: this.tableName, Item: { ...keys.connectionLookup(connection.connectionId), ...connection } }));
     await this.doc.send(
       new PutCommand({ TableName: this.tableName, Item: { ...keys.connection(connection.sessionId, connection.connectionId), ...connection } }),
     );
@@ -167,6 +170,41 @@ export class DynamoConnectionRegistry implements ConnectionRegistry {
 
   async remove(sessionId: string, connectionId: string): Promise<void> {
     await this.doc.send(new DeleteCommand({ TableName: this.tableName, Key: keys.connection(sessionId, connectionId) }));
+    // Only this session's lookup: the same id can never belong to two sessions, but be exact.
+    await this.doc.send(
+      new DeleteCommand({
+        TableName: this.tableName,
+        Key: keys.connectionLookup(connectionId),
+        ConditionExpression: "attribute_not_exists(PK) OR sessionId = :sessionId",
+        ExpressionAttributeValues: { ":sessionId": sessionId },
+      }),
+    ).catch((err: unknown) => {
+      if (!isConditionFailure(err)) throw err;
+    });
+  }
+
+  async markReady(sessionId: string, connectionId: string): Promise<boolean> {
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.connection(sessionId, connectionId),
+          UpdateExpression: "SET ready = :true",
+          // A connection that already left must not be resurrected as a half item.
+          ConditionExpression: "attribute_exists(PK)",
+          ExpressionAttributeValues: { ":true": true },
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (isConditionFailure(err)) return false;
+      throw err;
+    }
+  }
+
+  async lookup(connectionId: string): Promise<ClientConnection | null> {
+    const out = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: keys.connectionLookup(connectionId) }));
+    return out.Item ? ClientConnection.parse(stripKeys(out.Item)) : null;
   }
 
   async list(sessionId: string): Promise<ClientConnection[]> {

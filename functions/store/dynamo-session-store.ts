@@ -394,6 +394,28 @@ export class DynamoSessionStore implements SessionStore {
     };
   }
 
+  async recordAgentState(sessionId: string, sandboxId: string, state: { busy: boolean; at: Date }): Promise<boolean> {
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(sessionId),
+          UpdateExpression: state.busy ? "SET agentBusy = :true" : "SET agentBusy = :false, lastKnownAgentIdleAt = :at",
+          ConditionExpression: conditions({
+            exists: "attribute_exists(PK)",
+            // A relay still watching a replaced sandbox must not describe the new one's agent.
+            sameSandbox: "sandboxId = :sandboxId",
+          }),
+          ExpressionAttributeValues: state.busy ? { ":true": true, ":sandboxId": sandboxId } : { ":false": false, ":at": state.at.toISOString(), ":sandboxId": sandboxId },
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (isConditionFailure(err)) return false;
+      throw err;
+    }
+  }
+
   async touchActivity(sessionId: string, now: Date): Promise<void> {
     const at = now.toISOString();
     try {

@@ -9,16 +9,22 @@
  * | queued prompt       | `SESSION#<sessionId>`   | `PROMPT#<createdAt>#<promptId>` | -                         | -                                        |
  * | lifecycle event     | `SESSION#<sessionId>`   | `EVENT#<at>#<eventId>`          | -                         | -                                        |
  * | client connection   | `SESSION#<sessionId>`   | `CONN#<connectionId>`           | -                         | -                                        |
+ * | connection lookup   | `WSCONN#<connectionId>` | `WSCONN`                        | -                         | -                                        |
+ * | transcript message  | `SESSION#<sessionId>`   | `MSG#<createdAt>#<messageId>`   | -                         | -                                        |
  *
  * Prompts, events and connections live in the session's partition, so one Query with a
- * `begins_with` on SK reads a session's queue, audit trail or client set in order. Messages
- * (`MSG#<seq>`) join them with the relay.
+ * `begins_with` on SK reads a session's queue, audit trail, client set or transcript in order.
+ * Transcript messages sort by the agent's creation time; the same agent message always maps to
+ * the same key, so the relay's upserts are idempotent. The relay lease is three attributes of the
+ * session item (`relayOwner`, `relayExpiresAt`, `relayFence`), apart from the flow lease.
  *
  * Access patterns:
  * - get a session: GetItem PK=`SESSION#id`, SK=`SESSION` (strongly consistent for flows);
  * - list an org's sessions newest first: Query GSI1 PK=`ORG#org`, ScanIndexForward=false
  *   (with a `status` filter when asked: the page is filled by reading on, never by skipping);
  * - list sessions in one status (sweeper, operators): Query GSI2 PK=`STATUS#status`;
+ * - relay scan: Query GSI2 PK=`STATUS#running`, filtered to a free or expired relay lease;
+ * - a session's transcript oldest first: Query PK=`SESSION#id`, SK begins_with `MSG#`;
  * - resolve an API token: GetItem PK=`APITOKEN#sha256(token)` (the token itself is never stored).
  */
 
@@ -41,7 +47,10 @@ export const keys = {
   prompt: (sessionId: string, createdAt: string, promptId: string) => ({ PK: `SESSION#${sessionId}`, SK: `PROMPT#${createdAt}#${promptId}` }),
   event: (sessionId: string, at: string, eventId: string) => ({ PK: `SESSION#${sessionId}`, SK: `EVENT#${at}#${eventId}` }),
   connection: (sessionId: string, connectionId: string) => ({ PK: `SESSION#${sessionId}`, SK: `CONN#${connectionId}` }),
+  /** Reverse lookup for WebSocket frames, which carry only the connection id. */
+  connectionLookup: (connectionId: string) => ({ PK: `WSCONN#${connectionId}`, SK: "WSCONN" }),
   sessionPartition: (sessionId: string) => `SESSION#${sessionId}`,
+  message: (sessionId: string, createdAt: string, messageId: string) => ({ PK: `SESSION#${sessionId}`, SK: `MSG#${createdAt}#${messageId}` }),
 } as const;
 
 /** Key attributes that the store adds to domain records and strips from them. */

@@ -26,7 +26,7 @@ async function main(): Promise<void> {
       "  sandbox control plane: local runtime",
       `  HTTP API        ${runtime.url}/v1`,
       `  health          ${runtime.url}/v1/health`,
-      `  WebSocket       ${runtime.wsUrl ?? "(not served yet)"}`,
+      `  WebSocket       ${runtime.wsUrl}?sessionId=<id>&token=<token>`,
       `  storage         ${process.env.DATA_DIR ? `dynalite on disk at ${process.env.DATA_DIR}` : "dynalite in memory"}`,
       `  sandboxes       ${runtime.config.DEFAULT_SANDBOX_PROVIDER} provider`,
       `  dev API token   ${runtime.devApiToken}`,

@@ -30,6 +30,11 @@ import { errorForLog } from "../../functions/observability/logger";
 import { LocalClientPush } from "./local-client-push";
 import { LocalFlowRunner } from "./local-flow-runner";
 import { LocalLifecycleScheduler } from "./local-lifecycle-scheduler";
+import { attachLocalWsServer, type LocalWsServer } from "./local-ws-server";
+import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
+import type { WsDeps } from "../../functions/ws/ws-deps";
+import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
+import { StreamingRelay } from "../../functions/relay/relay";
 
 export const LOCAL_TABLE_NAME = "sandbox-control-plane";
 export const DEV_PRINCIPAL: Principal = { userId: "dev-user", orgId: "dev-org" };
@@ -48,13 +53,16 @@ export interface LocalRuntimeOptions {
   /** Replaces the provider factory (tests wrap the local provider in a fault-injecting one). */
   provider?: (type: ProviderType, defaults: (type: ProviderType) => Promise<SandboxProvider>) => Promise<SandboxProvider>;
   agent?: AgentClient;
+  /** The relay's owner id (default "local"). */
+  relayOwnerId?: string;
   /** Scales the ASL Retry intervals (tests); real intervals when unset. */
   retryIntervalScale?: number;
 }
 
 export interface LocalRuntime {
   url: string;
-  wsUrl: string | null;
+  wsUrl: string;
+  wsDeps: WsDeps;
   devApiToken: string;
   config: Config;
   deps: HttpDeps;
@@ -62,6 +70,13 @@ export interface LocalRuntime {
   flows: LocalFlowRunner;
   scheduler: LocalLifecycleScheduler;
   push: LocalClientPush;
+  /** The in-process streaming relay (replaced by `restartRelay`). */
+  relay(): StreamingRelay;
+  /**
+   * Replaces the relay: `drain` hands its sessions over at once; `crash` dies holding its leases
+   * (a successor takes over when they expire, RELAY_LEASE_TTL_SECONDS).
+   */
+  restartRelay(mode: "drain" | "crash"): Promise<StreamingRelay>;
   /** Where the local provider keeps sandboxes and snapshots. */
   sandboxDir: string;
   /** Adds another API token (tests use one per org). */
@@ -112,6 +127,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     return p;
   };
   const push = new LocalClientPush();
+  const relayLeases = new DynamoRelayLeaseStore(doc, LOCAL_TABLE_NAME);
   const agent = options.agent ?? new OpenCodeAgentClient();
   // The runner and the scheduler call back into steps whose dependencies include them.
   const built: { flowDeps?: FlowDeps } = {};
@@ -134,6 +150,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     prompts: new DynamoPromptQueue(doc, LOCAL_TABLE_NAME),
     events: new DynamoLifecycleEventLog(doc, LOCAL_TABLE_NAME),
     connections: new DynamoConnectionRegistry(doc, LOCAL_TABLE_NAME),
+    relayLeases,
     push,
     scheduler,
     flows,
@@ -144,9 +161,12 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     logger,
   };
   built.flowDeps = flowDeps;
+  const transcript = new DynamoTranscriptStore(doc, LOCAL_TABLE_NAME);
   const deps: HttpDeps = {
     sessions,
     tokens,
+    transcript,
+    relayLeases,
     prompts: flowDeps.prompts,
     events: flowDeps.events,
     flows,
@@ -159,14 +179,37 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   };
   const http = await startLocalHttpServer(deps, options.port ?? 0, options.host ?? "127.0.0.1");
   const url = `http://${options.host ?? "127.0.0.1"}:${http.port}`;
+  // The WebSocket API shares the HTTP port; its URL is only known now (PORT=0 picks one).
+  const wsUrl = `ws://${options.host ?? "127.0.0.1"}:${http.port}/ws`;
+  (config as { WS_URL: string }).WS_URL = wsUrl;
+  const wsDeps: WsDeps = {
+    ...flowDeps,
+    tokens,
+    transcript,
+    metrics: deps.metrics,
+    // The local server sends init itself once the upgrade completes.
+    afterConnect: () => Promise.resolve(),
+  };
+  const ws: LocalWsServer = attachLocalWsServer(http.server, wsDeps, push);
+  // The streaming relay runs in process (ARCHITECTURE.md §6); a stable owner id reclaims its own
+  // leases at once after a DATA_DIR restart.
+  const relayOptions = {
+    ownerId: options.relayOwnerId ?? "local",
+    leaseTtlSeconds: config.RELAY_LEASE_TTL_SECONDS,
+    scanIntervalMs: Math.round(config.RELAY_SCAN_INTERVAL_SECONDS * 1000),
+  };
+  const relayDeps = { ...flowDeps, transcript, relayLeases };
+  let relay = new StreamingRelay(relayDeps, relayOptions);
+  relay.start();
 
   return {
     url,
-    wsUrl: config.WS_URL || null,
+    wsUrl,
     devApiToken,
     config,
     deps,
     flowDeps,
+    wsDeps,
     flows,
     scheduler,
     push,
@@ -175,7 +218,17 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
       await tokens.putToken(token, principal, now());
       return token;
     },
+    relay: () => relay,
+    restartRelay: async (mode) => {
+      if (mode === "crash") await relay.kill();
+      else await relay.drain();
+      relay = new StreamingRelay(relayDeps, { ...relayOptions, ownerId: `${relayOptions.ownerId}-${Date.now().toString(36)}` });
+      relay.start();
+      return relay;
+    },
     close: async () => {
+      await ws.close();
+      await relay.drain();
       await http.close();
       await scheduler.close();
       await flows.whenIdle();

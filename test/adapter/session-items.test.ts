@@ -59,7 +59,7 @@ function buildEvent(overrides: Partial<LifecycleEvent> & Pick<LifecycleEvent, "s
 }
 
 function buildConnection(overrides: Partial<ClientConnection> & Pick<ClientConnection, "sessionId" | "connectionId">): ClientConnection {
-  return { userId: "user-a", clientType: "web", connectedAt: T0.toISOString(), ...overrides };
+  return { userId: "user-a", clientType: "web", connectedAt: T0.toISOString(), ready: false, ...overrides };
 }
 
 describe("DynamoPromptQueue: order", () => {
@@ -261,5 +261,29 @@ describe("DynamoConnectionRegistry", () => {
 
     expect(await connections.list(s1)).toEqual([c2]);
     expect(await connections.list(s2)).toEqual([sameIdElsewhere]);
+  });
+});
+
+describe("DynamoConnectionRegistry: lookup and readiness", () => {
+  it("looks a connection up by id alone, marks it ready, and forgets it on remove", async () => {
+    const sessionId = newSessionId();
+    const c = buildConnection({ sessionId, connectionId: "conn-lookup" });
+    await connections.add(c);
+    expect(await connections.lookup("conn-lookup")).toEqual(c);
+    expect(await connections.markReady(sessionId, "conn-lookup")).toBe(true);
+    expect((await connections.list(sessionId))[0]?.ready).toBe(true);
+    await connections.remove(sessionId, "conn-lookup");
+    expect(await connections.lookup("conn-lookup")).toBeNull();
+    // A connection that left is never resurrected by a late markReady.
+    expect(await connections.markReady(sessionId, "conn-lookup")).toBe(false);
+    expect(await connections.list(sessionId)).toEqual([]);
+  });
+
+  it("removing a connection id from another session leaves the owner's lookup alone", async () => {
+    const s1 = newSessionId();
+    const c = buildConnection({ sessionId: s1, connectionId: "conn-owned" });
+    await connections.add(c);
+    await connections.remove(newSessionId(), "conn-owned");
+    expect(await connections.lookup("conn-owned")).toEqual(c);
   });
 });

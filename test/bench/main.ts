@@ -3,7 +3,8 @@
  *   1. each HTTP route's Lambda bundle size (esbuild with the CDK stack's options);
  *   2. provider SDK packaging: SDK bundled into the function vs in a layer (sizes, cold import);
  *   3. control-plane HTTP overhead over the local runtime, DynamoDB requests and cost per request type;
- *   4. lifecycle flows on a zero-latency provider: flow overhead, AWS calls and cost per 1,000 session lifecycles.
+ *   4. lifecycle flows on a zero-latency provider: flow overhead, AWS calls and cost per 1,000 session lifecycles;
+ *   5. the streaming relay: streams held by one process, fan-out latency, memory per held stream.
  * layers/README.md records the packaging decision drawn from section 2.
  */
 // Quiet the runtime before anything loads it: static imports are hoisted, so the rest is imported dynamically.
@@ -37,6 +38,7 @@ try {
   await section("provider packaging", async () => (await import("./provider-packaging")).benchProviderPackaging(repoRoot, tmpDir));
   await section("http overhead", async () => (await import("./http-overhead")).benchHttpOverhead());
   await section("lifecycle flows", async () => (await import("./lifecycle-flows")).benchLifecycleFlows());
+  await section("relay", async () => (await import("./relay")).benchRelay());
 } finally {
   rmSync(tmpDir, { recursive: true, force: true });
 }

@@ -32,7 +32,7 @@ describe("health", () => {
   it("answers without a token", async () => {
     const res = await api.request("GET", "/v1/health", { token: null });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ ok: true, wsUrl: null });
+    expect(res.body).toEqual({ ok: true, wsUrl: runtime.wsUrl });
   });
 });
 

@@ -3,47 +3,32 @@
  * roles for the machines, the scheduler and the functions that start flows or arm schedules.
  * Synthesized without bundling (the bundles and cdk-nag are covered by control-plane-stack.test.ts).
  */
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { App, ArnFormat, type CfnElement } from "aws-cdk-lib";
-import { Match, Template } from "aws-cdk-lib/assertions";
+import { ArnFormat } from "aws-cdk-lib";
+import { Match, type Template } from "aws-cdk-lib/assertions";
 import type { IConstruct } from "constructs";
-import { buildApp } from "../../infra/app";
 import type { ControlPlaneStack } from "../../infra/control-plane-stack";
 import { deployableFlows, flowDefinitionPath, stateMachineArn, taskResources } from "../../infra/lifecycle-flows";
 import { stateMachineArnEnvName } from "../../functions/adapters/aws/sfn-flow-runner";
 import { FLOW_STEPS, stepArnVariable } from "../../functions/flows/steps";
 import { HTTP_ROUTES } from "../../functions/http/routes";
 import { FLOW_NAMES, type FlowName } from "../../functions/ports/flow-runner";
+import { actionsOf, asArray, getAtt, resourcesFor, stackQueries, synthWithoutBundling as synth, type Resources } from "./stack-queries";
 
 const STATE_MACHINES_DIR = path.resolve(import.meta.dirname, "../../statemachines");
 const STEP_VARIABLES = new Set(FLOW_STEPS.map(stepArnVariable));
-
-type Resources = Record<string, { Type: string; Properties: Record<string, unknown> }>;
-interface Statement {
-  Effect: string;
-  Action: string | string[];
-  Resource: unknown;
-  Condition?: unknown;
-}
-
-function synth(context: Record<string, unknown> = {}): { stack: ControlPlaneStack; template: Template; resources: Resources; dir: string } {
-  const dir = mkdtempSync(path.join(tmpdir(), "cdk-out-"));
-  // No bundling: these tests look at wiring, not at the bundles.
-  const { stack } = buildApp(new App({ outdir: dir, context: { "aws:cdk:bundling-stacks": [], ...context } }));
-  const template = Template.fromStack(stack);
-  return { stack, template, resources: template.toJSON().Resources as Resources, dir };
-}
 
 let stack: ControlPlaneStack;
 let template: Template;
 let resources: Resources;
 let outdir: string;
+let q: ReturnType<typeof stackQueries>;
 
 beforeAll(() => {
   ({ stack, template, resources, dir: outdir } = synth());
+  q = stackQueries({ stack, resources });
 });
 afterAll(() => rmSync(outdir, { recursive: true, force: true }));
 
@@ -55,41 +40,10 @@ function deepTasks(node: unknown): { Resource?: unknown }[] {
   return [...self, ...Object.values(node).flatMap(deepTasks)];
 }
 
-const asArray = <T>(v: T | T[]): T[] => (Array.isArray(v) ? v : [v]);
-const getAtt = (logicalId: string) => ({ "Fn::GetAtt": [logicalId, "Arn"] });
-
-function logicalIdOf(construct: IConstruct | undefined, of: ControlPlaneStack = stack): string {
-  if (!construct) throw new Error("construct missing");
-  return of.getLogicalId(construct.node.defaultChild as CfnElement);
-}
-
-/** Statements of every inline policy attached to a role. */
-function statementsOfRole(roleLogicalId: string): Statement[] {
-  return Object.values(resources)
-    .filter((r) => r.Type === "AWS::IAM::Policy" && (r.Properties.Roles as unknown[]).some((ref) => JSON.stringify(ref) === JSON.stringify({ Ref: roleLogicalId })))
-    .flatMap((r) => (r.Properties.PolicyDocument as { Statement: Statement[] }).Statement);
-}
-
-function roleOfFunction(fnId: string): string {
-  const fn = resources[logicalIdOf(stack.functions[fnId])];
-  return ((fn?.Properties.Role as { "Fn::GetAtt": [string, string] })["Fn::GetAtt"])[0];
-}
-
-function statementsOfFunction(fnId: string): Statement[] {
-  return statementsOfRole(roleOfFunction(fnId));
-}
-
-function envOf(fnId: string): Record<string, unknown> {
-  return (resources[logicalIdOf(stack.functions[fnId])]?.Properties.Environment as { Variables: Record<string, unknown> }).Variables;
-}
-
-function resourcesFor(statements: Statement[], action: string): unknown[] {
-  return statements.filter((s) => asArray(s.Action).includes(action)).flatMap((s) => asArray(s.Resource));
-}
-
-function actionsOf(statements: Statement[]): string[] {
-  return statements.flatMap((s) => asArray(s.Action));
-}
+const logicalIdOf = (construct: IConstruct | undefined): string => q.logicalIdOf(construct);
+const statementsOfRole = (roleLogicalId: string) => q.statementsOfRole(roleLogicalId);
+const statementsOfFunction = (fnId: string) => q.statementsOfFunction(fnId);
+const envOf = (fnId: string) => q.envOf(fnId);
 
 const resolvedMachineArn = (flow: FlowName): unknown => stack.resolve(stateMachineArn(stack, flow));
 
@@ -345,8 +299,7 @@ describe("provider credentials", () => {
     try {
       other.template.resourceCountIs("AWS::SecretsManager::Secret", 0);
       const step = FLOW_STEPS.find((s) => s.sandboxAccess);
-      const fn = other.resources[logicalIdOf(other.stack.functions[step?.id ?? ""], other.stack)];
-      expect((fn?.Properties.Environment as { Variables: Record<string, unknown> }).Variables.PROVIDER_SECRET_ARN).toBe(arn);
+      expect(stackQueries(other).envOf(step?.id ?? "").PROVIDER_SECRET_ARN).toBe(arn);
     } finally {
       rmSync(other.dir, { recursive: true, force: true });
     }

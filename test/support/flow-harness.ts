@@ -56,6 +56,8 @@ export async function startFlowHarness(options: { provider: SandboxProvider; age
     prompts: new DynamoPromptQueue(table.doc, table.tableName),
     events: new DynamoLifecycleEventLog(table.doc, table.tableName),
     connections: new DynamoConnectionRegistry(table.doc, table.tableName),
+    // No relay runs in flow tests unless a test starts one: delivery may proceed as if watched.
+    relayLeases: { watched: () => Promise.resolve(true) },
     push,
     scheduler,
     flows: runner,
@@ -96,7 +98,7 @@ export async function startFlowHarness(options: { provider: SandboxProvider; age
     },
     session,
     addClient: async (sessionId, connectionId = `conn-${Math.random().toString(36).slice(2, 10)}`) => {
-      await ready.connections.add({ connectionId, sessionId, userId: "user-a", clientType: "web", connectedAt: new Date().toISOString() });
+      await ready.connections.add({ connectionId, sessionId, userId: "user-a", clientType: "web", connectedAt: new Date().toISOString(), ready: true });
       return connectionId;
     },
     advance: (ms) => {

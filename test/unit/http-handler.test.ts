@@ -24,6 +24,8 @@ function deps(overrides: Partial<HttpDeps> = {}): HttpDeps {
     sessions: {} as HttpDeps["sessions"],
     prompts: {} as HttpDeps["prompts"],
     events: {} as HttpDeps["events"],
+    transcript: {} as HttpDeps["transcript"],
+    relayLeases: {} as HttpDeps["relayLeases"],
     flows: {} as HttpDeps["flows"],
     agent: {} as HttpDeps["agent"],
     tokens: { resolveToken: async () => ({ userId: "u", orgId: "o" }), putToken: async () => undefined },

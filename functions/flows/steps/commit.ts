@@ -24,6 +24,9 @@ function runtimeChanges(p: NonNullable<FlowDocument["provision"]>) {
     openCodeUrl: p.tunnelUrl,
     sandboxExpiresAt: p.expiresAt === null ? null : new Date(p.expiresAt).toISOString(),
     codingAgentSessionId: p.codingAgentSessionId,
+    // A fresh (or restored) runtime's agent state is unknown until the relay sees it (seed 002 §3h).
+    agentBusy: false,
+    lastKnownAgentIdleAt: null,
   };
 }
 

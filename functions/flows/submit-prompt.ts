@@ -1,0 +1,41 @@
+/**
+ * A user's prompt, from any edge (HTTP route, WebSocket frame, Slack, automations): stored
+ * durably first, activity touched, then delivered (flows/prompt-delivery.ts). One function so
+ * every client type gets the same never-dropped, never-duplicated semantics.
+ */
+import { ConflictError } from "../domain/errors";
+import type { SessionRecord } from "../domain/session";
+import type { QueuedPrompt } from "../ports/session-items";
+import type { FlowDeps } from "./flow-deps";
+import { deliverQueuedPrompts, type DeliveryOutcome } from "./prompt-delivery";
+
+export interface SubmittedPrompt {
+  prompt: QueuedPrompt;
+  /** Its status after delivery ran (`processing` when it went straight to the agent). */
+  status: QueuedPrompt["status"];
+  delivery: DeliveryOutcome;
+  /** Prompts ahead of it (0 when it is the one being processed). */
+  position: number;
+}
+
+export async function submitPrompt(
+  deps: Pick<FlowDeps, "sessions" | "prompts" | "flows" | "agent" | "relayLeases" | "now" | "logger">,
+  session: SessionRecord,
+  input: { content: string; source: string },
+): Promise<SubmittedPrompt> {
+  if (session.status === "stopped") {
+    throw new ConflictError("session is stopped: cannot accept prompts", { context: { sessionId: session.id, status: session.status } });
+  }
+  const now = deps.now();
+  const prompt = await deps.prompts.enqueue({ sessionId: session.id, content: input.content, source: input.source, now });
+  await deps.sessions.touchActivity(session.id, now);
+  const delivery = await deliverQueuedPrompts(deps, session.id, { actor: input.source, wakeFromError: true });
+  const open = (await deps.prompts.list(session.id)).filter((p) => p.status !== "completed");
+  const index = open.findIndex((p) => p.promptId === prompt.promptId);
+  return {
+    prompt,
+    status: open[index]?.status ?? "completed",
+    delivery: delivery.outcome,
+    position: Math.max(0, index),
+  };
+}

@@ -1,0 +1,28 @@
+/**
+ * GET /v1/sessions/{id}/messages: the persisted transcript, oldest first, readable in every
+ * status (also while paused, and after a sandbox was lost). `?limit=` (1-200, default 100),
+ * `?cursor=` from the previous page.
+ */
+import { z } from "zod";
+import { httpRoute } from "../http-handler";
+import { lambdaEntry } from "../lambda-entry";
+import { loadOwnedSession, requirePrincipal } from "../session-access";
+import { SessionPathParams } from "./get-session";
+
+export const ListMessagesQuery = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(200).default(100),
+    cursor: z.string().min(1).max(2048).optional(),
+  })
+  .strict();
+
+export const makeListMessagesHandler = httpRoute(
+  { name: "ListMessages", auth: true, params: SessionPathParams, query: ListMessagesQuery },
+  async ({ params, query, principal }, deps) => {
+    const session = await loadOwnedSession(deps.sessions, requirePrincipal(principal), params.id);
+    const page = await deps.transcript.list(session.id, { limit: query.limit, cursor: query.cursor ?? null });
+    return { status: 200, body: { items: page.items, nextCursor: page.nextCursor } };
+  },
+);
+
+export const handler = lambdaEntry(makeListMessagesHandler);

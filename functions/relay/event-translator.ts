@@ -1,0 +1,396 @@
+/**
+ * Translates one coding-agent session's OpenCode events into API.md WebSocket messages
+ * (`message.create`, `message.part.text-delta`, `message.part.tool-update`, `message.finalize`)
+ * and transcript records, and derives the agent's busy state. Pure: no I/O, no clock; the relay
+ * (relay.ts) performs what a `Translation` asks for.
+ *
+ * Busy/idle (seed 002 constraint 9): the agent is busy while its last `session.status` said
+ * busy/retry (or the API said so on connect), or while an assistant message is open. The idle
+ * boundary is the busy -> idle change of that derived state after an event, whichever event
+ * caused it, never a match on an event name such as `session.idle`. An explicit idle status
+ * finalizes any message still open, so a turn always ends with a finalize.
+ */
+import { z } from "zod";
+import type { AgentEvent } from "../ports/agent-client";
+import type { TranscriptMessage, TranscriptPart } from "../ports/transcript";
+import type { AgentMessage } from "./agent-messages";
+
+export const TOOL_STATUSES = ["pending", "running", "completed", "error"] as const;
+export type ToolStatus = (typeof TOOL_STATUSES)[number];
+
+/** Server -> client messages for one assistant turn (API.md WebSocket). */
+export type RelayClientMessage =
+  | { type: "message.create"; messageId: string; role: "assistant" }
+  | { type: "message.part.text-delta"; messageId: string; partId: string; delta: string }
+  | { type: "message.part.tool-update"; messageId: string; partId: string; tool: string; status: ToolStatus; title?: string }
+  | { type: "message.finalize"; messageId: string; text: string };
+
+export type AgentTransition = "busy" | "idle" | null;
+
+export interface Translation {
+  /** To broadcast, in this order. */
+  client: RelayClientMessage[];
+  /** Transcript records that are final (or changed) now: user messages and finalized assistant messages. */
+  finalized: TranscriptMessage[];
+  /** A change of the derived busy state caused by this step. */
+  transition: AgentTransition;
+  /** True when a finalized message could not be recorded (its creation time was never seen): catch up from the agent. */
+  gaps: boolean;
+}
+
+const SessionStatusProps = z.object({ status: z.object({ type: z.string() }) });
+const MessageInfo = z.object({
+  id: z.string(),
+  role: z.string(),
+  time: z.object({ created: z.number(), completed: z.number().optional() }),
+});
+const MessageUpdatedProps = z.object({ info: MessageInfo });
+const PartUpdatedProps = z.object({
+  part: z.object({
+    id: z.string(),
+    messageID: z.string(),
+    type: z.string(),
+    text: z.string().optional(),
+    synthetic: z.boolean().optional(),
+    ignored: z.boolean().optional(),
+    tool: z.string().optional(),
+    state: z.object({ status: z.string().optional(), title: z.string().optional() }).optional(),
+  }),
+});
+const PartDeltaProps = z.object({ messageID: z.string(), partID: z.string(), field: z.string(), delta: z.string() });
+const ToolStatusSchema = z.enum(TOOL_STATUSES);
+
+interface PartState {
+  partId: string;
+  type: string;
+  text: string;
+  /** Synthetic or ignored text parts are the agent's own additions, not part of what was said. */
+  hidden: boolean;
+  tool: string | null;
+  status: ToolStatus | null;
+  title: string | null;
+}
+
+interface MessageState {
+  id: string;
+  role: "user" | "assistant" | null;
+  createdAt: number | null;
+  completedAt: number | null;
+  /** In order of first sight. */
+  parts: Map<string, PartState>;
+  /** `message.create` was sent. */
+  announced: boolean;
+}
+
+interface Out {
+  client: RelayClientMessage[];
+  finalized: TranscriptMessage[];
+  gaps: boolean;
+}
+
+/** How many finalized message ids are remembered to ignore late updates. */
+const DONE_MEMORY = 1000;
+
+export class EventTranslator {
+  /** The last status the agent reported; null until the first `session.status` or connect. */
+  private statusBusy: boolean | null = null;
+  private readonly messages = new Map<string, MessageState>();
+  /** Assistant messages already finalized: late updates for them are ignored. */
+  private readonly done = new Set<string>();
+  /** The last record produced per message, so an unchanged one is not persisted again. */
+  private readonly recorded = new Map<string, string>();
+
+  constructor(private readonly ids: { sessionId: string; agentSessionId: string }) {}
+
+  /** The derived agent state (see the file comment). */
+  get busy(): boolean {
+    return this.statusBusy === true || this.openMessages().length > 0;
+  }
+
+  /** Assistant messages announced to clients and not finalized yet. */
+  openMessages(): string[] {
+    return [...this.messages.values()].filter((m) => m.role === "assistant" && m.announced && !this.done.has(m.id)).map((m) => m.id);
+  }
+
+  /** One SSE event. Events of other agent sessions (and server-level ones) change nothing. */
+  apply(event: AgentEvent): Translation {
+    return this.step((out) => {
+      if (!this.isOurs(event)) return;
+      switch (event.type) {
+        case "session.status": {
+          const parsed = SessionStatusProps.safeParse(event.properties);
+          if (parsed.success) this.setStatus(parsed.data.status.type, out);
+          return;
+        }
+        case "message.updated": {
+          const parsed = MessageUpdatedProps.safeParse(event.properties);
+          if (parsed.success) this.messageUpdated(parsed.data.info, out);
+          return;
+        }
+        case "message.part.updated": {
+          const parsed = PartUpdatedProps.safeParse(event.properties);
+          if (parsed.success) this.partUpdated(parsed.data.part, out);
+          return;
+        }
+        case "message.part.delta": {
+          const parsed = PartDeltaProps.safeParse(event.properties);
+          if (parsed.success && parsed.data.field === "text") this.textDelta(parsed.data.messageID, parsed.data.partID, parsed.data.delta, out);
+          return;
+        }
+        default:
+          return;
+      }
+    });
+  }
+
+  /**
+   * A (re)connect: the agent's busy state and stored messages, read after the new stream was
+   * live. Completed messages become transcript records (the catch-up); a message this translator
+   * had open is finalized with the stored text; the newest turn's unseen assistant messages are
+   * announced, so clients that stayed connected through a relay gap still see its answer.
+   */
+  reconnected(snapshot: { busy: boolean; messages: AgentMessage[] }): Translation {
+    return this.step((out) => {
+      const lastUser = snapshot.messages.findLastIndex((m) => m.info.role === "user");
+      snapshot.messages.forEach((m, i) => this.resync(m, i > lastUser, out));
+      this.setStatus(snapshot.busy ? "busy" : "idle", out);
+    });
+  }
+
+  private step(fn: (out: Out) => void): Translation {
+    const before = this.busy;
+    const out: Out = { client: [], finalized: [], gaps: false };
+    fn(out);
+    const after = this.busy;
+    if (before && !after) this.prune();
+    return { ...out, transition: before === after ? null : after ? "busy" : "idle" };
+  }
+
+  private isOurs(event: AgentEvent): boolean {
+    const p = event.properties;
+    const nested = (key: "info" | "part") => {
+      const v = p[key];
+      return v && typeof v === "object" && "sessionID" in v ? (v as { sessionID: unknown }).sessionID : undefined;
+    };
+    const sessionId = p.sessionID ?? nested("info") ?? nested("part");
+    return sessionId === this.ids.agentSessionId;
+  }
+
+  private setStatus(type: string, out: Out): void {
+    if (type === "busy" || type === "retry") {
+      this.statusBusy = true;
+    } else if (type === "idle") {
+      this.statusBusy = false;
+      // The turn is over: whatever is still open ends here, with the text seen so far.
+      for (const id of this.openMessages()) this.finalize(this.message(id), out);
+    }
+  }
+
+  private message(id: string): MessageState {
+    let m = this.messages.get(id);
+    if (!m) {
+      m = { id, role: null, createdAt: null, completedAt: null, parts: new Map(), announced: false };
+      this.messages.set(id, m);
+    }
+    return m;
+  }
+
+  private messageUpdated(info: z.infer<typeof MessageInfo>, out: Out): void {
+    if (this.done.has(info.id)) return;
+    if (info.role !== "user" && info.role !== "assistant") return;
+    const m = this.message(info.id);
+    m.role = info.role;
+    m.createdAt = info.time.created;
+    m.completedAt = info.time.completed ?? null;
+    if (m.role === "user") {
+      if ([...m.parts.values()].some((p) => p.type === "text")) this.record(m, out);
+      return;
+    }
+    this.announce(m, out);
+    if (m.completedAt !== null) this.finalize(m, out);
+  }
+
+  private partUpdated(part: z.infer<typeof PartUpdatedProps>["part"], out: Out): void {
+    if (this.done.has(part.messageID)) return;
+    const m = this.message(part.messageID);
+    if (part.type === "text") {
+      this.setText(m, part.id, part.text ?? "", part.synthetic === true || part.ignored === true, out);
+      if (m.role === "user") this.record(m, out);
+    } else if (part.type === "tool") {
+      const status = ToolStatusSchema.safeParse(part.state?.status);
+      if (!status.success) return;
+      // Only assistant messages call tools.
+      if (m.role === null) m.role = "assistant";
+      this.setTool(m, part.id, part.tool ?? "unknown", status.data, part.state?.title ?? null, out);
+      if (!m.announced) this.announce(m, out);
+    } else if (!m.parts.has(part.id)) {
+      // Reasoning, step markers, files: remembered by type so their deltas are not taken for text.
+      this.newPart(m, part.id, part.type);
+    }
+  }
+
+  private textDelta(messageId: string, partId: string, delta: string, out: Out): void {
+    if (this.done.has(messageId) || delta === "") return;
+    const m = this.message(messageId);
+    const known = m.parts.get(partId);
+    // Reasoning parts stream deltas on the same field: only text parts are the answer.
+    if (known && known.type !== "text") return;
+    const part = known ?? this.newPart(m, partId, "text");
+    part.text += delta;
+    if (m.role === "user") return;
+    // Only assistant messages stream.
+    m.role = "assistant";
+    if (!m.announced) this.announce(m, out);
+    else out.client.push({ type: "message.part.text-delta", messageId: m.id, partId, delta });
+  }
+
+  private newPart(m: MessageState, partId: string, type: string): PartState {
+    const part: PartState = { partId, type, text: "", hidden: false, tool: null, status: null, title: null };
+    m.parts.set(partId, part);
+    return part;
+  }
+
+  /** Full text of a part: clients get what they have not seen yet as a delta (a reconnect can skip deltas). */
+  private setText(m: MessageState, partId: string, text: string, hidden: boolean, out: Out): void {
+    const part = m.parts.get(partId) ?? this.newPart(m, partId, "text");
+    const before = part.text;
+    part.type = "text";
+    part.text = text;
+    part.hidden = hidden;
+    if (m.role === "assistant" && m.announced && !hidden && text.length > before.length && text.startsWith(before)) {
+      out.client.push({ type: "message.part.text-delta", messageId: m.id, partId, delta: text.slice(before.length) });
+    }
+  }
+
+  private setTool(m: MessageState, partId: string, tool: string, status: ToolStatus, title: string | null, out: Out): void {
+    const part = m.parts.get(partId) ?? this.newPart(m, partId, "tool");
+    const changed = part.status !== status || part.title !== title;
+    Object.assign(part, { type: "tool", tool, status, title });
+    if (m.announced && changed) out.client.push(toolUpdate(m.id, part));
+  }
+
+  /** `message.create`, then whatever the message already holds (parts seen before it was known to be the assistant's). */
+  private announce(m: MessageState, out: Out): void {
+    if (m.announced || this.done.has(m.id)) return;
+    m.announced = true;
+    m.role = "assistant";
+    out.client.push({ type: "message.create", messageId: m.id, role: "assistant" });
+    for (const part of m.parts.values()) {
+      if (part.type === "text" && !part.hidden && part.text !== "") out.client.push({ type: "message.part.text-delta", messageId: m.id, partId: part.partId, delta: part.text });
+      if (part.type === "tool" && part.status !== null) out.client.push(toolUpdate(m.id, part));
+    }
+  }
+
+  private finalize(m: MessageState, out: Out): void {
+    if (this.done.has(m.id)) return;
+    this.markDone(m.id);
+    out.client.push({ type: "message.finalize", messageId: m.id, text: textOf(m) });
+    this.record(m, out);
+  }
+
+  private markDone(id: string): void {
+    this.done.add(id);
+    if (this.done.size > DONE_MEMORY) {
+      const oldest = this.done.values().next();
+      if (!oldest.done) this.done.delete(oldest.value);
+    }
+  }
+
+  /** A transcript record for `m`, unless it is unchanged since the last one. */
+  private record(m: MessageState, out: Out): void {
+    if (m.role === null) return;
+    if (m.createdAt === null) {
+      out.gaps = true;
+      return;
+    }
+    const parts: TranscriptPart[] = [];
+    for (const p of m.parts.values()) {
+      if (p.type === "text" && !p.hidden) parts.push({ partId: p.partId, type: "text", text: p.text });
+      if (p.type === "tool" && m.role === "assistant") parts.push({ partId: p.partId, type: "tool", tool: p.tool ?? "unknown", ...(p.status ? { status: p.status } : {}) });
+    }
+    const createdAt = new Date(m.createdAt).toISOString();
+    const record: TranscriptMessage = {
+      sessionId: this.ids.sessionId,
+      messageId: m.id,
+      role: m.role,
+      text: textOf(m),
+      parts,
+      createdAt,
+      // A user message is complete when it is stored.
+      completedAt: m.role === "user" ? createdAt : m.completedAt === null ? null : new Date(m.completedAt).toISOString(),
+    };
+    const signature = JSON.stringify(record);
+    if (this.recorded.get(m.id) === signature) return;
+    this.recorded.set(m.id, signature);
+    if (this.recorded.size > DONE_MEMORY) {
+      const oldest = this.recorded.keys().next();
+      if (!oldest.done) this.recorded.delete(oldest.value);
+    }
+    out.finalized.push(record);
+  }
+
+  /** One stored message from the agent's API after a (re)connect. */
+  private resync(stored: AgentMessage, newestTurn: boolean, out: Out): void {
+    const role = stored.info.role;
+    if (role !== "user" && role !== "assistant") return;
+    const wasKnown = this.messages.has(stored.info.id);
+    const m = this.message(stored.info.id);
+    m.role = role;
+    m.createdAt = stored.info.time.created;
+    m.completedAt = stored.info.time.completed ?? null;
+    const finished = this.done.has(m.id);
+    // Clients hear about it only when it is in flight here, or belongs to the turn in progress.
+    const live = !finished && role === "assistant" && (m.announced || newestTurn);
+    if (live && !m.announced) {
+      // Fill the parts first: the announcement carries the text so far.
+      for (const p of stored.parts) this.storedPart(m, p, null);
+      this.announce(m, out);
+    } else {
+      for (const p of stored.parts) this.storedPart(m, p, live ? out : null);
+    }
+    if (role === "user") this.record(m, out);
+    else if (m.completedAt !== null) {
+      if (live) this.finalize(m, out);
+      else {
+        this.markDone(m.id);
+        this.record(m, out);
+      }
+    }
+    // Nothing to remember for a message that was already history.
+    if (!wasKnown && !live) this.messages.delete(m.id);
+  }
+
+  private storedPart(m: MessageState, p: AgentMessage["parts"][number], out: Out | null): void {
+    const sink: Out = out ?? { client: [], finalized: [], gaps: false };
+    if (p.type === "text") this.setText(m, p.id, p.text ?? "", p.synthetic === true || p.ignored === true, sink);
+    else if (p.type === "tool") {
+      const status = ToolStatusSchema.safeParse(p.state?.status);
+      if (status.success) this.setTool(m, p.id, p.tool ?? "unknown", status.data, p.state?.title ?? null, sink);
+    }
+  }
+
+  /** At the idle boundary: every finished message is recorded; only ids of finalized ones are kept. */
+  private prune(): void {
+    for (const m of [...this.messages.values()]) {
+      if (m.role === "user" || this.done.has(m.id)) this.messages.delete(m.id);
+    }
+  }
+}
+
+function toolUpdate(messageId: string, part: PartState): RelayClientMessage {
+  return {
+    type: "message.part.tool-update",
+    messageId,
+    partId: part.partId,
+    tool: part.tool ?? "unknown",
+    status: part.status ?? "pending",
+    ...(part.title !== null ? { title: part.title } : {}),
+  };
+}
+
+function textOf(m: MessageState): string {
+  return [...m.parts.values()]
+    .filter((p) => p.type === "text" && !p.hidden)
+    .map((p) => p.text)
+    .join("");
+}

@@ -1,0 +1,481 @@
+/**
+ * The streaming relay (ARCHITECTURE.md §1, issue 5): holds one OpenCode SSE stream per running
+ * session, fans the translated messages out to the session's WebSocket clients in order, and
+ * acts on the agent's busy/idle boundary (seed 002 constraint 9): busy is recorded; idle touches
+ * activity, records `lastKnownAgentIdleAt` (constraint 10), persists the turn and completes it
+ * (`completeTurn`), which sends the next queued prompt.
+ *
+ * Ownership: a relay lease per session (ports/relay.ts), claimed by periodic scans of running
+ * sessions and renewed every ttl/3. Each renewal re-reads the session: not running any more (or
+ * no agent endpoint) -> release; another sandbox or agent session (resume, migration) -> reopen
+ * against it with fresh state. Lost lease -> stop streaming at once. Many relays (Fargate tasks,
+ * or the local runtime in-process) share the sessions; a relay that dies is replaced after the
+ * TTL, and its successor's catch-up loses no finalized message and duplicates none.
+ *
+ * Takeover of a turn in progress: the prompt stays `processing`; a busy agent is watched to its
+ * idle boundary; an idle agent whose stored messages already answer the prompt finished while no
+ * relay watched, so the turn is completed then. A prompt is never sent again by the relay.
+ */
+import type { Logger } from "@aws-lambda-powertools/logger";
+import { LeaseLostError } from "../domain/errors";
+import type { SessionRecord } from "../domain/session";
+import { broadcast, type BroadcastDeps } from "../flows/broadcast";
+import { completeTurn, deliverQueuedPrompts } from "../flows/prompt-delivery";
+import { errorForLog } from "../observability/logger";
+import type { AgentClient, AgentEvent } from "../ports/agent-client";
+import type { ClientPush } from "../ports/client-push";
+import type { FlowRunner } from "../ports/flow-runner";
+import type { RelayLease, RelayLeaseStore } from "../ports/relay";
+import type { ClientConnection, ConnectionRegistry, PromptQueue, QueuedPrompt } from "../ports/session-items";
+import type { SessionStore } from "../ports/session-store";
+import type { TranscriptStore } from "../ports/transcript";
+import { OpenCodeMessageReader, type AgentMessage, type AgentMessageSource } from "./agent-messages";
+import { EventTranslator, type Translation } from "./event-translator";
+import { SessionStream, type StreamSnapshot } from "./session-stream";
+
+export interface RelayDeps {
+  sessions: SessionStore;
+  prompts: PromptQueue;
+  flows: FlowRunner;
+  agent: AgentClient;
+  /** The agent's stored messages (catch-up); OpenCode over HTTP when not given. */
+  agentMessages?: AgentMessageSource;
+  connections: ConnectionRegistry;
+  push: ClientPush;
+  transcript: TranscriptStore;
+  relayLeases: RelayLeaseStore;
+  logger: Logger;
+  now: () => Date;
+}
+
+export interface RelayOptions {
+  /** This relay's identity in leases and audit actors (`relay:<ownerId>`). */
+  ownerId: string;
+  /** Default 30: how long a dead relay's sessions wait for a successor. */
+  leaseTtlSeconds?: number;
+  /** Default 5000. */
+  scanIntervalMs?: number;
+  /** Default ttl/3. */
+  renewIntervalMs?: number;
+  /** Reconnect delays; default [1 s, 2 s, 5 s, 10 s]. */
+  backoffMs?: readonly number[];
+  /** Default 45 000 (session-stream.ts). */
+  heartbeatTimeoutMs?: number;
+  /** Most sessions this relay holds at once, so several relays share the load. Default 1000. */
+  maxSessions?: number;
+  /** How long a session's connection list is reused for fan-out. Default 1000; 0 reads it per message. */
+  connectionCacheMs?: number;
+}
+
+/** What a watch streams from: changes to any of these mean another runtime (reopen). */
+interface Target {
+  sandboxId: string;
+  openCodeUrl: string;
+  agentSessionId: string;
+}
+
+interface Watch {
+  sessionId: string;
+  lease: RelayLease;
+  target: Target;
+  translator: EventTranslator;
+  stream: SessionStream;
+  /** Control operations (renew, reopen, drop) run one at a time per session. */
+  control: Promise<void>;
+  /** A finalized message could not be recorded from the stream: catch up at the next idle boundary. */
+  gaps: boolean;
+  connections: { at: number; list: ClientConnection[] } | null;
+  /** When the current turn's busy state was first seen: only prompts sent before it belong to it. */
+  busySince: Date | null;
+}
+
+export interface RelayCounters {
+  claims: number;
+  releases: number;
+  leasesLost: number;
+  reopens: number;
+  clientMessages: number;
+  turnsCompleted: number;
+  handlerErrors: number;
+}
+
+function targetOf(session: SessionRecord | null): Target | null {
+  if (!session || session.status !== "running") return null;
+  if (!session.sandboxId || !session.openCodeUrl || !session.codingAgentSessionId) return null;
+  return { sandboxId: session.sandboxId, openCodeUrl: session.openCodeUrl, agentSessionId: session.codingAgentSessionId };
+}
+
+function sameTarget(a: Target, b: Target): boolean {
+  return a.sandboxId === b.sandboxId && a.openCodeUrl === b.openCodeUrl && a.agentSessionId === b.agentSessionId;
+}
+
+function userText(message: AgentMessage): string {
+  return message.parts
+    .filter((p) => p.type === "text" && !p.synthetic && !p.ignored)
+    .map((p) => p.text ?? "")
+    .join("");
+}
+
+/**
+ * True when the agent's newest user message is `prompt` and a completed answer follows it: the
+ * turn ran to its end. Matched by content, since the agent knows nothing of prompt ids (so a
+ * prompt repeating the previous one word for word while still on its way looks answered).
+ */
+export function isAnswered(prompt: Pick<QueuedPrompt, "content">, messages: AgentMessage[]): boolean {
+  const asked = messages.findLastIndex((m) => m.info.role === "user");
+  const question = messages[asked];
+  if (!question || userText(question) !== prompt.content) return false;
+  return messages.slice(asked + 1).some((m) => m.info.role === "assistant" && m.info.time.completed !== undefined);
+}
+
+const SCAN_PAGE = 100;
+const RENEW_CONCURRENCY = 16;
+
+export class StreamingRelay {
+  private readonly watches = new Map<string, Watch>();
+  private readonly ttlSeconds: number;
+  private readonly agentMessages: AgentMessageSource;
+  private readonly actor: string;
+  private scanTimer: ReturnType<typeof setInterval> | null = null;
+  private renewTimer: ReturnType<typeof setInterval> | null = null;
+  private scanning: Promise<void> | null = null;
+  private renewing: Promise<void> | null = null;
+  private draining = false;
+  readonly counters: RelayCounters = { claims: 0, releases: 0, leasesLost: 0, reopens: 0, clientMessages: 0, turnsCompleted: 0, handlerErrors: 0 };
+
+  constructor(
+    private readonly deps: RelayDeps,
+    private readonly options: RelayOptions,
+  ) {
+    this.ttlSeconds = options.leaseTtlSeconds ?? 30;
+    this.agentMessages = deps.agentMessages ?? new OpenCodeMessageReader();
+    this.actor = `relay:${options.ownerId}`;
+  }
+
+  get ownerId(): string {
+    return this.options.ownerId;
+  }
+
+  /** Sessions whose stream this relay holds now. */
+  heldSessions(): string[] {
+    return [...this.watches.keys()];
+  }
+
+  /** Per-stream counters summed over the held sessions (bench, metrics). */
+  streamCounters(): { open: number; connects: number; disconnects: number; heartbeatTimeouts: number; events: number } {
+    const sum = { open: 0, connects: 0, disconnects: 0, heartbeatTimeouts: 0, events: 0 };
+    for (const w of this.watches.values()) {
+      if (w.stream.state === "open") sum.open++;
+      sum.connects += w.stream.counters.connects;
+      sum.disconnects += w.stream.counters.disconnects;
+      sum.heartbeatTimeouts += w.stream.counters.heartbeatTimeouts;
+      sum.events += w.stream.counters.events;
+    }
+    return sum;
+  }
+
+  /** Scans at once, then every `scanIntervalMs`; renews every ttl/3. */
+  start(): void {
+    if (this.scanTimer || this.draining) return;
+    const renewMs = this.options.renewIntervalMs ?? Math.max(1, Math.floor((this.ttlSeconds * 1000) / 3));
+    this.scanTimer = setInterval(() => void this.scanNow(), this.options.scanIntervalMs ?? 5_000);
+    this.renewTimer = setInterval(() => void this.renewNow(), renewMs);
+    void this.scanNow();
+  }
+
+  /**
+   * SIGTERM: stop scanning, close every stream and release every lease, so another relay takes
+   * the sessions over at its next scan instead of after the TTL.
+   */
+  drain(): Promise<void> {
+    return this.shutdown({ release: true });
+  }
+
+  /**
+   * A crash, for tests and the local runtime's relay restart: stop everything but keep the
+   * leases, so a successor takes the sessions over only when they expire.
+   */
+  kill(): Promise<void> {
+    return this.shutdown({ release: false });
+  }
+
+  private async shutdown(options: { release: boolean }): Promise<void> {
+    this.draining = true;
+    if (this.scanTimer) clearInterval(this.scanTimer);
+    if (this.renewTimer) clearInterval(this.renewTimer);
+    this.scanTimer = null;
+    this.renewTimer = null;
+    await this.scanning;
+    await this.renewing;
+    // A reopen in progress may replace a watch while this runs: repeat until none is left.
+    while (this.watches.size > 0) {
+      await Promise.all([...this.watches.values()].map((w) => this.inControl(w, () => this.drop(w, options))));
+    }
+  }
+
+  stop(): Promise<void> {
+    return this.drain();
+  }
+
+  /** One scan: claim running sessions whose relay lease is free or expired, up to `maxSessions`. */
+  scanNow(): Promise<void> {
+    this.scanning ??= this.scan().finally(() => {
+      this.scanning = null;
+    });
+    return this.scanning;
+  }
+
+  /** One renewal round: renew each lease and re-read its session (release, reopen or keep). */
+  renewNow(): Promise<void> {
+    this.renewing ??= this.renewAll().finally(() => {
+      this.renewing = null;
+    });
+    return this.renewing;
+  }
+
+  /**
+   * At most RENEW_CONCURRENCY renewals in flight: all of them at once would queue every
+   * session's own writes (and so its deltas) behind thousands of lease requests (bench: relay).
+   */
+  private async renewAll(): Promise<void> {
+    const pending = [...this.watches.values()];
+    const worker = async () => {
+      for (let w = pending.shift(); w; w = pending.shift()) {
+        const watch = w;
+        await this.inControl(watch, () => this.renew(watch));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(RENEW_CONCURRENCY, pending.length) }, worker));
+  }
+
+  private async scan(): Promise<void> {
+    const max = this.options.maxSessions ?? 1000;
+    let cursor: string | null = null;
+    try {
+      do {
+        if (this.draining || this.watches.size >= max) return;
+        const page = await this.deps.relayLeases.listClaimable(this.deps.now(), { limit: SCAN_PAGE, cursor });
+        for (const sessionId of page.sessionIds) {
+          if (this.draining || this.watches.size >= max) return;
+          if (this.watches.has(sessionId)) continue;
+          await this.claim(sessionId).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
+        }
+        cursor = page.nextCursor;
+      } while (cursor);
+    } catch (err) {
+      this.deps.logger.warn("relay scan failed", { error: errorForLog(err) });
+    }
+  }
+
+  private async claim(sessionId: string): Promise<void> {
+    const lease = await this.deps.relayLeases.claim(sessionId, this.options.ownerId, this.deps.now(), this.ttlSeconds);
+    if (!lease) return;
+    this.counters.claims++;
+    const target = targetOf(await this.deps.sessions.getSession(sessionId));
+    // The listing is eventually consistent: the session may have left `running` already.
+    if (!target || this.draining) {
+      await this.deps.relayLeases.release(lease);
+      this.counters.releases++;
+      return;
+    }
+    this.open(sessionId, lease, target);
+    this.deps.logger.info("relay holds session", { sessionId, owner: lease.owner, fence: lease.fence, sandboxId: target.sandboxId });
+  }
+
+  private open(sessionId: string, lease: RelayLease, target: Target): void {
+    // The handlers run only after `start()`, by which time `watch` exists.
+    const stream = new SessionStream({
+      agent: this.deps.agent,
+      messages: this.agentMessages,
+      baseUrl: target.openCodeUrl,
+      agentSessionId: target.agentSessionId,
+      backoffMs: this.options.backoffMs,
+      heartbeatTimeoutMs: this.options.heartbeatTimeoutMs,
+      handler: {
+        onConnected: (snapshot) => this.guarded(watch, () => this.connected(watch, snapshot)),
+        onEvent: (event) => this.guarded(watch, () => this.event(watch, event)),
+        onDisconnected: ({ reason, error, retryInMs }) =>
+          this.deps.logger.info("relay stream lost: reconnecting", { sessionId, reason, retryInMs, ...(error ? { error: errorForLog(error) } : {}) }),
+      },
+    });
+    const watch: Watch = {
+      sessionId,
+      lease,
+      target,
+      translator: new EventTranslator({ sessionId, agentSessionId: target.agentSessionId }),
+      stream,
+      control: Promise.resolve(),
+      gaps: false,
+      connections: null,
+      busySince: null,
+    };
+    this.watches.set(sessionId, watch);
+    stream.start();
+  }
+
+  /** Serializes control operations per session; failures are logged, never thrown to timers. */
+  private inControl(watch: Watch, fn: () => Promise<void>): Promise<void> {
+    watch.control = watch.control.then(fn).catch((err: unknown) => {
+      this.deps.logger.warn("relay control failed", { sessionId: watch.sessionId, error: errorForLog(err) });
+    });
+    return watch.control;
+  }
+
+  /** Handler work only while this watch is current and its lease cannot have expired. */
+  private async guarded(watch: Watch, fn: () => Promise<void>): Promise<void> {
+    if (this.watches.get(watch.sessionId) !== watch) return;
+    if (this.deps.now().getTime() >= watch.lease.expiresAt) {
+      // Not renewed in time (store unreachable?): a successor may hold the session already.
+      void this.inControl(watch, () => this.drop(watch, { release: false }));
+      return;
+    }
+    try {
+      await fn();
+    } catch (err) {
+      this.counters.handlerErrors++;
+      // The stream reconnects; its snapshot re-derives the agent state and catches up.
+      throw err;
+    }
+  }
+
+  private async connected(watch: Watch, snapshot: StreamSnapshot): Promise<void> {
+    const translation = watch.translator.reconnected(snapshot);
+    // Busy on (re)connect: the turn began before this relay saw it.
+    if (snapshot.busy) watch.busySince ??= this.deps.now();
+    await this.perform(watch, translation);
+    if (translation.transition === null) {
+      // First sight of this runtime (or no change): describe the agent as it is now.
+      await this.recordAgentState(watch, snapshot.busy);
+    }
+    if (!snapshot.busy && translation.transition !== "idle") await this.settleUnobservedTurn(watch, snapshot.messages);
+  }
+
+  private async event(watch: Watch, event: AgentEvent): Promise<void> {
+    await this.perform(watch, watch.translator.apply(event));
+  }
+
+  /**
+   * The agent is idle and no idle boundary was seen here: a processing prompt whose answer is
+   * stored finished while no relay watched (complete it); one without an answer is still on
+   * its way to the agent (wait for its turn). With nothing processing, queued prompts may have
+   * been stranded by a relay that died before delivering: deliver them.
+   */
+  private async settleUnobservedTurn(watch: Watch, messages: AgentMessage[]): Promise<void> {
+    const processing = await this.deps.prompts.list(watch.sessionId, "processing");
+    if (processing.length > 0 && !processing.every((p) => isAnswered(p, messages))) {
+      this.deps.logger.info("relay: prompt in flight, waiting for its turn", { sessionId: watch.sessionId, promptId: processing[0]?.promptId });
+      return;
+    }
+    if (processing.length > 0) {
+      await completeTurn(this.deps, watch.sessionId, { actor: this.actor });
+      this.counters.turnsCompleted++;
+    } else {
+      await deliverQueuedPrompts(this.deps, watch.sessionId, { actor: this.actor, wakeFromError: false });
+    }
+  }
+
+  /** Persist, then fan out (a client's `init` either has the message or the client is ready for its finalize), then the transition. */
+  private async perform(watch: Watch, t: Translation): Promise<void> {
+    if (t.gaps) watch.gaps = true;
+    for (const record of t.finalized) await this.deps.transcript.upsert(record);
+    const fanOut = this.fanOutDeps(watch);
+    for (const message of t.client) {
+      await broadcast(fanOut, watch.sessionId, message);
+      this.counters.clientMessages++;
+    }
+    if (t.transition === "busy") {
+      watch.busySince = this.deps.now();
+      await this.recordAgentState(watch, true);
+    }
+    if (t.transition === "idle") await this.idle(watch);
+  }
+
+  /** The idle boundary (seed 002 constraints 9, 10). */
+  private async idle(watch: Watch): Promise<void> {
+    const now = this.deps.now();
+    await this.deps.sessions.touchActivity(watch.sessionId, now);
+    await this.recordAgentState(watch, false);
+    if (watch.gaps) {
+      watch.gaps = false;
+      const messages = await this.agentMessages.listMessages(watch.target.openCodeUrl, watch.target.agentSessionId);
+      await this.perform(watch, watch.translator.reconnected({ busy: false, messages }));
+    }
+    // Only the prompt this turn answered: one sent after the turn began (a race between a
+    // deliverer and this boundary) waits for its own turn.
+    const startedBefore = watch.busySince ?? new Date(0);
+    watch.busySince = null;
+    await completeTurn(this.deps, watch.sessionId, { actor: this.actor, startedBefore });
+    this.counters.turnsCompleted++;
+  }
+
+  private async recordAgentState(watch: Watch, busy: boolean): Promise<void> {
+    const written = await this.deps.sessions.recordAgentState(watch.sessionId, watch.target.sandboxId, { busy, at: this.deps.now() });
+    // The session references another sandbox now: re-read it rather than wait for the next renewal.
+    if (!written) void this.inControl(watch, () => this.renew(watch));
+  }
+
+  private async renew(watch: Watch): Promise<void> {
+    if (this.watches.get(watch.sessionId) !== watch) return;
+    try {
+      watch.lease = await this.deps.relayLeases.renew(watch.lease, this.deps.now(), this.ttlSeconds);
+    } catch (err) {
+      if (err instanceof LeaseLostError) {
+        this.counters.leasesLost++;
+        this.deps.logger.warn("relay lease lost: dropping session", { sessionId: watch.sessionId });
+        await this.drop(watch, { release: false });
+        return;
+      }
+      // Not renewed; if it runs out before the next attempt, `guarded` stops acting on the stream.
+      throw err;
+    }
+    const session = await this.deps.sessions.getSession(watch.sessionId);
+    const target = targetOf(session);
+    if (!target) {
+      this.deps.logger.info("relay lets go: session not running", { sessionId: watch.sessionId, status: session?.status ?? "missing" });
+      await this.drop(watch, { release: true });
+      return;
+    }
+    if (!sameTarget(target, watch.target)) {
+      // Resume or migration: another sandbox (or agent session); its agent state starts unknown.
+      this.counters.reopens++;
+      this.deps.logger.info("relay reopens session on its new runtime", { sessionId: watch.sessionId, from: watch.target.sandboxId, to: target.sandboxId });
+      this.watches.delete(watch.sessionId);
+      await watch.stream.close();
+      if (this.draining) {
+        await this.deps.relayLeases.release(watch.lease);
+        this.counters.releases++;
+      } else {
+        this.open(watch.sessionId, watch.lease, target);
+      }
+    }
+  }
+
+  private async drop(watch: Watch, options: { release: boolean }): Promise<void> {
+    if (this.watches.get(watch.sessionId) === watch) this.watches.delete(watch.sessionId);
+    await watch.stream.close();
+    if (options.release) {
+      await this.deps.relayLeases.release(watch.lease);
+      this.counters.releases++;
+    }
+  }
+
+  /** `broadcast` with the session's connection list reused for `connectionCacheMs`. */
+  private fanOutDeps(watch: Watch): BroadcastDeps {
+    const cacheMs = this.options.connectionCacheMs ?? 1_000;
+    const registry = this.deps.connections;
+    if (cacheMs <= 0) return { connections: registry, push: this.deps.push, logger: this.deps.logger };
+    const cached: Pick<ConnectionRegistry, "list" | "remove"> = {
+      list: async (sessionId) => {
+        const at = this.deps.now().getTime();
+        if (!watch.connections || at - watch.connections.at > cacheMs) watch.connections = { at, list: await registry.list(sessionId) };
+        return watch.connections.list;
+      },
+      remove: async (sessionId, connectionId) => {
+        watch.connections = null;
+        await registry.remove(sessionId, connectionId);
+      },
+    };
+    // Everything else the registry does is inherited unchanged.
+    return { connections: Object.assign(Object.create(registry) as ConnectionRegistry, cached), push: this.deps.push, logger: this.deps.logger };
+  }
+}

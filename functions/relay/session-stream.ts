@@ -1,0 +1,155 @@
+/**
+ * One SSE connection to a sandbox's OpenCode `/event` stream for one session (the seed's
+ * SseClient plus SessionHub's reconnect): a heartbeat timeout, reconnect with backoff
+ * [1 s, 2 s, 5 s, 10 s, 10 s...], and a generation number so that nothing scheduled for an
+ * older connection acts after `close()` (seed 002 constraint 12).
+ *
+ * On every (re)connect, once the stream is live (its first event arrived), the handler gets the
+ * agent's busy state and stored messages before any further event: read after subscribing, so
+ * a turn that ends in between is seen either in the snapshot or as an event, never in neither.
+ * The handler's work is awaited before the next event is read, so its effects stay in order.
+ */
+import type { AgentClient, AgentEvent } from "../ports/agent-client";
+import type { AgentMessage, AgentMessageSource } from "./agent-messages";
+
+/** Seed 000 SessionHub reconnect delays; the last one repeats. */
+export const DEFAULT_BACKOFF_MS: readonly number[] = [1_000, 2_000, 5_000, 10_000];
+/**
+ * OpenCode sends `server.heartbeat` every 10 s (two in test/fixtures/opencode/sse-echo-turn.txt,
+ * 10.0 s apart by their event ids): 45 s of silence is four missed heartbeats, a dead stream.
+ */
+export const DEFAULT_HEARTBEAT_TIMEOUT_MS = 45_000;
+
+export interface StreamSnapshot {
+  busy: boolean;
+  messages: AgentMessage[];
+}
+
+export type DisconnectReason = "ended" | "heartbeat" | "error";
+
+export interface SessionStreamHandler {
+  /** After each (re)connect, before the events that follow it. A throw drops the connection. */
+  onConnected(snapshot: StreamSnapshot): Promise<void>;
+  /** Every event, in stream order (the first one included). A throw drops the connection. */
+  onEvent(event: AgentEvent): Promise<void>;
+  /** The connection was lost; a reconnect is scheduled in `retryInMs`. */
+  onDisconnected?(info: { reason: DisconnectReason; error?: unknown; retryInMs: number }): void;
+}
+
+export interface SessionStreamOptions {
+  agent: Pick<AgentClient, "events" | "isBusy">;
+  messages: AgentMessageSource;
+  baseUrl: string;
+  agentSessionId: string;
+  handler: SessionStreamHandler;
+  backoffMs?: readonly number[];
+  heartbeatTimeoutMs?: number;
+}
+
+export type StreamState = "new" | "connecting" | "open" | "waiting" | "closed";
+
+export class SessionStream {
+  private generation = 0;
+  private failures = 0;
+  private reconnectTimer: ReturnType<typeof setTimeout> | null = null;
+  private controller: AbortController | null = null;
+  private running: Promise<void> = Promise.resolve();
+  private current: StreamState = "new";
+  private readonly backoffMs: readonly number[];
+  private readonly heartbeatTimeoutMs: number;
+  readonly counters = { connects: 0, disconnects: 0, heartbeatTimeouts: 0, events: 0 };
+
+  constructor(private readonly options: SessionStreamOptions) {
+    this.backoffMs = options.backoffMs && options.backoffMs.length > 0 ? options.backoffMs : DEFAULT_BACKOFF_MS;
+    this.heartbeatTimeoutMs = options.heartbeatTimeoutMs ?? DEFAULT_HEARTBEAT_TIMEOUT_MS;
+  }
+
+  get state(): StreamState {
+    return this.current;
+  }
+
+  start(): void {
+    if (this.current !== "new") return;
+    this.connect(++this.generation);
+  }
+
+  /** Ends the connection and cancels a pending reconnect; resolves once the handler is no longer running. */
+  async close(): Promise<void> {
+    this.generation++;
+    this.current = "closed";
+    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = null;
+    this.controller?.abort();
+    await this.running;
+  }
+
+  private connect(generation: number): void {
+    this.current = "connecting";
+    this.running = this.runOnce(generation).then((outcome) => {
+      if (generation === this.generation) this.scheduleReconnect(generation, outcome);
+    });
+  }
+
+  private scheduleReconnect(generation: number, outcome: { reason: DisconnectReason; error?: unknown }): void {
+    const retryInMs = this.backoffMs[Math.min(this.failures, this.backoffMs.length - 1)] ?? 0;
+    this.failures++;
+    this.current = "waiting";
+    this.counters.disconnects++;
+    if (outcome.reason === "heartbeat") this.counters.heartbeatTimeouts++;
+    this.options.handler.onDisconnected?.({ ...outcome, retryInMs });
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = null;
+      // seed 002 constraint 12: a reconnect scheduled for an older generation (closed since) does nothing.
+      if (generation !== this.generation) return;
+      this.connect(generation);
+    }, retryInMs);
+  }
+
+  /** One connection, until it ends, fails, goes silent, or the generation moves on. */
+  private async runOnce(generation: number): Promise<{ reason: DisconnectReason; error?: unknown }> {
+    const { agent, baseUrl, agentSessionId, handler } = this.options;
+    const controller = new AbortController();
+    this.controller = controller;
+    let heartbeat: ReturnType<typeof setTimeout> | null = null;
+    let silent = false;
+    // Measures only the wait for the next event, not the handler's own work.
+    const disarm = () => {
+      if (heartbeat) clearTimeout(heartbeat);
+      heartbeat = null;
+    };
+    const arm = () => {
+      disarm();
+      heartbeat = setTimeout(() => {
+        silent = true;
+        controller.abort();
+      }, this.heartbeatTimeoutMs);
+    };
+    let live = false;
+    try {
+      arm();
+      for await (const event of agent.events(baseUrl, controller.signal)) {
+        disarm();
+        if (generation !== this.generation) break;
+        if (!live) {
+          const [busy, messages] = await Promise.all([agent.isBusy(baseUrl, agentSessionId), this.options.messages.listMessages(baseUrl, agentSessionId)]);
+          if (generation !== this.generation) break;
+          await handler.onConnected({ busy, messages });
+          live = true;
+          this.failures = 0;
+          this.current = "open";
+          this.counters.connects++;
+        }
+        if (generation !== this.generation) break;
+        this.counters.events++;
+        await handler.onEvent(event);
+        arm();
+      }
+      return { reason: silent ? "heartbeat" : "ended" };
+    } catch (error) {
+      return silent ? { reason: "heartbeat" } : { reason: "error", error };
+    } finally {
+      disarm();
+      controller.abort();
+    }
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * WebSocket `$default`: client frames (API.md): `prompt {content}`, `cancel`, `ping`,
+ * `heartbeat`. Frames are validated with zod; an invalid frame gets an `error` message and the
+ * connection stays open. `ping` answers `pong` at any time, also while the sandbox starts.
+ * `heartbeat` refreshes the idle grace only and never resumes (seed 002 §11b). `prompt` has the
+ * HTTP route's semantics (flows/submit-prompt.ts) and answers `prompt.queued {promptId,
+ * position}`. `cancel` aborts the agent's current turn.
+ */
+import { z } from "zod";
+import { AppError } from "../../domain/errors";
+import { submitPrompt } from "../../flows/submit-prompt";
+import { describeZodError } from "../../http/http-handler";
+import { PromptContent } from "../../http/handlers/create-prompt";
+import { errorForLog } from "../../observability/logger";
+import type { WsDeps, WsEvent, WsResult } from "../ws-deps";
+import { wsEntry } from "../lambda-entry";
+
+export const ClientFrame = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("prompt"), content: PromptContent }).strict(),
+  z.object({ type: z.literal("cancel") }).strict(),
+  z.object({ type: z.literal("ping") }).strict(),
+  z.object({ type: z.literal("heartbeat") }).strict(),
+]);
+export type ClientFrame = z.infer<typeof ClientFrame>;
+
+function parseFrame(event: WsEvent, maxBytes: number): { frame: ClientFrame } | { error: string } {
+  const raw = event.isBase64Encoded ? Buffer.from(event.body ?? "", "base64").toString("utf8") : (event.body ?? "");
+  if (Buffer.byteLength(raw) > maxBytes) return { error: `frame is ${Buffer.byteLength(raw)} bytes; the limit is ${maxBytes}` };
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch {
+    return { error: "frame: not valid JSON" };
+  }
+  const parsed = ClientFrame.safeParse(json);
+  return parsed.success ? { frame: parsed.data } : { error: describeZodError(parsed.error, "frame") };
+}
+
+export function makeMessageHandler(deps: WsDeps): (event: WsEvent) => Promise<WsResult> {
+  return async (event) => {
+    const connectionId = event.requestContext.connectionId;
+    const reply = (message: { type: string } & Record<string, unknown>) => deps.push.send(connectionId, message);
+    const parsed = parseFrame(event, deps.config.MAX_BODY_BYTES);
+    if ("error" in parsed) {
+      await reply({ type: "error", code: "invalid_frame", message: parsed.error });
+      return { statusCode: 200 };
+    }
+    const frame = parsed.frame;
+    if (frame.type === "ping") {
+      await reply({ type: "pong" });
+      return { statusCode: 200 };
+    }
+    try {
+      const connection = await deps.connections.lookup(connectionId);
+      if (!connection) {
+        await reply({ type: "error", code: "not_connected", message: "this connection is not registered to a session; reconnect" });
+        return { statusCode: 200 };
+      }
+      const sessionId = connection.sessionId;
+      switch (frame.type) {
+        case "heartbeat":
+          await deps.sessions.touchActivity(sessionId, deps.now());
+          break;
+        case "prompt": {
+          const session = await deps.sessions.getSession(sessionId);
+          if (!session) throw new Error(`session ${sessionId} vanished`);
+          const submitted = await submitPrompt(deps, session, { content: frame.content, source: `user:${connection.userId}` });
+          await reply({ type: "prompt.queued", promptId: submitted.prompt.promptId, position: submitted.position, status: submitted.status });
+          break;
+        }
+        case "cancel": {
+          await deps.sessions.touchActivity(sessionId, deps.now());
+          const session = await deps.sessions.getSession(sessionId);
+          if (session?.status === "running" && session.openCodeUrl && session.codingAgentSessionId) {
+            await deps.agent.abort(session.openCodeUrl, session.codingAgentSessionId);
+          }
+          break;
+        }
+      }
+      return { statusCode: 200 };
+    } catch (err) {
+      if (err instanceof AppError && err.expose) {
+        await reply({ type: "error", code: err.code, message: err.message });
+        return { statusCode: 200 };
+      }
+      deps.logger.error("frame failed", { connectionId, frame: frame.type, error: errorForLog(err) });
+      await reply({ type: "error", code: "internal_error", message: "internal error" });
+      return { statusCode: 200 };
+    }
+  };
+}
+
+export const handler = wsEntry(makeMessageHandler);

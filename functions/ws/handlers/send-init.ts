@@ -1,0 +1,74 @@
+/**
+ * Sends a new connection its `init` (API.md: session, transcript, `{connectedClients,
+ * promptsQueued, agentBusy}`), marks it ready for pushes, then sends the current status.
+ * Order is what clients rely on: `init` first, then every status change. A status that changed
+ * between the two is covered by the status sent after marking ready (a duplicate is harmless;
+ * a gap is not). In AWS this runs as its own function, invoked asynchronously by `$connect`;
+ * a connection that is not open yet is retried briefly.
+ */
+import { z } from "zod";
+import { toSessionView, type ClientStatus, type SessionRecord } from "../../domain/session";
+import { clientStatusOf } from "../../domain/session-transitions";
+import type { TranscriptMessage } from "../../ports/transcript";
+import type { WsDeps } from "../ws-deps";
+import { lazyEntry } from "../lambda-entry";
+
+export const SendInitEvent = z.object({ connectionId: z.string().min(1), sessionId: z.string().min(1) });
+
+/** How much transcript `init` carries; older messages page through GET .../messages. */
+export const INIT_TRANSCRIPT_LIMIT = 500;
+
+async function transcriptOf(deps: WsDeps, sessionId: string): Promise<TranscriptMessage[]> {
+  const messages: TranscriptMessage[] = [];
+  let cursor: string | null = null;
+  do {
+    const page = await deps.transcript.list(sessionId, { limit: 100, cursor });
+    messages.push(...page.items);
+    cursor = page.nextCursor;
+  } while (cursor && messages.length < INIT_TRANSCRIPT_LIMIT);
+  return messages.slice(-INIT_TRANSCRIPT_LIMIT);
+}
+
+/** What a client should show now: the stored status, or the flow in progress on it. */
+export async function currentClientStatus(deps: Pick<WsDeps, "sessions" | "now">, session: SessionRecord): Promise<ClientStatus> {
+  const lease = await deps.sessions.readLease(session.id);
+  const flowRunning = lease?.owner !== null && lease !== null && (lease.expiresAt ?? 0) > deps.now().getTime();
+  if (flowRunning && (session.status === "paused" || session.status === "error")) return "resuming";
+  return clientStatusOf(session.status);
+}
+
+export function makeSendInitHandler(deps: WsDeps, options: { attempts?: number; retryMs?: number } = {}): (event: unknown) => Promise<{ sent: boolean }> {
+  const attempts = options.attempts ?? 10;
+  const retryMs = options.retryMs ?? 200;
+  return async (event) => {
+    const { connectionId, sessionId } = SendInitEvent.parse(event);
+    const session = await deps.sessions.getSession(sessionId);
+    if (!session) return { sent: false };
+    const [messages, connections, queued] = await Promise.all([
+      transcriptOf(deps, sessionId),
+      deps.connections.list(sessionId),
+      deps.prompts.list(sessionId, "queued"),
+    ]);
+    const init = {
+      type: "init",
+      session: toSessionView(session),
+      messages,
+      data: { connectedClients: connections.length, promptsQueued: queued.length, agentBusy: session.agentBusy },
+    };
+    let sent = false;
+    for (let i = 0; i < attempts && !sent; i++) {
+      sent = (await deps.push.send(connectionId, init)) === "sent";
+      if (!sent) await new Promise((r) => setTimeout(r, retryMs));
+    }
+    if (!sent) {
+      await deps.connections.remove(sessionId, connectionId);
+      return { sent: false };
+    }
+    if (!(await deps.connections.markReady(sessionId, connectionId))) return { sent: true };
+    const fresh = (await deps.sessions.getSession(sessionId)) ?? session;
+    await deps.push.send(connectionId, { type: "status", status: await currentClientStatus(deps, fresh) });
+    return { sent: true };
+  };
+}
+
+export const handler = lazyEntry((deps) => makeSendInitHandler(deps));

@@ -1,0 +1,179 @@
+/**
+ * The streaming relay end to end against real OpenCode and the development model in one local
+ * sandbox (terminated in afterAll even on failure), over dynalite: a prompt goes out through the
+ * prompt queue, the relay streams the turn into a recording push (deltas that concatenate to
+ * the echo, tool updates, finalize), persists both sides of the transcript, records the agent's
+ * idle boundary and completes the turn.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { OpenCodeAgentClient } from "../../functions/agent/opencode-agent-client";
+import type { SessionRecord } from "../../functions/domain/session";
+import { submitPrompt } from "../../functions/flows/submit-prompt";
+import { createLogger } from "../../functions/observability/logger";
+import type { FlowRunner } from "../../functions/ports/flow-runner";
+import { LocalSandboxProvider } from "../../functions/providers/local";
+import { OpenCodeMessageReader } from "../../functions/relay/agent-messages";
+import { StreamingRelay } from "../../functions/relay/relay";
+import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
+import { DynamoConnectionRegistry, DynamoPromptQueue } from "../../functions/store/dynamo-session-items";
+import { DynamoSessionStore } from "../../functions/store/dynamo-session-store";
+import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
+import { buildSession } from "../support/builders";
+import { startTestTable, type TestTable } from "../support/dynalite";
+import { RecordingPush } from "../support/recording-push";
+
+const TIMEOUT = 120_000;
+const CONNECTION = "conn-relay-adapter";
+
+let dataDir: string;
+let provider: LocalSandboxProvider;
+let sandboxId: string | null = null;
+let table: TestTable;
+let relay: StreamingRelay | null = null;
+let session: SessionRecord;
+const push = new RecordingPush();
+const agent = new OpenCodeAgentClient();
+const logger = createLogger("relay-adapter-test");
+/** Nothing here wakes a session: a flow start would be a bug. */
+const noFlows: FlowRunner = { start: () => Promise.reject(new Error("no lifecycle flow expected")) };
+
+let sessions: DynamoSessionStore;
+let prompts: DynamoPromptQueue;
+let transcript: DynamoTranscriptStore;
+
+async function until(what: string, condition: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not reached within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), "relay-opencode-"));
+  table = await startTestTable();
+  sessions = new DynamoSessionStore(table.doc, table.tableName);
+  prompts = new DynamoPromptQueue(table.doc, table.tableName);
+  transcript = new DynamoTranscriptStore(table.doc, table.tableName);
+  const connections = new DynamoConnectionRegistry(table.doc, table.tableName);
+
+  const draft = buildSession({ status: "running" });
+  provider = new LocalSandboxProvider({ dataDir, readyTimeoutMs: 60_000 });
+  const sandbox = await provider.createSandbox({ sessionId: draft.id, repos: [], envVars: {} });
+  sandboxId = sandbox.sandboxId;
+  const agentSessionId = await agent.ensureSession(sandbox.tunnelUrl);
+  session = { ...draft, sandboxId: sandbox.sandboxId, openCodeUrl: sandbox.tunnelUrl, codingAgentSessionId: agentSessionId, lastActivityAt: new Date().toISOString() };
+  await sessions.createSession(session);
+  await connections.add({ connectionId: CONNECTION, sessionId: session.id, userId: "user-a", clientType: "web", connectedAt: new Date().toISOString(), ready: true });
+
+  relay = new StreamingRelay(
+    {
+      sessions,
+      prompts,
+      flows: noFlows,
+      agent,
+      connections,
+      push,
+      transcript,
+      relayLeases: new DynamoRelayLeaseStore(table.doc, table.tableName),
+      logger,
+      now: () => new Date(),
+    },
+    { ownerId: "relay-adapter", scanIntervalMs: 60_000 },
+  );
+  await relay.scanNow();
+  const live = relay;
+  await until("relay stream live", () => live.streamCounters().open === 1, 30_000);
+}, TIMEOUT);
+
+afterAll(async () => {
+  await relay?.drain().catch(() => undefined);
+  if (sandboxId) await new LocalSandboxProvider({ dataDir }).terminate(session.id, sandboxId).catch(() => undefined);
+  await table?.close();
+  await rm(dataDir, { recursive: true, force: true });
+}, TIMEOUT);
+
+function messagesOfTurn(from: number) {
+  return push.sent.slice(from).filter((s) => s.connectionId === CONNECTION).map((s) => s.message);
+}
+
+async function runTurn(content: string): Promise<{ type: string; [k: string]: unknown }[]> {
+  const from = push.sent.length;
+  const current = await sessions.getSession(session.id);
+  if (!current) throw new Error("session vanished");
+  const relayLeases = new DynamoRelayLeaseStore(table.doc, table.tableName);
+  const submitted = await submitPrompt({ sessions, prompts, flows: noFlows, agent, relayLeases, now: () => new Date(), logger }, current, { content, source: "user:test" });
+  expect(submitted.status).toBe("processing");
+  await until("turn completed", async () => (await prompts.list(session.id)).every((p) => p.status === "completed"), 60_000);
+  return messagesOfTurn(from);
+}
+
+describe("StreamingRelay against real OpenCode", () => {
+  it("streams an echo turn: create, deltas that concatenate to the echo, finalize; transcript has both sides", async () => {
+    const turn = await runTurn("hello relay");
+    const answer = turn.find((m) => m.type === "message.finalize" && m.text === "echo: hello relay");
+    expect(answer).toBeDefined();
+    const messageId = answer?.messageId;
+    const ofAnswer = turn.filter((m) => m.messageId === messageId);
+    expect(ofAnswer[0]).toEqual({ type: "message.create", messageId, role: "assistant" });
+    expect(ofAnswer.at(-1)).toEqual({ type: "message.finalize", messageId, text: "echo: hello relay" });
+    const deltas = ofAnswer.filter((m) => m.type === "message.part.text-delta").map((m) => String(m.delta));
+    expect(deltas.length).toBeGreaterThan(1);
+    expect(deltas.join("")).toBe("echo: hello relay");
+
+    const stored = (await transcript.list(session.id, { limit: 50 })).items;
+    expect(stored.map((m) => [m.role, m.text])).toEqual([
+      ["user", "hello relay"],
+      ["assistant", "echo: hello relay"],
+    ]);
+    expect(stored[1]?.completedAt).not.toBeNull();
+    const after = await sessions.getSession(session.id);
+    expect(after?.agentBusy).toBe(false);
+    expect(after?.lastKnownAgentIdleAt).not.toBeNull();
+  }, TIMEOUT);
+
+  it("streams a tool turn: tool updates end completed, then the answer; the transcript grows by that turn only", async () => {
+    const turn = await runTurn("please sleep 1s");
+    const toolStatuses = turn.filter((m) => m.type === "message.part.tool-update").map((m) => m.status);
+    expect(toolStatuses.at(-1)).toBe("completed");
+    expect(toolStatuses).toContain("running");
+    expect(turn.filter((m) => m.type === "message.finalize").map((m) => m.text)).toContain("echo: please sleep 1s");
+
+    const stored = (await transcript.list(session.id, { limit: 50 })).items;
+    expect(stored.filter((m) => m.role === "user").map((m) => m.text)).toEqual(["hello relay", "please sleep 1s"]);
+    expect(stored.at(-1)?.text).toBe("echo: please sleep 1s");
+    expect(stored.some((m) => m.parts.some((p) => p.type === "tool" && p.tool === "bash" && p.status === "completed"))).toBe(true);
+  }, TIMEOUT);
+
+  it("a successor relay's catch-up from OpenCode's stored messages leaves the transcript exactly as it was", async () => {
+    const url = session.openCodeUrl ?? "";
+    const listed = await new OpenCodeMessageReader().listMessages(url, session.codingAgentSessionId ?? "");
+    expect(listed.filter((m) => m.info.role === "user")).toHaveLength(2);
+    expect(listed.filter((m) => m.info.role === "assistant").every((m) => m.info.time.completed !== undefined)).toBe(true);
+
+    const before = (await transcript.list(session.id, { limit: 50 })).items;
+    await relay?.drain();
+    const successor = new StreamingRelay(
+      {
+        sessions,
+        prompts,
+        flows: noFlows,
+        agent,
+        connections: new DynamoConnectionRegistry(table.doc, table.tableName),
+        push,
+        transcript,
+        relayLeases: new DynamoRelayLeaseStore(table.doc, table.tableName),
+        logger,
+        now: () => new Date(),
+      },
+      { ownerId: "relay-successor", scanIntervalMs: 60_000 },
+    );
+    relay = successor;
+    await successor.scanNow();
+    await until("successor stream live", () => successor.streamCounters().open === 1, 30_000);
+    expect((await transcript.list(session.id, { limit: 50 })).items).toEqual(before);
+  }, TIMEOUT);
+});

@@ -1,0 +1,614 @@
+/**
+ * Section 5: the streaming relay (functions/relay/relay.ts, issue 5). Streams one relay process
+ * holds (target 2,000 on a 2-core machine), fan-out latency from an agent event to the client
+ * frame, and relay memory per held stream. Figures only, never assertions.
+ *
+ * The relay runs in this process with its real adapters: the DynamoDB stores, the OpenCode agent
+ * client over HTTP, `agentMessages` answering `[]`, a flow runner that rejects (nothing here starts
+ * a flow), and an in-process `ClientPush` that timestamps every frame (a socket per client would
+ * measure ws, not the relay). Everything it talks to runs in child processes, as in AWS, so this
+ * process's memory and event loop are the relay's alone:
+ *   - relay-fake-opencode.ts: one HTTP server for all sandboxes (`/sb/<n>` per session), holding
+ *     the SSE streams (`server.connected`, `server.heartbeat` every 10 s) and emitting turns on
+ *     command, each text delta stamped with its emit time;
+ *   - relay-dynalite.ts: dynalite with the project table.
+ * Import this module only after the environment is set (it loads the runtime). Alone:
+ *   POWERTOOLS_LOG_LEVEL=SILENT POWERTOOLS_METRICS_DISABLED=true AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED=true \
+ *     npx tsx -e 'import("./test/bench/relay.ts").then((m) => m.benchRelay())'
+ */
+import { Logger } from "@aws-lambda-powertools/logger";
+import { fork, type ChildProcess } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { monitorEventLoopDelay, type IntervalHistogram } from "node:perf_hooks";
+import { fileURLToPath } from "node:url";
+import v8 from "node:v8";
+import vm from "node:vm";
+import { OpenCodeAgentClient } from "../../functions/agent/opencode-agent-client";
+import type { ClientPush, PushOutcome } from "../../functions/ports/client-push";
+import type { FlowRunner } from "../../functions/ports/flow-runner";
+import { StreamingRelay } from "../../functions/relay/relay";
+import { createDocumentClient } from "../../functions/store/dynamo-client";
+import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
+import { DynamoConnectionRegistry, DynamoPromptQueue } from "../../functions/store/dynamo-session-items";
+import { DynamoSessionStore } from "../../functions/store/dynamo-session-store";
+import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
+import { buildSession } from "../support/builders";
+import { heading, mib, note, percentile, table } from "./report";
+import type { ChildCommand, ChildReply } from "./relay-fake-opencode";
+
+/** Held streams per step; the last is the target. */
+const STAGES = [500, 1000, 2000];
+const TARGET = 2000;
+/** Stop increasing when a step degrades the process this much. */
+const CLAIM_LIMIT_MS = 120_000;
+const LAG_P99_LIMIT_MS = 1_000;
+/** Fan-out run: 400 turns of 5 text deltas = 2,000 measured events over ~10 s. */
+const LOAD = { turns: 400, turnsPerSecond: 40, deltasPerTurn: 5, deltaGapMs: 25 };
+const LEASE_TTL_SECONDS = 60;
+const STEADY_MS = 5_000;
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repoRoot = path.resolve(here, "..", "..");
+const clock = () => performance.timeOrigin + performance.now();
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Records what the relay logs instead of printing it: counts by message, and the system error codes it names. */
+class CountingLogger extends Logger {
+  readonly counts = new Map<string, number>();
+  readonly codes = new Map<string, number>();
+
+  override warn(...args: Parameters<Logger["warn"]>): void {
+    this.count("warn", args);
+  }
+  override info(...args: Parameters<Logger["info"]>): void {
+    this.count("info", args);
+  }
+  override error(...args: Parameters<Logger["error"]>): void {
+    this.count("error", args);
+  }
+
+  private count(level: string, args: unknown[]): void {
+    const [input] = args;
+    const message = typeof input === "string" ? input : String((input as { message?: unknown } | undefined)?.message);
+    // Routine lines (a claim per session) are not worth listing.
+    if (level === "info" && message === "relay holds session") return;
+    const key = `${level}: ${message}`;
+    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+    let text = "";
+    try {
+      text = JSON.stringify(args.slice(1));
+    } catch {
+      text = "";
+    }
+    for (const code of new Set(text.match(/\bE[A-Z]{3,}\b/g) ?? [])) this.codes.set(code, (this.codes.get(code) ?? 0) + 1);
+  }
+}
+
+/** Hands frames to nobody, stamping text deltas' arrival against their emit time (child clock, corrected by `offsetMs`). */
+class TimingPush implements ClientPush {
+  /** Child clock minus this process's clock. */
+  offsetMs = 0;
+  measuring = false;
+  frames = 0;
+  readonly latencies: number[] = [];
+
+  send(_connectionId: string, message: { type: string } & Record<string, unknown>): Promise<PushOutcome> {
+    this.frames++;
+    if (this.measuring && message.type === "message.part.text-delta") {
+      const at = clock();
+      const stamp = /t=([\d.]+);/.exec(String(message.delta));
+      if (stamp) this.latencies.push(at - (Number(stamp[1]) - this.offsetMs));
+    }
+    return Promise.resolve("sent");
+  }
+}
+
+interface Child<R> {
+  process: ChildProcess;
+  ready: R;
+  request<T extends { cmd: string }>(message: { cmd: string } & Record<string, unknown>, reply: T["cmd"], timeoutMs?: number): Promise<T>;
+  stop(): Promise<void>;
+}
+
+/** Forks a TypeScript child (tsx) and waits for its `ready` message. */
+async function startChild<R extends { cmd: string }>(script: string): Promise<Child<R>> {
+  const child = fork(path.join(here, script), [], {
+    cwd: repoRoot,
+    execArgv: ["--import", "tsx"],
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  const exited = new Promise<never>((_, reject) => child.once("exit", (code, signal) => reject(new Error(`${script} exited (${signal ?? code})`))));
+  exited.catch(() => undefined);
+  const waitFor = <T extends { cmd: string }>(cmd: string, timeoutMs: number): Promise<T> =>
+    Promise.race([
+      new Promise<T>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          child.off("message", listener);
+          reject(new Error(`${script}: no "${cmd}" within ${timeoutMs} ms`));
+        }, timeoutMs);
+        const listener = (m: { cmd: string }) => {
+          if (m.cmd !== cmd) return;
+          clearTimeout(timer);
+          child.off("message", listener);
+          resolve(m as T);
+        };
+        child.on("message", listener);
+      }),
+      exited,
+    ]);
+  const ready = await waitFor<R>("ready", 60_000);
+  return {
+    process: child,
+    ready,
+    request: (message, reply, timeoutMs = 30_000) => {
+      const answer = waitFor<never>(reply, timeoutMs);
+      child.send(message);
+      return answer;
+    },
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const gone = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+      if (child.connected) child.disconnect();
+      const timer = setTimeout(() => child.kill("SIGKILL"), 3_000);
+      await gone;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** A forced full GC: `global.gc` under --expose-gc, else the V8 flag set at run time; null when neither works. */
+function findGc(): { gc: (() => void) | null; how: string } {
+  const exposed = (globalThis as { gc?: unknown }).gc;
+  if (typeof exposed === "function") return { gc: exposed as () => void, how: "global.gc (--expose-gc)" };
+  try {
+    v8.setFlagsFromString("--expose-gc");
+    const fn: unknown = vm.runInNewContext("gc");
+    if (typeof fn === "function") return { gc: fn as () => void, how: "no --expose-gc flag: gc exposed at run time with v8.setFlagsFromString('--expose-gc')" };
+  } catch {
+    // Fall through.
+  }
+  return { gc: null, how: "no forced GC available (--expose-gc not given): memory figures include uncollected garbage" };
+}
+
+interface Memory {
+  rss: number;
+  heapUsed: number;
+  external: number;
+}
+
+async function memory(gc: (() => void) | null): Promise<Memory> {
+  if (gc) {
+    gc();
+    await sleep(50);
+    gc();
+  }
+  const m = process.memoryUsage();
+  return { rss: m.rss, heapUsed: m.heapUsed, external: m.external };
+}
+
+function openFds(): number {
+  try {
+    return readdirSync("/proc/self/fd").length;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+function fdLimit(): string {
+  try {
+    const line = readFileSync("/proc/self/limits", "utf8")
+      .split("\n")
+      .find((l) => l.startsWith("Max open files"));
+    const [soft, hard] = line?.replace("Max open files", "").trim().split(/\s+/) ?? [];
+    return soft ? `${soft} (hard ${hard})` : "unknown";
+  } catch {
+    return "unknown (no /proc/self/limits)";
+  }
+}
+
+/** The relay task's size and session cap as infra/relay-service.ts sets them, when it still says so. */
+function relayTaskSize(): { maxSessions: number; memoryMiB: number; cpu: number } | null {
+  try {
+    const source = readFileSync(path.join(repoRoot, "infra", "relay-service.ts"), "utf8");
+    const maxSessions = Number(/RELAY_MAX_SESSIONS = (\d+)/.exec(source)?.[1]);
+    const memoryMiB = Number(/memoryLimitMiB: (\d+)/.exec(source)?.[1]);
+    const cpu = Number(/\bcpu: (\d+)/.exec(source)?.[1]);
+    return maxSessions && memoryMiB && cpu ? { maxSessions, memoryMiB, cpu } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Event-loop delay sampling interval: each sample is the time between two ticks of a timer this often. */
+const LAG_RESOLUTION_MS = 10;
+
+/** Loop delay beyond the sampling interval, in ms. */
+function lagMs(h: IntervalHistogram): { p50: number; p99: number; max: number } {
+  // Histogram values are nanoseconds; an empty histogram reports huge sentinels.
+  if (h.count === 0) return { p50: 0, p99: 0, max: 0 };
+  const beyond = (ns: number) => Math.max(0, ns / 1e6 - LAG_RESOLUTION_MS);
+  return { p50: beyond(h.percentile(50)), p99: beyond(h.percentile(99)), max: beyond(h.max) };
+}
+
+function startLag(): IntervalHistogram {
+  const h = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
+  h.enable();
+  return h;
+}
+
+/** Runs `fn` over `items` with at most `limit` in flight. */
+async function pool<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const item = items[next++] as T;
+        await fn(item);
+      }
+    }),
+  );
+}
+
+const f1 = (v: number) => (Number.isFinite(v) ? v.toFixed(1) : "-");
+const f2 = (v: number) => (Number.isFinite(v) ? v.toFixed(2) : "-");
+const kibPer = (bytes: number, n: number) => (n > 0 ? `${(bytes / n / 1024).toFixed(1)} KiB` : "-");
+const thousands = (n: number) => n.toLocaleString("en-US");
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+const pct = (cpuMs: number, ms: number) => `${f1((cpuMs / ms) * 100)}%`;
+
+type FakeOpenCode = Child<Extract<ChildReply, { cmd: "ready" }>>;
+type Dynalite = Child<{ cmd: "ready"; endpoint: string; tableName: string }>;
+
+/** One measured stretch: wall time, CPU of this process and of each child, this process's event-loop lag. */
+interface Window {
+  ms: number;
+  cpuMs: number;
+  storeCpuMs: number;
+  agentCpuMs: number;
+  lag: { p50: number; p99: number; max: number };
+}
+
+async function measured<T>(children: { opencode: FakeOpenCode; dynamo: Dynalite }, fn: () => Promise<T>): Promise<{ value: T; window: Window }> {
+  const stats = async () => {
+    const [agent, store] = await Promise.all([
+      children.opencode.request<Extract<ChildReply, { cmd: "stats" }>>({ cmd: "stats" } satisfies ChildCommand, "stats"),
+      children.dynamo.request<{ cmd: "stats"; cpuMs: number }>({ cmd: "stats" }, "stats"),
+    ]);
+    return { agent: agent.cpuMs, store: store.cpuMs };
+  };
+  const before = await stats();
+  const lag = startLag();
+  const cpu = process.cpuUsage();
+  const started = performance.now();
+  const value = await fn();
+  const ms = performance.now() - started;
+  const used = process.cpuUsage(cpu);
+  lag.disable();
+  const after = await stats();
+  return {
+    value,
+    window: { ms, cpuMs: (used.user + used.system) / 1000, storeCpuMs: after.store - before.store, agentCpuMs: after.agent - before.agent, lag: lagMs(lag) },
+  };
+}
+
+interface StageResult {
+  target: number;
+  held: number;
+  open: number;
+  window: Window;
+  mem: Memory;
+  fds: number;
+  stopped: string | null;
+}
+
+interface LoadResult {
+  label: string;
+  emitted: number;
+  latencies: number[];
+  frames: number;
+  noStream: number;
+  lateStartP99Ms: number;
+  sideMs: number | null;
+  window: Window;
+}
+
+export async function benchRelay(): Promise<void> {
+  heading("5. Streaming relay (one relay process; fake OpenCode and dynalite in child processes)");
+  const started = performance.now();
+  const loadBefore = os.loadavg()[0] ?? Number.NaN;
+  const { gc, how: gcHow } = findGc();
+  const logger = new CountingLogger({ serviceName: "relay-bench", logLevel: "SILENT" });
+  const push = new TimingPush();
+  const noFlows: FlowRunner = { start: () => Promise.reject(new Error("no lifecycle flow expected in the relay bench")) };
+  // The SDK warns (console.warn, at most every 15 s) when its socket pool (50) has a queue: counted, not printed.
+  const sdkQueue = { warnings: 0, maxEnqueued: 0 };
+  const consoleWarn = console.warn;
+  console.warn = (...args: unknown[]) => {
+    const queued = /socket usage at capacity=\d+ and (\d+) additional requests are enqueued/.exec(String(args[0]));
+    if (!queued) return consoleWarn(...args);
+    sdkQueue.warnings++;
+    sdkQueue.maxEnqueued = Math.max(sdkQueue.maxEnqueued, Number(queued[1]));
+  };
+  let opencode: FakeOpenCode | null = null;
+  let dynamo: Dynalite | null = null;
+  let relay: StreamingRelay | null = null;
+  let renewer: ReturnType<typeof setInterval> | null = null;
+  let drained = false;
+  let doc: ReturnType<typeof createDocumentClient> | null = null;
+  try {
+    // Settled one by one, so a child that started is stopped below even when the other failed.
+    const [agentChild, storeChild] = await Promise.allSettled([startChild<FakeOpenCode["ready"]>("relay-fake-opencode.ts"), startChild<Dynalite["ready"]>("relay-dynalite.ts")]);
+    opencode = agentChild.status === "fulfilled" ? agentChild.value : null;
+    dynamo = storeChild.status === "fulfilled" ? storeChild.value : null;
+    if (agentChild.status === "rejected") throw agentChild.reason;
+    if (storeChild.status === "rejected") throw storeChild.reason;
+    if (!opencode || !dynamo) throw new Error("child processes did not start");
+    const children = { opencode, dynamo };
+    const fake = opencode;
+    const port = fake.ready.port;
+    doc = createDocumentClient({ endpoint: dynamo.ready.endpoint });
+    const tableName = dynamo.ready.tableName;
+    const sessions = new DynamoSessionStore(doc, tableName);
+    const connections = new DynamoConnectionRegistry(doc, tableName);
+    const agent = new OpenCodeAgentClient();
+    const live = new StreamingRelay(
+      {
+        sessions,
+        prompts: new DynamoPromptQueue(doc, tableName),
+        flows: noFlows,
+        agent,
+        agentMessages: { listMessages: () => Promise.resolve([]) },
+        connections,
+        push,
+        transcript: new DynamoTranscriptStore(doc, tableName),
+        relayLeases: new DynamoRelayLeaseStore(doc, tableName),
+        logger,
+        now: () => new Date(),
+      },
+      { ownerId: "relay-bench", leaseTtlSeconds: LEASE_TTL_SECONDS, scanIntervalMs: 600_000, maxSessions: Math.max(...STAGES) },
+    );
+    relay = live;
+
+    let created = 0;
+    const createSessions = async (upTo: number) => {
+      const numbers = Array.from({ length: upTo - created }, (_, i) => created + i);
+      await pool(numbers, 32, async (n) => {
+        const at = new Date().toISOString();
+        const session = buildSession({
+          status: "running",
+          sandboxId: `sb-bench-${n}`,
+          openCodeUrl: `http://127.0.0.1:${port}/sb/${n}`,
+          codingAgentSessionId: `ses_bench${n}`,
+          lastActivityAt: at,
+        });
+        await sessions.createSession(session);
+        await connections.add({ connectionId: `conn-bench-${n}`, sessionId: session.id, userId: session.userId, clientType: "web", connectedAt: at, ready: true });
+      });
+      created = upTo;
+    };
+
+    // Warm what the first claim would load lazily (fetch's HTTP client, the agent client's schemas) before the baseline.
+    const setupStarted = performance.now();
+    await createSessions(STAGES[0] ?? 0);
+    await agent.isBusy(`http://127.0.0.1:${port}/sb/0`, "ses_bench0");
+    const baseline = await memory(gc);
+    const baselineFds = openFds();
+    let setupMs = performance.now() - setupStarted;
+
+    // Scans are driven here (the relay's scan timer is not started); renewals as the relay's timer does them, every ttl/3,
+    // except around the measured windows below, which place them on purpose.
+    const renewEveryMs = (LEASE_TTL_SECONDS * 1000) / 3;
+    let lastRenewal: Promise<void> = Promise.resolve();
+    renewer = setInterval(() => {
+      lastRenewal = live.renewNow();
+    }, renewEveryMs);
+
+    const stages: StageResult[] = [];
+    let stopReason: string | null = null;
+    for (const target of STAGES) {
+      if (created < target) {
+        const t = performance.now();
+        await createSessions(target);
+        setupMs += performance.now() - t;
+      }
+      const { value: stopped, window } = await measured(children, async () => {
+        const claimStarted = performance.now();
+        while (live.streamCounters().open < target) {
+          if (performance.now() - claimStarted > CLAIM_LIMIT_MS) return `not all ${thousands(target)} streams open within ${CLAIM_LIMIT_MS / 1000} s`;
+          await live.scanNow();
+          await sleep(100);
+        }
+        return null;
+      });
+      const why = stopped ?? (window.lag.p99 > LAG_P99_LIMIT_MS ? `event-loop delay p99 ${f1(window.lag.p99)} ms > ${LAG_P99_LIMIT_MS} ms while claiming` : null);
+      const counters = live.streamCounters();
+      stages.push({ target, held: live.heldSessions().length, open: counters.open, window, mem: await memory(gc), fds: openFds(), stopped: why });
+      if (why) {
+        stopReason = `stopped at ${thousands(target)}: ${why}`;
+        break;
+      }
+    }
+    const top = stages.at(-1);
+    const n = live.streamCounters().open;
+    clearInterval(renewer);
+    renewer = null;
+
+    // One renewal round, timed (it also leaves every lease fresh for the quiet windows that follow), after any in flight.
+    await lastRenewal;
+    const { window: renewal } = await measured(children, () => live.renewNow());
+    // Heartbeats only (one per stream every 10 s).
+    const { window: steady } = await measured(children, () => sleep(STEADY_MS));
+
+    // Clock offset between the processes: the sample with the shortest IPC round trip.
+    let best = { rtt: Number.POSITIVE_INFINITY, offset: 0 };
+    for (let id = 0; id < 30; id++) {
+      const sent = clock();
+      const reply = await fake.request<Extract<ChildReply, { cmd: "clock" }>>({ cmd: "clock", id } satisfies ChildCommand, "clock");
+      const back = clock();
+      if (back - sent < best.rtt) best = { rtt: back - sent, offset: reply.at - (sent + back) / 2 };
+    }
+    push.offsetMs = best.offset;
+
+    /** Turns across random held sessions; every text delta timed from its emit to the push. `side` starts 1 s in. */
+    const runLoad = async (label: string, side?: () => Promise<void>): Promise<LoadResult> => {
+      push.latencies.length = 0;
+      const framesBefore = push.frames;
+      push.measuring = true;
+      let sideMs: number | null = null;
+      const { value: done, window } = await measured(children, async () => {
+        const loadDone = fake.request<Extract<ChildReply, { cmd: "loadDone" }>>({ cmd: "load", sandboxes: created, ...LOAD } satisfies ChildCommand, "loadDone", 120_000);
+        const sideDone = side
+          ? sleep(1_000).then(async () => {
+              const t = performance.now();
+              await side();
+              sideMs = performance.now() - t;
+            })
+          : Promise.resolve();
+        const result = await loadDone;
+        const settleBy = performance.now() + 10_000;
+        while (push.latencies.length < result.deltas && performance.now() < settleBy) await sleep(20);
+        await sideDone;
+        return result;
+      });
+      push.measuring = false;
+      return {
+        label,
+        emitted: done.deltas,
+        latencies: [...push.latencies],
+        frames: push.frames - framesBefore,
+        noStream: done.noStream,
+        lateStartP99Ms: done.lateStartP99Ms,
+        sideMs,
+        window,
+      };
+    };
+    const loads = [await runLoad("no renewal in flight"), await runLoad("renewal round of every lease started 1 s in", () => live.renewNow())];
+
+    const childStats = await fake.request<Extract<ChildReply, { cmd: "stats" }>>({ cmd: "stats" } satisfies ChildCommand, "stats");
+    const counters = { ...live.counters };
+    const streamCounters = live.streamCounters();
+    const drainStarted = performance.now();
+    await live.drain();
+    drained = true;
+    const drainMs = performance.now() - drainStarted;
+
+    // ---- report ----
+    const reached = n >= TARGET && !stopReason;
+    note(`held streams: ${thousands(n)} open (target ${thousands(TARGET)} on this ${os.cpus().length}-CPU machine: ${reached ? "reached" : "NOT reached"})${stopReason ? `; ${stopReason}` : ""}`);
+    note(`set-up (session + connection items written to dynalite, not the relay's work): ${seconds(setupMs)}; forced GC before memory readings: ${gcHow}`);
+
+    console.log(`\n   a) Held streams per step: scan + claim (lease, session read, SSE connect, status + messages, agent state write) until every stream is open`);
+    table(
+      ["streams", "held", "open", "claim time", "claims/s", "relay CPU / claim", "dynalite CPU", "loop delay p50", "p99", "max", "RSS", "heap used", "RSS Δ / stream", "RSS Δ / added", "heap Δ / stream", "fds"],
+      stages.map((s, i) => {
+        const previous = stages[i - 1];
+        const added = s.open - (previous?.open ?? 0);
+        return [
+          thousands(s.target) + (s.target === TARGET ? ` (target ${thousands(TARGET)})` : ""),
+          s.held,
+          s.open,
+          seconds(s.window.ms),
+          `${f1(added / (s.window.ms / 1000))}/s`,
+          `${f2(s.window.cpuMs / Math.max(1, added))} ms`,
+          pct(s.window.storeCpuMs, s.window.ms),
+          `${f1(s.window.lag.p50)} ms`,
+          `${f1(s.window.lag.p99)} ms`,
+          `${f1(s.window.lag.max)} ms`,
+          mib(s.mem.rss),
+          mib(s.mem.heapUsed),
+          kibPer(s.mem.rss - baseline.rss, s.open),
+          kibPer(s.mem.rss - (previous?.mem.rss ?? baseline.rss), added),
+          kibPer(s.mem.heapUsed - baseline.heapUsed, s.open),
+          s.fds,
+        ];
+      }),
+    );
+    note(`each step adds sessions to those already held; claims/s and CPU / claim are over the streams it added. Stop rule: claim > ${CLAIM_LIMIT_MS / 1000} s or loop delay p99 > ${LAG_P99_LIMIT_MS} ms.`);
+    note(`baseline before the first claim (runtime, SDK and fetch warm, after GC): RSS ${mib(baseline.rss)}, heap used ${mib(baseline.heapUsed)}, ${baselineFds} fds.`);
+    note("Δ / stream: from the baseline over all held streams; Δ / added: from the previous step over the streams it added. RSS moves with the");
+    note("allocator returning pages (noisy at small steps: read the largest step); heap used after GC is the steady figure.");
+    note(`loop delay: event-loop delay beyond the ${LAG_RESOLUTION_MS} ms sampling interval (perf_hooks monitorEventLoopDelay), this process only.`);
+
+    console.log(`\n   b) Steady state with ${thousands(n)} streams`);
+    table(
+      ["phase", "duration", "relay CPU", "dynalite CPU", "loop delay p50", "p99", "max"],
+      (
+        [
+          ["heartbeats only (1 per stream / 10 s)", steady, seconds(steady.ms)],
+          [`lease renewal round (${thousands(n)} × UpdateItem + GetItem, all at once)`, renewal, `${seconds(renewal.ms)} (budget: every ${seconds(renewEveryMs)})`],
+        ] as [string, Window, string][]
+      ).map(([label, w, duration]) => [label, duration, pct(w.cpuMs, w.ms), pct(w.storeCpuMs, w.ms), `${f1(w.lag.p50)} ms`, `${f1(w.lag.p99)} ms`, `${f1(w.lag.max)} ms`]),
+    );
+    note(
+      `renewal: ${f2(renewal.cpuMs / Math.max(1, n))} ms of relay CPU per lease (two SDK requests), ${f1((renewal.cpuMs / renewEveryMs) * 100)}% of one core on average at ${thousands(n)} streams; ` +
+        `heartbeats: ${f2(steady.cpuMs / Math.max(1, (n * STEADY_MS) / 10_000))} ms of relay CPU each.`,
+    );
+
+    console.log(`\n   c) Fan-out latency with ${thousands(n)} held streams: text delta written by the fake OpenCode → frame handed to ClientPush (one ready client per session)`);
+    note(`load: ${LOAD.turns} turns at ${LOAD.turnsPerSecond}/s on random sessions, each busy → message.updated → ${LOAD.deltasPerTurn} deltas ${LOAD.deltaGapMs} ms apart → completed → idle`);
+    table(
+      ["run", "deltas emitted", "timed", "p50", "p90", "p99", "max", "relay CPU", "dynalite CPU", "loop delay p99", "max"],
+      loads.map((l) => [
+        l.label + (l.sideMs !== null ? ` (round took ${seconds(l.sideMs)})` : ""),
+        l.emitted,
+        l.latencies.length,
+        `${f2(percentile(l.latencies, 50))} ms`,
+        `${f2(percentile(l.latencies, 90))} ms`,
+        `${f2(percentile(l.latencies, 99))} ms`,
+        `${f2(l.latencies.length ? Math.max(...l.latencies) : Number.NaN)} ms`,
+        pct(l.window.cpuMs, l.window.ms),
+        pct(l.window.storeCpuMs, l.window.ms),
+        `${f1(l.window.lag.p99)} ms`,
+        `${f1(l.window.lag.max)} ms`,
+      ]),
+    );
+    note(
+      `frames pushed per run: ${loads.map((l) => l.frames).join(", ")} (create + deltas + finalize per turn); turns without an open stream: ${loads.map((l) => l.noStream).join(", ")}; ` +
+        `emitter start lag p99: ${loads.map((l) => `${f2(l.lateStartP99Ms)} ms`).join(", ")}.`,
+    );
+    note(`clock offset child − relay: ${f2(best.offset)} ms, corrected (best IPC round trip ${f2(best.rtt)} ms bounds its error). "timed" < emitted: frames not pushed within 10 s of the last emit.`);
+    note("A session's events are handled one at a time: a delta waits for the turn's busy write (agent state) and the connection-list Query");
+    note("(re-read once a second per session), so fan-out latency includes DynamoDB latency, here dynalite's, which queues behind the SDK's 50 sockets.");
+    note("With a renewal round in flight, those requests wait behind the round's 2 × streams requests in that queue, and the session's later");
+    note("events wait for them: the second run shows how long a round holds fan-out back.");
+
+    console.log("\n   d) Notes");
+    note(`relay counters: ${JSON.stringify(counters)}; streams: ${JSON.stringify(streamCounters)}`);
+    const logged = [...logger.counts.entries()].sort((a, b) => b[1] - a[1]);
+    note(`relay log lines (counted, not printed): ${logged.length ? logged.map(([k, v]) => `${k} ×${v}`).join("; ") : "none besides one claim line per session"}`);
+    note(
+      sdkQueue.warnings
+        ? `DynamoDB SDK socket pool (50) saturated: ${sdkQueue.warnings} warning(s) (at most one per 15 s), up to ${thousands(sdkQueue.maxEnqueued)} requests queued.`
+        : "DynamoDB SDK socket pool (50): never reported saturated.",
+    );
+    note(`drain (close ${thousands(n)} streams, release ${thousands(n)} leases): ${seconds(drainMs)}. fake OpenCode child: ${childStats.streams} streams, RSS ${mib(childStats.rss)}.`);
+    note(
+      `fd limit (soft): ${fdLimit()}; ${top ? top.fds - baselineFds : "-"} fds added at ${thousands(top?.open ?? 0)} streams (one socket per stream).` +
+        (logger.codes.size ? ` System errors logged: ${[...logger.codes.entries()].map(([k, v]) => `${k} ×${v}`).join(", ")}.` : " No EMFILE or other system error logged."),
+    );
+    if (logger.codes.has("EMFILE") || logger.codes.has("ENFILE")) {
+      note("!! the process ran out of file descriptors: the relay task's nofile ulimit (ECS `ulimits`) must exceed RELAY_MAX_SESSIONS plus headroom.");
+    }
+    const task = relayTaskSize();
+    if (task && top) {
+      const perStream = (top.mem.rss - baseline.rss) / Math.max(1, top.open);
+      note(
+        `relay task (infra/relay-service.ts): ${task.cpu / 1024} vCPU, ${task.memoryMiB} MiB, RELAY_MAX_SESSIONS ${thousands(task.maxSessions)}; ` +
+          `projected RSS at that cap: ${mib(baseline.rss + perStream * task.maxSessions)} (this baseline includes tsx; the bundled service's is smaller).`,
+      );
+    }
+    note(
+      `RSS excludes kernel socket buffers. All figures are loopback with both children running (load average ${f2(loadBefore)} at the start, ` +
+        `${f2(os.loadavg()[0] ?? Number.NaN)} at the end, on ${os.cpus().length} CPUs: other work competes): ratios, not AWS latency.`,
+    );
+    note(`section time ${seconds(performance.now() - started)}`);
+  } finally {
+    if (renewer) clearInterval(renewer);
+    if (relay && !drained) await Promise.race([relay.drain().catch(() => undefined), sleep(30_000)]);
+    doc?.destroy();
+    await Promise.all([opencode?.stop(), dynamo?.stop()]);
+    console.warn = consoleWarn;
+  }
+}

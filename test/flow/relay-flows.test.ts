@@ -1,0 +1,398 @@
+/**
+ * The streaming relay with the real flows, store and prompt queue (flow harness over dynalite,
+ * instant provider) and a fake OpenCode whose event stream the test drives: claim and ordered
+ * fan-out, the idle boundary completing turns and dispatching the queue, takeover after a relay
+ * dies (busy and idle agent) without duplicates, reopen on a new sandbox, and letting go of a
+ * paused session. The clock moves through the harness; conditions are awaited with a bound.
+ */
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { SessionRecord } from "../../functions/domain/session";
+import { submitPrompt } from "../../functions/flows/submit-prompt";
+import type { AgentClient, AgentEvent } from "../../functions/ports/agent-client";
+import type { RelayLeaseStore } from "../../functions/ports/relay";
+import type { AgentMessage, AgentMessageSource } from "../../functions/relay/agent-messages";
+import { StreamingRelay } from "../../functions/relay/relay";
+import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
+import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
+import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
+import { InstantSandboxProvider } from "../support/instant-provider";
+
+/**
+ * OpenCode as the relay sees it: `prompt_async` starts a turn (busy, the user message, an
+ * assistant message streaming `echo: ` + text in two deltas) that stays open until `finish`.
+ */
+class FakeOpenCode implements AgentClient, AgentMessageSource {
+  readonly prompts: { agentSessionId: string; text: string }[] = [];
+  private readonly subscribers = new Set<(event: AgentEvent) => void>();
+  private readonly state = new Map<string, { busy: boolean; messages: AgentMessage[] }>();
+  private sessionIds = 0;
+  private turns = 0;
+
+  subscriberCount(): number {
+    return this.subscribers.size;
+  }
+
+  ensureSession(_baseUrl: string, existingId?: string | null): Promise<string> {
+    const id = existingId ?? `ses_fake${++this.sessionIds}`;
+    if (!this.state.has(id)) this.state.set(id, { busy: false, messages: [] });
+    return Promise.resolve(id);
+  }
+
+  promptAsync(_baseUrl: string, agentSessionId: string, text: string): Promise<void> {
+    this.prompts.push({ agentSessionId, text });
+    const s = this.session(agentSessionId);
+    const n = ++this.turns;
+    const created = 1_000 * n;
+    const user: AgentMessage = { info: { id: `msg_${n}u`, role: "user", time: { created } }, parts: [{ id: `prt_${n}u`, type: "text", text }] };
+    const assistant: AgentMessage = { info: { id: `msg_${n}a`, role: "assistant", time: { created: created + 1 } }, parts: [{ id: `prt_${n}a`, type: "text", text: `echo: ${text}` }] };
+    s.busy = true;
+    s.messages.push(user, assistant);
+    const sid = { sessionID: agentSessionId };
+    this.emit({ type: "session.status", properties: { ...sid, status: { type: "busy" } } });
+    this.emit({ type: "message.updated", properties: { ...sid, info: { ...user.info, sessionID: agentSessionId } } });
+    this.emit({ type: "message.part.updated", properties: { ...sid, part: { ...user.parts[0], messageID: user.info.id, sessionID: agentSessionId } } });
+    this.emit({ type: "message.updated", properties: { ...sid, info: { ...assistant.info, sessionID: agentSessionId } } });
+    this.emit({ type: "message.part.updated", properties: { ...sid, part: { id: `prt_${n}a`, type: "text", text: "", messageID: assistant.info.id, sessionID: agentSessionId } } });
+    for (const delta of ["echo: ", text]) {
+      this.emit({ type: "message.part.delta", properties: { ...sid, messageID: assistant.info.id, partID: `prt_${n}a`, field: "text", delta } });
+    }
+    return Promise.resolve();
+  }
+
+  /** Ends the turn in progress: the full part text, the completed message, idle. */
+  finish(agentSessionId: string): void {
+    const s = this.session(agentSessionId);
+    const assistant = s.messages.at(-1);
+    if (!assistant || assistant.info.time.completed !== undefined) throw new Error("no turn in progress");
+    assistant.info.time.completed = assistant.info.time.created + 500;
+    const sid = { sessionID: agentSessionId };
+    this.emit({ type: "message.part.updated", properties: { ...sid, part: { ...assistant.parts[0], messageID: assistant.info.id, sessionID: agentSessionId } } });
+    this.emit({ type: "message.updated", properties: { ...sid, info: { ...assistant.info, sessionID: agentSessionId } } });
+    s.busy = false;
+    this.emit({ type: "session.status", properties: { ...sid, status: { type: "idle" } } });
+    this.emit({ type: "session.idle", properties: sid });
+  }
+
+  abort(_baseUrl: string, agentSessionId: string): Promise<void> {
+    if (this.session(agentSessionId).busy) this.finish(agentSessionId);
+    return Promise.resolve();
+  }
+
+  isBusy(_baseUrl: string, agentSessionId: string): Promise<boolean> {
+    return Promise.resolve(this.session(agentSessionId).busy);
+  }
+
+  listMessages(_baseUrl: string, agentSessionId: string): Promise<AgentMessage[]> {
+    return Promise.resolve(structuredClone(this.session(agentSessionId).messages));
+  }
+
+  async *events(_baseUrl: string, signal: AbortSignal): AsyncIterable<AgentEvent> {
+    const queue: AgentEvent[] = [];
+    let wake: (() => void) | null = null;
+    const subscriber = (event: AgentEvent) => {
+      queue.push(event);
+      wake?.();
+    };
+    const onAbort = () => wake?.();
+    this.subscribers.add(subscriber);
+    signal.addEventListener("abort", onAbort);
+    try {
+      yield { type: "server.connected", properties: {} };
+      while (!signal.aborted) {
+        const next = queue.shift();
+        if (next) {
+          yield next;
+          continue;
+        }
+        await new Promise<void>((resolve) => (wake = resolve));
+        wake = null;
+      }
+    } finally {
+      this.subscribers.delete(subscriber);
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /** A copy per subscriber, as if serialized: later changes to the stored messages must not leak into queued events. */
+  private emit(event: AgentEvent): void {
+    for (const s of this.subscribers) s(structuredClone(event));
+  }
+
+  private session(id: string) {
+    const s = this.state.get(id);
+    if (!s) throw new Error(`unknown agent session ${id}`);
+    return s;
+  }
+}
+
+const TTL = 30;
+let h: FlowHarness;
+let agent: FakeOpenCode;
+let transcript: DynamoTranscriptStore;
+let relayLeases: DynamoRelayLeaseStore;
+const relays: StreamingRelay[] = [];
+
+beforeEach(async () => {
+  agent = new FakeOpenCode();
+  h = await startFlowHarness({ provider: new InstantSandboxProvider(), agent });
+  transcript = new DynamoTranscriptStore(h.table.doc, h.table.tableName);
+  relayLeases = new DynamoRelayLeaseStore(h.table.doc, h.table.tableName);
+});
+afterEach(async () => {
+  for (const r of relays.splice(0)) await r.drain();
+  await h.close();
+});
+
+function relay(ownerId: string, leases: RelayLeaseStore = relayLeases): StreamingRelay {
+  const r = new StreamingRelay(
+    {
+      sessions: h.deps.sessions,
+      prompts: h.deps.prompts,
+      flows: h.deps.flows,
+      agent,
+      agentMessages: agent,
+      connections: h.deps.connections,
+      push: h.push,
+      transcript,
+      relayLeases: leases,
+      logger: h.deps.logger,
+      now: h.deps.now,
+    },
+    // Scans and renewals are driven by the tests; every message reads the connection list.
+    { ownerId, leaseTtlSeconds: TTL, connectionCacheMs: 0 },
+  );
+  relays.push(r);
+  return r;
+}
+
+/** A relay that dies: its streams stop, but it never gets to release its leases. */
+function dyingLeases(): RelayLeaseStore {
+  return Object.assign(Object.create(relayLeases) as RelayLeaseStore, { release: () => Promise.resolve() });
+}
+
+async function until(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not reached within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+async function runningSession(): Promise<SessionRecord> {
+  const s = await h.createSession();
+  const after = await h.run("ensure-runtime", s.id);
+  expect(after.status).toBe("running");
+  return after;
+}
+
+function agentSessionOf(s: SessionRecord): string {
+  if (!s.codingAgentSessionId) throw new Error("running session without an agent session");
+  return s.codingAgentSessionId;
+}
+
+async function holding(r: StreamingRelay, sessionId: string): Promise<void> {
+  await r.scanNow();
+  expect(r.heldSessions()).toEqual([sessionId]);
+  await until("relay stream live", () => r.streamCounters().open === 1);
+}
+
+function streamed(connectionId: string) {
+  return h.push.sent.filter((s) => s.connectionId === connectionId && s.message.type.startsWith("message.")).map((s) => s.message);
+}
+
+async function prompt(sessionId: string, content: string) {
+  return submitPrompt(h.deps, await h.session(sessionId), { content, source: "user:u" });
+}
+
+async function statuses(sessionId: string) {
+  return (await h.deps.prompts.list(sessionId)).map((p) => [p.content, p.status]);
+}
+
+async function transcriptOf(sessionId: string) {
+  return (await transcript.list(sessionId, { limit: 100 })).items.map((m) => [m.role, m.text]);
+}
+
+describe("StreamingRelay", () => {
+  it("claims a running session and fans one turn out to two clients in order; the turn is persisted and completed", async () => {
+    const s = await runningSession();
+    const c1 = await h.addClient(s.id);
+    const c2 = await h.addClient(s.id);
+    const a = relay("relay-a");
+    await holding(a, s.id);
+
+    const submitted = await prompt(s.id, "hello");
+    expect(submitted.status).toBe("processing");
+    await until("agent busy recorded", async () => (await h.session(s.id)).agentBusy);
+    agent.finish(agentSessionOf(s));
+    await until("finalize reached both clients", () => [c1, c2].every((c) => streamed(c).some((m) => m.type === "message.finalize")));
+
+    const expected = [
+      { type: "message.create", messageId: "msg_1a", role: "assistant" },
+      { type: "message.part.text-delta", messageId: "msg_1a", partId: "prt_1a", delta: "echo: " },
+      { type: "message.part.text-delta", messageId: "msg_1a", partId: "prt_1a", delta: "hello" },
+      { type: "message.finalize", messageId: "msg_1a", text: "echo: hello" },
+    ];
+    expect(streamed(c1)).toEqual(expected);
+    expect(streamed(c2)).toEqual(expected);
+    await until("turn completed", async () => (await statuses(s.id)).every(([, st]) => st === "completed"));
+    expect(await transcriptOf(s.id)).toEqual([
+      ["user", "hello"],
+      ["assistant", "echo: hello"],
+    ]);
+    const after = await h.session(s.id);
+    expect(after.agentBusy).toBe(false);
+    expect(after.lastKnownAgentIdleAt).not.toBeNull();
+    expect(Date.parse(after.lastActivityAt)).toBeGreaterThanOrEqual(Date.parse(s.lastActivityAt));
+  });
+
+  it("the busy -> idle boundary completes the processing prompt and dispatches the next queued one, each sent once", async () => {
+    const s = await runningSession();
+    const a = relay("relay-a");
+    await holding(a, s.id);
+    await prompt(s.id, "first");
+    const second = await prompt(s.id, "second");
+    expect(second).toMatchObject({ status: "queued", delivery: "waiting" });
+    expect(agent.prompts.map((p) => p.text)).toEqual(["first"]);
+
+    agent.finish(agentSessionOf(s));
+    await until("second prompt sent", () => agent.prompts.length === 2);
+    expect(await statuses(s.id)).toEqual([
+      ["first", "completed"],
+      ["second", "processing"],
+    ]);
+    agent.finish(agentSessionOf(s));
+    await until("second turn completed", async () => (await statuses(s.id)).every(([, st]) => st === "completed"));
+    expect(agent.prompts.map((p) => p.text)).toEqual(["first", "second"]);
+    expect(await transcriptOf(s.id)).toEqual([
+      ["user", "first"],
+      ["assistant", "echo: first"],
+      ["user", "second"],
+      ["assistant", "echo: second"],
+    ]);
+  });
+
+  it("takeover of a busy turn: relay B waits for the lease TTL, then for idle, completes the turn once, no duplicates", async () => {
+    const s = await runningSession();
+    const client = await h.addClient(s.id);
+    const a = relay("relay-a", dyingLeases());
+    await holding(a, s.id);
+    await prompt(s.id, "long task");
+    await until("user message persisted by A", async () => (await transcriptOf(s.id)).length === 1);
+    await a.drain(); // dies mid-turn: stream gone, lease left behind
+    expect(agent.subscriberCount()).toBe(0);
+
+    const b = relay("relay-b");
+    await b.scanNow();
+    expect(b.heldSessions()).toEqual([]); // A's lease is still live
+    h.advance((TTL + 1) * 1000);
+    await holding(b, s.id);
+    expect((await statuses(s.id))[0]).toEqual(["long task", "processing"]);
+
+    agent.finish(agentSessionOf(s));
+    await until("turn completed by B", async () => (await statuses(s.id))[0]?.[1] === "completed");
+    expect(await transcriptOf(s.id)).toEqual([
+      ["user", "long task"],
+      ["assistant", "echo: long task"],
+    ]);
+    expect(agent.prompts.map((p) => p.text)).toEqual(["long task"]);
+    expect(streamed(client).filter((m) => m.type === "message.finalize")).toEqual([{ type: "message.finalize", messageId: "msg_1a", text: "echo: long task" }]);
+  });
+
+  it("takeover after the turn ended unwatched: catch-up persists it, completes it, and delivers the next queued prompt", async () => {
+    const s = await runningSession();
+    const a = relay("relay-a", dyingLeases());
+    await holding(a, s.id);
+    await prompt(s.id, "first");
+    await prompt(s.id, "second");
+    await a.drain();
+    agent.finish(agentSessionOf(s)); // nobody watches this idle boundary
+
+    h.advance((TTL + 1) * 1000);
+    const b = relay("relay-b");
+    await holding(b, s.id);
+    await until("second prompt sent", () => agent.prompts.length === 2);
+    expect(await statuses(s.id)).toEqual([
+      ["first", "completed"],
+      ["second", "processing"],
+    ]);
+    agent.finish(agentSessionOf(s));
+    await until("second turn completed", async () => (await statuses(s.id)).every(([, st]) => st === "completed"));
+    expect(agent.prompts.map((p) => p.text)).toEqual(["first", "second"]);
+    expect(await transcriptOf(s.id)).toEqual([
+      ["user", "first"],
+      ["assistant", "echo: first"],
+      ["user", "second"],
+      ["assistant", "echo: second"],
+    ]);
+  });
+
+  it("takeover while a prompt is on its way to an idle agent: the relay waits for its turn instead of completing it", async () => {
+    const s = await runningSession();
+    // A deliverer moved the prompt to processing and has not called the agent yet.
+    const inFlight = await h.deps.prompts.enqueue({ sessionId: s.id, content: "in flight", source: "user:u", now: h.deps.now() });
+    expect(await h.deps.prompts.move(inFlight, "queued", "processing", h.deps.now())).toBe(true);
+    await h.deps.prompts.enqueue({ sessionId: s.id, content: "behind it", source: "user:u", now: h.deps.now() });
+    const b = relay("relay-b");
+    await holding(b, s.id);
+    expect(await statuses(s.id)).toEqual([
+      ["in flight", "processing"],
+      ["behind it", "queued"],
+    ]);
+    expect(agent.prompts).toEqual([]);
+
+    await agent.promptAsync("http://instant.invalid", agentSessionOf(s), "in flight");
+    agent.finish(agentSessionOf(s));
+    await until("next prompt sent after the turn", () => agent.prompts.length === 2);
+    expect(agent.prompts.map((p) => p.text)).toEqual(["in flight", "behind it"]);
+  });
+
+  it("lets go when the session is paused: stream closed, relay lease released", async () => {
+    const s = await runningSession();
+    const a = relay("relay-a");
+    await holding(a, s.id);
+    const paused = await h.run("pause", s.id);
+    expect(paused.status).toBe("paused");
+    await a.renewNow();
+    expect(a.heldSessions()).toEqual([]);
+    expect(agent.subscriberCount()).toBe(0);
+    // Released, not merely abandoned: another relay could claim it at once.
+    expect(await relayLeases.claim(s.id, "relay-z", h.deps.now(), TTL)).not.toBeNull();
+    // And a paused session is not picked up by a scan.
+    await a.scanNow();
+    expect(a.heldSessions()).toEqual([]);
+  });
+
+  it("reopens on the new sandbox when the session's runtime changes, and describes only the current sandbox", async () => {
+    const s = await runningSession();
+    const a = relay("relay-a");
+    await holding(a, s.id);
+    const moved = await h.deps.sessions.update(s, { sandboxId: "isb_other", codingAgentSessionId: await agent.ensureSession("http://instant.invalid") }, h.deps.now());
+    await a.renewNow();
+    expect(a.counters.reopens).toBe(1);
+    expect(a.heldSessions()).toEqual([s.id]);
+    await until("reopened stream live", () => a.streamCounters().open === 1);
+    expect(agent.subscriberCount()).toBe(1);
+
+    await prompt(s.id, "on the new runtime");
+    await until("busy recorded for the new sandbox", async () => (await h.session(s.id)).agentBusy);
+    agent.finish(agentSessionOf(moved));
+    await until("turn completed", async () => (await statuses(s.id)).every(([, st]) => st === "completed"));
+    expect(await transcriptOf(s.id)).toEqual([
+      ["user", "on the new runtime"],
+      ["assistant", "echo: on the new runtime"],
+    ]);
+  });
+
+  it("drain releases every lease so another relay takes over at once", async () => {
+    const s1 = await runningSession();
+    const s2 = await runningSession();
+    const a = relay("relay-a");
+    await a.scanNow();
+    expect(a.heldSessions().sort()).toEqual([s1.id, s2.id].sort());
+    await a.drain();
+    expect(a.heldSessions()).toEqual([]);
+    const b = relay("relay-b");
+    await b.scanNow();
+    expect(b.heldSessions().sort()).toEqual([s1.id, s2.id].sort());
+  });
+});
