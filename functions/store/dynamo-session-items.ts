@@ -5,8 +5,6 @@
  */
 import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
 import { ConditionalCheckFailedException } from "@aws-sdk/client-dynamodb";
-import { z } from "zod";
-import { ValidationError } from "../domain/errors";
 import { newSortableId } from "../domain/ids";
 import {
   ClientConnection,
@@ -18,6 +16,7 @@ import {
   type PromptStatus,
 } from "../ports/session-items";
 import { KEY_ATTRIBUTES, keys } from "./table-layout";
+import { listPartitionPage } from "./partition-page";
 
 function stripKeys(item: Record<string, unknown>): Record<string, unknown> {
   const out = { ...item };
@@ -103,7 +102,6 @@ export class DynamoPromptQueue implements PromptQueue {
   }
 }
 
-const EventCursor = z.object({ session: z.string(), sk: z.string().startsWith("EVENT#") });
 
 export class DynamoLifecycleEventLog implements LifecycleEventLog {
   constructor(
@@ -119,38 +117,10 @@ export class DynamoLifecycleEventLog implements LifecycleEventLog {
     return stored;
   }
 
-  async list(sessionId: string, options: { limit: number; cursor?: string | null }): Promise<{ items: LifecycleEvent[]; nextCursor: string | null }> {
-    let startSk: string | undefined;
-    if (options.cursor) {
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(Buffer.from(options.cursor, "base64url").toString("utf8"));
-      } catch {
-        throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
-      }
-      const cursor = EventCursor.safeParse(parsed);
-      // A cursor minted for another session's trail must not position this one.
-      if (!cursor.success || cursor.data.session !== sessionId) throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
-      startSk = cursor.data.sk;
-    }
-    const partition = keys.sessionPartition(sessionId);
-    const out = await this.doc.send(
-      new QueryCommand({
-        TableName: this.tableName,
-        KeyConditionExpression: "PK = :pk AND begins_with(SK, :prefix)",
-        ExpressionAttributeValues: { ":pk": partition, ":prefix": "EVENT#" },
-        Limit: options.limit,
-        // The partition always comes from the request, never from the cursor.
-        ...(startSk ? { ExclusiveStartKey: { PK: partition, SK: startSk } } : {}),
-      }),
-    );
-    const items = (out.Items ?? []).map((i) => LifecycleEvent.parse(stripKeys(i)));
-    const lastSk = out.LastEvaluatedKey?.SK;
-    return {
-      items,
-      nextCursor: typeof lastSk === "string" ? Buffer.from(JSON.stringify({ session: sessionId, sk: lastSk })).toString("base64url") : null,
-    };
+  list(sessionId: string, options: { limit: number; cursor?: string | null }): Promise<{ items: LifecycleEvent[]; nextCursor: string | null }> {
+    return listPartitionPage(this.doc, this.tableName, { sessionId, prefix: "EVENT#", ...options }, (item) => LifecycleEvent.parse(item));
   }
+
 }
 
 export class DynamoConnectionRegistry implements ConnectionRegistry {
