@@ -65,6 +65,13 @@ export interface RelayOptions {
   maxSessions?: number;
   /** How long a session's connection list is reused for fan-out. Default 1000; 0 reads it per message. */
   connectionCacheMs?: number;
+  /**
+   * Default 30 000. A prompt `processing` this long while the agent sits idle and never answered
+   * it was never sent (its deliverer died between claiming and sending): it goes back to the
+   * queue. Checked at most once per `strandedCheckMs` (default 60 000) per session.
+   */
+  strandedPromptMs?: number;
+  strandedCheckMs?: number;
 }
 
 /** What a watch streams from: changes to any of these mean another runtime (reopen). */
@@ -87,6 +94,8 @@ interface Watch {
   connections: { at: number; list: ClientConnection[] } | null;
   /** When the current turn's busy state was first seen: only prompts sent before it belong to it. */
   busySince: Date | null;
+  /** Last stranded-prompt check (epoch ms). */
+  strandedCheckedAt: number;
 }
 
 export interface RelayCounters {
@@ -308,6 +317,7 @@ export class StreamingRelay {
       gaps: false,
       connections: null,
       busySince: null,
+      strandedCheckedAt: this.deps.now().getTime(),
     };
     this.watches.set(sessionId, watch);
     stream.start();
@@ -374,6 +384,32 @@ export class StreamingRelay {
     }
   }
 
+  /**
+   * A prompt claimed for delivery whose sender died before `prompt_async` would wait forever:
+   * no turn starts, so no idle boundary completes it. With the agent idle and the prompt
+   * unanswered past the grace, it goes back to the queue and is delivered again; one the agent
+   * did answer (its idle boundary was missed) is completed. Never both.
+   */
+  private async recoverStrandedPrompts(watch: Watch): Promise<void> {
+    const now = this.deps.now().getTime();
+    if (watch.translator.busy || now - watch.strandedCheckedAt < (this.options.strandedCheckMs ?? 60_000)) return;
+    watch.strandedCheckedAt = now;
+    const grace = this.options.strandedPromptMs ?? 30_000;
+    const stale = (await this.deps.prompts.list(watch.sessionId, "processing")).filter((p) => now - Date.parse(p.updatedAt) > grace);
+    if (stale.length === 0) return;
+    if (await this.deps.agent.isBusy(watch.target.openCodeUrl, watch.target.agentSessionId)) return;
+    const messages = await this.agentMessages.listMessages(watch.target.openCodeUrl, watch.target.agentSessionId);
+    for (const prompt of stale) {
+      const answered = isAnswered(prompt, messages);
+      await this.deps.prompts.move(prompt, "processing", answered ? "completed" : "queued", this.deps.now());
+      this.deps.logger.warn(answered ? "relay: completed a prompt whose turn ended unseen" : "relay: requeued a prompt that never reached the agent", {
+        sessionId: watch.sessionId,
+        promptId: prompt.promptId,
+      });
+    }
+    await deliverQueuedPrompts(this.deps, watch.sessionId, { actor: this.actor, wakeFromError: false });
+  }
+
   /** Persist, then fan out (a client's `init` either has the message or the client is ready for its finalize), then the transition. */
   private async perform(watch: Watch, t: Translation): Promise<void> {
     if (t.gaps) watch.gaps = true;
@@ -435,7 +471,9 @@ export class StreamingRelay {
       await this.drop(watch, { release: true });
       return;
     }
-    if (!sameTarget(target, watch.target)) {
+    if (sameTarget(target, watch.target)) {
+      await this.recoverStrandedPrompts(watch);
+    } else {
       // Resume or migration: another sandbox (or agent session); its agent state starts unknown.
       this.counters.reopens++;
       this.deps.logger.info("relay reopens session on its new runtime", { sessionId: watch.sessionId, from: watch.target.sandboxId, to: target.sandboxId });

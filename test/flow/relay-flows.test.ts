@@ -346,6 +346,46 @@ describe("StreamingRelay", () => {
     expect(agent.prompts.map((p) => p.text)).toEqual(["in flight", "behind it"]);
   });
 
+  it("a prompt stranded in processing (its sender died before sending) goes back to the queue and is sent exactly once", async () => {
+    const s = await runningSession();
+    const b = relay("relay-b");
+    await holding(b, s.id);
+    const stranded = await h.deps.prompts.enqueue({ sessionId: s.id, content: "lost on the way", source: "user:u", now: h.deps.now() });
+    expect(await h.deps.prompts.move(stranded, "queued", "processing", h.deps.now())).toBe(true);
+    // Within the grace nothing happens: it may still be on its way.
+    await b.renewNow();
+    expect(agent.prompts).toEqual([]);
+    h.advance(61_000);
+    await b.renewNow();
+    await until("the stranded prompt sent", () => agent.prompts.length === 1);
+    expect(agent.prompts.map((p) => p.text)).toEqual(["lost on the way"]);
+    expect(await statuses(s.id)).toEqual([["lost on the way", "processing"]]);
+    agent.finish(agentSessionOf(s));
+    await until("turn completed", async () => (await statuses(s.id))[0]?.[1] === "completed");
+    h.advance(61_000);
+    await b.renewNow();
+    expect(agent.prompts).toHaveLength(1);
+  });
+
+  it("a processing prompt the agent answered while its idle boundary was missed is completed, not resent", async () => {
+    const s = await runningSession();
+    const b = relay("relay-b");
+    await holding(b, s.id);
+    const p = await h.deps.prompts.enqueue({ sessionId: s.id, content: "answered unseen", source: "user:u", now: h.deps.now() });
+    expect(await h.deps.prompts.move(p, "queued", "processing", h.deps.now())).toBe(true);
+    // The agent ran the turn, but the relay's stream missed it (its events went nowhere).
+    await b.kill();
+    await agent.promptAsync("http://instant.invalid", agentSessionOf(s), "answered unseen");
+    agent.finish(agentSessionOf(s));
+    const c = relay("relay-c");
+    h.advance((TTL + 1) * 1000);
+    await holding(c, s.id);
+    await until("completed by catch-up", async () => (await statuses(s.id))[0]?.[1] === "completed");
+    h.advance(61_000);
+    await c.renewNow();
+    expect(agent.prompts).toHaveLength(1);
+  });
+
   it("lets go when the session is paused: stream closed, relay lease released", async () => {
     const s = await runningSession();
     const a = relay("relay-a");
