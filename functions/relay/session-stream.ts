@@ -131,7 +131,11 @@ export class SessionStream {
         disarm();
         if (generation !== this.generation) break;
         if (!live) {
-          const [busy, messages] = await Promise.all([agent.isBusy(baseUrl, agentSessionId), this.options.messages.listMessages(baseUrl, agentSessionId)]);
+          // Busy first, then the messages: read in parallel, a turn ending between the two reads
+          // looked idle next to a message still open, which was then finalized with partial text.
+          // In this order an idle answer means every message read after it is complete.
+          const busy = await agent.isBusy(baseUrl, agentSessionId);
+          const messages = await this.options.messages.listMessages(baseUrl, agentSessionId);
           if (generation !== this.generation) break;
           await handler.onConnected({ busy, messages });
           live = true;

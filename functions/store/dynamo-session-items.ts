@@ -4,7 +4,6 @@
  * dispatchers can never both send the same prompt.
  */
 import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
-import { ConditionalCheckFailedException } from "@aws-sdk/client-dynamodb";
 import { newSortableId } from "../domain/ids";
 import {
   ClientConnection,
@@ -15,18 +14,9 @@ import {
   type PromptQueue,
   type PromptStatus,
 } from "../ports/session-items";
-import { KEY_ATTRIBUTES, keys } from "./table-layout";
+import { keys } from "./table-layout";
+import { isConditionFailure, stripKeys } from "./item-lease";
 import { listPartitionPage } from "./partition-page";
-
-function stripKeys(item: Record<string, unknown>): Record<string, unknown> {
-  const out = { ...item };
-  for (const k of KEY_ATTRIBUTES) delete out[k];
-  return out;
-}
-
-function isConditionFailure(err: unknown): boolean {
-  return err instanceof ConditionalCheckFailedException || (err as { name?: string } | null)?.name === "ConditionalCheckFailedException";
-}
 
 /** Reads every item of a session partition whose SK starts with `prefix`, in SK order. */
 async function queryAll(doc: DynamoDBDocumentClient, tableName: string, sessionId: string, prefix: string): Promise<Record<string, unknown>[]> {

@@ -11,7 +11,6 @@ import {
   type DynamoDBDocumentClient,
   type QueryCommandInput,
 } from "@aws-sdk/lib-dynamodb";
-import { ConditionalCheckFailedException } from "@aws-sdk/client-dynamodb";
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { ConflictError, InvalidTransitionError, LeaseBusyError, LeaseLostError, NotFoundError, StaleWriteError, ValidationError } from "../domain/errors";
@@ -19,24 +18,8 @@ import type { Principal } from "../domain/principal";
 import { SessionRecord, type SessionStatus } from "../domain/session";
 import { allowedSources, applyTransition, pickTransitionChanges, type TransitionChanges } from "../domain/session-transitions";
 import type { ApiTokenStore, Lease, LeaseGuard, ListOptions, ListPage, SessionStore } from "../ports/session-store";
-import { GSI_BY_ORG, GSI_BY_STATUS, KEY_ATTRIBUTES, keys } from "./table-layout";
-
-/** Builds a ConditionExpression from named clauses so each guarded race has a name. */
-function conditions(clauses: Record<string, string>): string {
-  return Object.values(clauses)
-    .map((c) => `(${c})`)
-    .join(" AND ");
-}
-
-function isConditionFailure(err: unknown): boolean {
-  return err instanceof ConditionalCheckFailedException || (err as { name?: string } | null)?.name === "ConditionalCheckFailedException";
-}
-
-function stripKeys(item: Record<string, unknown>): Record<string, unknown> {
-  const out = { ...item };
-  for (const k of KEY_ATTRIBUTES) delete out[k];
-  return out;
-}
+import { GSI_BY_ORG, GSI_BY_STATUS, keys } from "./table-layout";
+import { ItemLease, conditions, isConditionFailure, stripKeys } from "./item-lease";
 
 function toRecord(item: Record<string, unknown>): SessionRecord {
   return SessionRecord.parse(stripKeys(item));
@@ -67,10 +50,14 @@ function decodeCursor(cursor: string, expected: { attribute: string; value: stri
 const MAX_QUERY_PAGES = 10;
 
 export class DynamoSessionStore implements SessionStore {
+  private readonly lease: ItemLease;
+
   constructor(
     private readonly doc: DynamoDBDocumentClient,
     private readonly tableName: string,
-  ) {}
+  ) {
+    this.lease = new ItemLease(doc, tableName, { owner: "leaseOwner", expiresAt: "leaseExpiresAt", fence: "fence" });
+  }
 
   async createSession(record: SessionRecord): Promise<void> {
     try {
@@ -298,73 +285,23 @@ export class DynamoSessionStore implements SessionStore {
   }
 
   async acquireLease(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<Lease> {
-    const expiresAt = now.getTime() + Math.round(ttlSeconds * 1000);
-    try {
-      const out = await this.doc.send(
-        new UpdateCommand({
-          TableName: this.tableName,
-          Key: keys.session(sessionId),
-          UpdateExpression: "SET leaseOwner = :owner, leaseExpiresAt = :expiresAt, fence = if_not_exists(fence, :zero) + :one",
-          ConditionExpression: conditions({
-            exists: "attribute_exists(PK)",
-            // Two flows must never both believe they own the session: only a free, expired, or
-            // already-ours lease can be taken.
-            leaseAvailable: "attribute_not_exists(leaseOwner) OR leaseExpiresAt <= :now OR leaseOwner = :owner",
-          }),
-          ExpressionAttributeValues: { ":owner": owner, ":expiresAt": expiresAt, ":now": now.getTime(), ":zero": 0, ":one": 1 },
-          ReturnValues: "UPDATED_NEW",
-        }),
-      );
-      return { sessionId, owner, fence: Number(out.Attributes?.fence), expiresAt };
-    } catch (err) {
-      if (!isConditionFailure(err)) throw err;
-      const lease = await this.readLease(sessionId);
-      if (!lease) throw new NotFoundError(`session ${sessionId} not found`, { cause: err });
-      throw new LeaseBusyError(`session ${sessionId} is busy: lease held by ${lease.owner ?? "?"} until ${new Date(lease.expiresAt ?? 0).toISOString()}`, {
-        cause: err,
-        context: { sessionId, holder: lease.owner, expiresAt: lease.expiresAt },
-      });
-    }
+    const lease = await this.lease.take(sessionId, owner, now, ttlSeconds);
+    if (lease) return lease;
+    const held = await this.readLease(sessionId);
+    if (!held) throw new NotFoundError(`session ${sessionId} not found`);
+    throw new LeaseBusyError(`session ${sessionId} is busy: lease held by ${held.owner ?? "?"} until ${new Date(held.expiresAt ?? 0).toISOString()}`, {
+      context: { sessionId, holder: held.owner, expiresAt: held.expiresAt },
+    });
   }
 
   async renewLease(lease: Lease, now: Date, ttlSeconds: number): Promise<Lease> {
-    const expiresAt = now.getTime() + Math.round(ttlSeconds * 1000);
-    try {
-      await this.doc.send(
-        new UpdateCommand({
-          TableName: this.tableName,
-          Key: keys.session(lease.sessionId),
-          UpdateExpression: "SET leaseExpiresAt = :expiresAt",
-          ConditionExpression: conditions({
-            // Renewing someone else's lease would resurrect a lost owner.
-            stillOurs: "leaseOwner = :owner AND fence = :fence",
-          }),
-          ExpressionAttributeValues: { ":owner": lease.owner, ":fence": lease.fence, ":expiresAt": expiresAt },
-        }),
-      );
-      return { ...lease, expiresAt };
-    } catch (err) {
-      if (!isConditionFailure(err)) throw err;
-      throw new LeaseLostError(`session ${lease.sessionId}: lease of ${lease.owner} (fence ${lease.fence}) was lost`, { cause: err });
-    }
+    const renewed = await this.lease.renew(lease, now, ttlSeconds);
+    if (renewed) return renewed;
+    throw new LeaseLostError(`session ${lease.sessionId}: lease of ${lease.owner} (fence ${lease.fence}) was lost`);
   }
 
-  async releaseLease(lease: LeaseGuard): Promise<void> {
-    try {
-      await this.doc.send(
-        new UpdateCommand({
-          TableName: this.tableName,
-          Key: keys.session(lease.sessionId),
-          UpdateExpression: "REMOVE leaseOwner, leaseExpiresAt",
-          // A stale owner must not release the lease a newer owner holds. The fence stays: it only grows.
-          ConditionExpression: conditions({ stillOurs: "leaseOwner = :owner AND fence = :fence" }),
-          ExpressionAttributeValues: { ":owner": lease.owner, ":fence": lease.fence },
-        }),
-      );
-    } catch (err) {
-      // Documented no-op: already released, or taken over after expiry.
-      if (!isConditionFailure(err)) throw err;
-    }
+  releaseLease(lease: LeaseGuard): Promise<void> {
+    return this.lease.release(lease);
   }
 
   async verifyLease(lease: LeaseGuard, now: Date): Promise<void> {
@@ -377,21 +314,8 @@ export class DynamoSessionStore implements SessionStore {
     }
   }
 
-  async readLease(sessionId: string): Promise<{ owner: string | null; fence: number; expiresAt: number | null } | null> {
-    const out = await this.doc.send(
-      new GetCommand({
-        TableName: this.tableName,
-        Key: keys.session(sessionId),
-        ConsistentRead: true,
-        ProjectionExpression: "PK, leaseOwner, leaseExpiresAt, fence",
-      }),
-    );
-    if (!out.Item) return null;
-    return {
-      owner: typeof out.Item.leaseOwner === "string" ? out.Item.leaseOwner : null,
-      fence: typeof out.Item.fence === "number" ? out.Item.fence : 0,
-      expiresAt: typeof out.Item.leaseExpiresAt === "number" ? out.Item.leaseExpiresAt : null,
-    };
+  readLease(sessionId: string): Promise<{ owner: string | null; fence: number; expiresAt: number | null } | null> {
+    return this.lease.read(sessionId);
   }
 
   async recordAgentState(sessionId: string, sandboxId: string, state: { busy: boolean; at: Date }): Promise<boolean> {

@@ -7,18 +7,13 @@
 import { QueryCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
 import { z } from "zod";
 import { ValidationError } from "../domain/errors";
-import { KEY_ATTRIBUTES, keys } from "./table-layout";
+import { keys } from "./table-layout";
+import { stripKeys } from "./item-lease";
 
 const PageCursor = z.object({ session: z.string(), sk: z.string() });
 
 function invalidCursor(): ValidationError {
   return new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
-}
-
-function stripKeys(item: Record<string, unknown>): Record<string, unknown> {
-  const out = { ...item };
-  for (const k of KEY_ATTRIBUTES) delete out[k];
-  return out;
 }
 
 export async function listPartitionPage<T>(

@@ -1,0 +1,147 @@
+/**
+ * The one lease mechanism on a session item, used twice with different attributes: the flow
+ * lease (`leaseOwner`, `leaseExpiresAt`, `fence`; dynamo-session-store.ts) and the relay lease
+ * (`relayOwner`, `relayExpiresAt`, `relayFence`; dynamo-relay-store.ts). An owner, an expiry
+ * (epoch ms) and a fence that grows with every take and never shrinks. Also the small helpers
+ * every store module shares (named condition clauses, condition-failure test, key stripping).
+ */
+import { GetCommand, UpdateCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { ConditionalCheckFailedException } from "@aws-sdk/client-dynamodb";
+import { KEY_ATTRIBUTES, keys } from "./table-layout";
+
+/** Builds a ConditionExpression from named clauses so each guarded race has a name. */
+export function conditions(clauses: Record<string, string>): string {
+  return Object.values(clauses)
+    .map((c) => `(${c})`)
+    .join(" AND ");
+}
+
+export function isConditionFailure(err: unknown): boolean {
+  return err instanceof ConditionalCheckFailedException || (err as { name?: string } | null)?.name === "ConditionalCheckFailedException";
+}
+
+export function stripKeys(item: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...item };
+  for (const k of KEY_ATTRIBUTES) delete out[k];
+  return out;
+}
+
+export interface LeaseAttributes {
+  owner: string;
+  expiresAt: string;
+  fence: string;
+}
+
+export interface HeldLease {
+  sessionId: string;
+  owner: string;
+  fence: number;
+  expiresAt: number;
+}
+
+export interface StoredLease {
+  owner: string | null;
+  fence: number;
+  expiresAt: number | null;
+}
+
+export class ItemLease {
+  constructor(
+    private readonly doc: DynamoDBDocumentClient,
+    private readonly tableName: string,
+    private readonly attrs: LeaseAttributes,
+  ) {}
+
+  private names(): Record<string, string> {
+    return { "#owner": this.attrs.owner, "#expiresAt": this.attrs.expiresAt, "#fence": this.attrs.fence };
+  }
+
+  /** Takes the lease if free, expired or already `owner`'s; null when that condition failed (busy or no session). */
+  async take(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<HeldLease | null> {
+    const expiresAt = now.getTime() + Math.round(ttlSeconds * 1000);
+    try {
+      const out = await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(sessionId),
+          UpdateExpression: "SET #owner = :owner, #expiresAt = :expiresAt, #fence = if_not_exists(#fence, :zero) + :one",
+          ConditionExpression: conditions({
+            // A take must never create a half session item.
+            exists: "attribute_exists(PK)",
+            // Two holders must never both believe they own the session: only a free, expired, or
+            // already-ours lease can be taken.
+            available: "attribute_not_exists(#owner) OR #expiresAt <= :now OR #owner = :owner",
+          }),
+          ExpressionAttributeNames: this.names(),
+          ExpressionAttributeValues: { ":owner": owner, ":expiresAt": expiresAt, ":now": now.getTime(), ":zero": 0, ":one": 1 },
+          ReturnValues: "UPDATED_NEW",
+        }),
+      );
+      return { sessionId, owner, fence: Number(out.Attributes?.[this.attrs.fence]), expiresAt };
+    } catch (err) {
+      if (isConditionFailure(err)) return null;
+      throw err;
+    }
+  }
+
+  /** Extends a held lease; null when it is no longer the caller's (same owner and fence). */
+  async renew<L extends HeldLease>(lease: L, now: Date, ttlSeconds: number): Promise<L | null> {
+    const expiresAt = now.getTime() + Math.round(ttlSeconds * 1000);
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(lease.sessionId),
+          UpdateExpression: "SET #expiresAt = :expiresAt",
+          // Renewing a lease someone else took over would resurrect a lost owner.
+          ConditionExpression: conditions({ stillOurs: "#owner = :owner AND #fence = :fence" }),
+          ExpressionAttributeNames: this.names(),
+          ExpressionAttributeValues: { ":owner": lease.owner, ":fence": lease.fence, ":expiresAt": expiresAt },
+        }),
+      );
+      return { ...lease, expiresAt };
+    } catch (err) {
+      if (isConditionFailure(err)) return null;
+      throw err;
+    }
+  }
+
+  /** Frees a held lease; a no-op if it was already released or taken over. The fence stays. */
+  async release(lease: Pick<HeldLease, "sessionId" | "owner" | "fence">): Promise<void> {
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(lease.sessionId),
+          UpdateExpression: "REMOVE #owner, #expiresAt",
+          // A stale holder must not free the lease its successor holds.
+          ConditionExpression: conditions({ stillOurs: "#owner = :owner AND #fence = :fence" }),
+          ExpressionAttributeNames: this.names(),
+          ExpressionAttributeValues: { ":owner": lease.owner, ":fence": lease.fence },
+        }),
+      );
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+    }
+  }
+
+  /** The lease as stored (strongly consistent); null when the session does not exist. */
+  async read(sessionId: string): Promise<StoredLease | null> {
+    const out = await this.doc.send(
+      new GetCommand({
+        TableName: this.tableName,
+        Key: keys.session(sessionId),
+        ConsistentRead: true,
+        ProjectionExpression: "PK, #owner, #expiresAt, #fence",
+        ExpressionAttributeNames: this.names(),
+      }),
+    );
+    if (!out.Item) return null;
+    const item = out.Item;
+    return {
+      owner: typeof item[this.attrs.owner] === "string" ? (item[this.attrs.owner] as string) : null,
+      fence: typeof item[this.attrs.fence] === "number" ? (item[this.attrs.fence] as number) : 0,
+      expiresAt: typeof item[this.attrs.expiresAt] === "number" ? (item[this.attrs.expiresAt] as number) : null,
+    };
+  }
+}
