@@ -36,7 +36,18 @@ export const ConfigSchema = z.object({
   AUTOMATION_IDLE_GRACE_SECONDS: seconds(30),
   SANDBOX_TIMEOUT_SECONDS: seconds(3600),
   EXPIRY_MIGRATION_LEAD_SECONDS: seconds(300),
+  /** Orphan sweeper period (seed 002 §11): the backstop behind event-driven idle checks. */
   SWEEPER_INTERVAL_SECONDS: seconds(600),
+  /** After a failed idle snapshot the session stays running; the next check comes this much later (seed 002 "retry on the next idle check"). */
+  IDLE_SNAPSHOT_RETRY_SECONDS: seconds(30),
+  /** Consecutive failed idle snapshots before the circuit breaker stops the session (seed 002 verification 19). */
+  IDLE_SNAPSHOT_MAX_FAILURES: z.coerce.number().int().positive().default(3),
+  /** A proxy connection (terminal / editor WebSocket) that is not refreshed within this long no longer counts as present. */
+  PROXY_CONNECTION_TTL_SECONDS: seconds(120),
+  /** An idle-check schedule may fire this early (EventBridge Scheduler has one-minute precision); its target waits for the exact time. */
+  IDLE_CHECK_MAX_EARLY_SECONDS: seconds(70),
+  /** The sweeper terminates an unreferenced sandbox only when it is older than this (a flow may be about to commit it). */
+  ORPHAN_SANDBOX_MIN_AGE_SECONDS: z.coerce.number().nonnegative().finite().default(600),
   /** Session lease TTL; must cover the worst-case snapshot (seed 002 constraint 6). */
   LEASE_TTL_SECONDS: seconds(300),
   /** Expiry migration: how long to wait for the agent's in-flight turn before aborting it (seed 000 §6). */

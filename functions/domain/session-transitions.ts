@@ -76,6 +76,7 @@ export const TRANSITION_CHANGE_FIELDS = [
   "codingAgentSessionId",
   "agentBusy",
   "lastKnownAgentIdleAt",
+  "idleSnapshotFailures",
 ] as const satisfies readonly (keyof SessionRecord)[];
 
 export type TransitionChanges = Partial<Pick<SessionRecord, (typeof TRANSITION_CHANGE_FIELDS)[number]>>;

@@ -83,6 +83,8 @@ export const SessionRecord = z.object({
   agentBusy: z.boolean().default(false),
   /** When the relay last saw the agent go from busy to idle; null while unknown (fresh sandbox). */
   lastKnownAgentIdleAt: IsoTime.nullable().default(null),
+  /** Idle snapshots that failed in a row; the circuit breaker stops the session at the limit (seed 002 verification 19). */
+  idleSnapshotFailures: z.number().int().nonnegative().default(0),
   /** Start of the current `running` period; active seconds are added when it ends. */
   runningSince: IsoTime.nullable(),
   activeSeconds: z.number().nonnegative(),
@@ -143,6 +145,7 @@ export function newSessionRecord(input: NewSessionInput): SessionRecord {
     codingAgentSessionId: null,
     agentBusy: false,
     lastKnownAgentIdleAt: null,
+    idleSnapshotFailures: 0,
     runningSince: null,
     activeSeconds: 0,
     version: 1,

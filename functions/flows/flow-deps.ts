@@ -11,7 +11,8 @@ import type { ClientPush } from "../ports/client-push";
 import type { FlowRunner } from "../ports/flow-runner";
 import type { LifecycleScheduler } from "../ports/lifecycle-scheduler";
 import type { SandboxProvider } from "../ports/sandbox-provider";
-import type { ConnectionRegistry, LifecycleEventLog, PromptQueue } from "../ports/session-items";
+import type { MetricsSink } from "../ports/metrics-sink";
+import type { ConnectionRegistry, LifecycleEventLog, PromptQueue, ProxyConnectionRegistry } from "../ports/session-items";
 import type { RelayLeaseStore } from "../ports/relay";
 import type { SessionStore } from "../ports/session-store";
 
@@ -20,14 +21,20 @@ export interface FlowDeps {
   prompts: PromptQueue;
   events: LifecycleEventLog;
   connections: ConnectionRegistry;
-  /** Whether a relay watches a session (prompt delivery waits for one). */
-  relayLeases: Pick<RelayLeaseStore, "watched">;
+  /** Terminal / editor proxy connections (seed 002 constraint 8). */
+  proxies: ProxyConnectionRegistry;
+  /**
+   * Whether a relay watches a session (prompt delivery waits for one; the idle predicate's "SSE
+   * ready"), and the relay lease an idle snapshot takes away from the relay while it works.
+   */
+  relayLeases: Pick<RelayLeaseStore, "watched" | "seize" | "release">;
   push: ClientPush;
   scheduler: LifecycleScheduler;
   flows: FlowRunner;
   provider: (type: ProviderType) => Promise<SandboxProvider>;
   agent: AgentClient;
   config: Config;
+  metrics: MetricsSink;
   now: () => Date;
   logger: Logger;
 }

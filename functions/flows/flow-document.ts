@@ -31,6 +31,12 @@ export const BeginResult = z.object({
   /** Stored status and sandbox when the lease was taken: what the flow acts on. */
   fromStatus: z.string(),
   sandboxId: z.string().nullable(),
+  /** Idle snapshots: when the session's grace ran out (the idle-lag metric's start). */
+  graceExpiresAt: z.string().nullable().optional(),
+  /** The sandbox's expiry when the lease was taken (idle sandbox-seconds avoided). */
+  sandboxExpiresAt: z.string().nullable().optional(),
+  /** Idle snapshots: the relay lease this flow took from the relay while it works (released by finish). */
+  relayLease: LeaseDoc.nullable().optional(),
   startedAt: z.string(),
   ms: z.number(),
 });
@@ -47,8 +53,10 @@ export const ProvisionResult = z.object({
 export type ProvisionResult = z.infer<typeof ProvisionResult>;
 
 export const SnapshotStepResult = z.object({
-  snapshotId: z.string(),
-  method: z.enum(["pause", "memory", "filesystem"]),
+  /** Null only when the sandbox was lost and the session never had a snapshot. */
+  snapshotId: z.string().nullable(),
+  /** `lost`: the provider no longer has the sandbox (idle snapshots only): nothing was snapshotted. */
+  method: z.enum(["pause", "memory", "filesystem", "lost"]),
   ms: z.number(),
 });
 
@@ -71,6 +79,8 @@ export const FlowDocument = FlowInput.extend({
   commit: CommitResult.optional(),
   failure: CaughtError.optional(),
   superseded: CaughtError.optional(),
+  /** An idle snapshot found the session not idle after all (the agent answered busy): nothing changed. */
+  standDown: CaughtError.optional(),
   recorded: z.object({ ms: z.number() }).optional(),
   discarded: z.object({ terminated: z.string().nullable(), ms: z.number() }).optional(),
 });

@@ -11,7 +11,8 @@ import { providerEnvironment } from "../config/provider-secrets";
 import { logger } from "../observability/logger";
 import { createDocumentClient } from "../store/dynamo-client";
 import { DynamoSessionStore } from "../store/dynamo-session-store";
-import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue } from "../store/dynamo-session-items";
+import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue, DynamoProxyConnectionRegistry } from "../store/dynamo-session-items";
+import { EmfMetricsSink } from "../observability/emf-metrics-sink";
 import { DynamoRelayLeaseStore } from "../store/dynamo-relay-store";
 import { SfnFlowRunner, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
 import { EventBridgeLifecycleScheduler } from "../adapters/aws/eventbridge-lifecycle-scheduler";
@@ -45,6 +46,7 @@ export function awsFlowDeps(): FlowDeps {
       prompts: new DynamoPromptQueue(doc, config.TABLE_NAME),
       events: new DynamoLifecycleEventLog(doc, config.TABLE_NAME),
       connections: new DynamoConnectionRegistry(doc, config.TABLE_NAME),
+      proxies: new DynamoProxyConnectionRegistry(doc, config.TABLE_NAME),
       relayLeases: new DynamoRelayLeaseStore(doc, config.TABLE_NAME),
       push: managementEndpoint ? new ApiGatewayClientPush(new ApiGatewayManagementApiClient({ endpoint: managementEndpoint })) : noPush,
       scheduler: new EventBridgeLifecycleScheduler({
@@ -65,6 +67,7 @@ export function awsFlowDeps(): FlowDeps {
       },
       agent: new OpenCodeAgentClient(),
       config,
+      metrics: new EmfMetricsSink(),
       now: () => new Date(),
       logger,
     };
@@ -73,8 +76,8 @@ export function awsFlowDeps(): FlowDeps {
 }
 
 /** The Lambda handler for a step: dependencies on first invocation, then the step itself. */
-export function stepEntry(make: (deps: FlowDeps) => (event: unknown) => Promise<unknown>): (event: unknown) => Promise<unknown> {
-  let handler: ((event: unknown) => Promise<unknown>) | undefined;
+export function stepEntry<R = unknown>(make: (deps: FlowDeps) => (event: unknown) => Promise<R>): (event: unknown) => Promise<R> {
+  let handler: ((event: unknown) => Promise<R>) | undefined;
   return (event) => {
     handler ??= make(awsFlowDeps());
     return handler(event);

@@ -5,6 +5,7 @@
  */
 import type { ClientStatus, ClientType, SessionRecord } from "../domain/session";
 import type { TransitionChanges } from "../domain/session-transitions";
+import { idleModeOf, type IdleVerdict } from "../idle/idle-predicate";
 import type { FlowName } from "../ports/flow-runner";
 import type { SandboxProvider } from "../ports/sandbox-provider";
 
@@ -34,14 +35,20 @@ const HEADLESS_CLIENT_TYPES: readonly ClientType[] = ["automation"];
  * Decides from the state read after taking the lease (seed 002 constraint 14: re-read after the
  * lock). A second request for work already done finds nothing to do and skips.
  */
-export function planFlow(flow: FlowName, session: SessionRecord, ctx: { connectedClients: number }): FlowPlan {
+export function planFlow(flow: FlowName, session: SessionRecord, ctx: { connectedClients: number; idle?: IdleVerdict | null }): FlowPlan {
   switch (flow) {
     case "ensure-runtime":
       if (session.status === "starting") return go("creating");
       if (session.status === "paused" || session.status === "error") return go("resuming");
       return skip(`session is ${session.status}`);
-    case "pause":
     case "idle-snapshot":
+      if (session.status !== "running") return skip(`session is ${session.status}`);
+      if (!session.sandboxId) return skip("session has no sandbox");
+      // The full predicate, grace included, under the lease (seed 002 constraints 2, 13, 14).
+      if (!ctx.idle) return skip("idle predicate not evaluated");
+      if (!ctx.idle.idle) return skip(`not idle: ${ctx.idle.reason ?? "unknown"}`);
+      return go(null);
+    case "pause":
     case "snapshot":
       if (session.status !== "running") return skip(`session is ${session.status}`);
       if (!session.sandboxId) return skip("session has no sandbox");
@@ -59,6 +66,9 @@ export function planFlow(flow: FlowName, session: SessionRecord, ctx: { connecte
 }
 
 export type SnapshotMethod = "pause" | "memory" | "filesystem";
+
+/** What the snapshot step did: a method, or `lost` (the sandbox was already gone: nothing to snapshot). */
+export type SnapshotOutcome = SnapshotMethod | "lost";
 
 /**
  * Pausing prefers the provider's native pause (E2B), then a memory snapshot (Modal, seed 002
@@ -78,8 +88,9 @@ export function snapshotMethod(
 }
 
 /** Whether the flow terminates the sandbox it found (pause-capable providers keep it, seed 002 §5b). */
-export function terminatesSandbox(flow: FlowName, branch: MigrateBranch | null, method: SnapshotMethod | null): boolean {
+export function terminatesSandbox(flow: FlowName, branch: MigrateBranch | null, method: SnapshotOutcome | null): boolean {
   if (flow === "stop") return true;
+  if (method === "lost") return false;
   if (flow === "snapshot") return false;
   if (flow === "migrate" && branch === "migrate") return true;
   return method !== "pause";
@@ -87,6 +98,8 @@ export function terminatesSandbox(flow: FlowName, branch: MigrateBranch | null, 
 
 export function pauseReasonFor(flow: FlowName, reason: string | null | undefined): string {
   if (flow === "pause") return reason ?? "user";
+  // Idle snapshots carry their mode: inactivity, orphaned (sweeper), sandbox_lost (sweeper).
+  if (flow === "idle-snapshot") return idleModeOf(reason);
   return "inactivity";
 }
 
@@ -119,14 +132,24 @@ export function commitKind(flow: FlowName, branch: MigrateBranch | null): Commit
  * is kept: every snapshot method preserves OpenCode's storage, and resume verifies it anyway.
  */
 export function pausedChanges(input: {
-  snapshotId: string;
+  snapshotId: string | null;
   sandboxId: string | null;
-  method: SnapshotMethod;
+  method: SnapshotOutcome;
   terminated: boolean;
   pauseReason: string;
+  now: Date;
 }): TransitionChanges {
+  // A paused session no longer has a live agent: its idle state is history (seed 002 §5b step 11).
+  const agent = { agentBusy: false, lastKnownAgentIdleAt: null, idleSnapshotFailures: 0 };
+  if (input.method === "lost") {
+    // Nothing to snapshot: resume from the last snapshot there is, and say so (ARCHITECTURE.md §4).
+    const message = input.snapshotId
+      ? `The sandbox was lost; resume restores the last snapshot (taken before ${input.now.toISOString()})`
+      : "The sandbox was lost and there is no snapshot; resume starts a fresh sandbox";
+    return { ...agent, snapshotId: input.snapshotId, pauseReason: input.pauseReason, sandboxId: null, openCodeUrl: null, sandboxExpiresAt: null, errorMessage: message };
+  }
   const keepSandbox = input.method === "pause" || !input.terminated;
   return keepSandbox
-    ? { snapshotId: input.snapshotId, pauseReason: input.pauseReason, sandboxId: input.sandboxId }
-    : { snapshotId: input.snapshotId, pauseReason: input.pauseReason, sandboxId: null, sandboxExpiresAt: null };
+    ? { ...agent, snapshotId: input.snapshotId, pauseReason: input.pauseReason, sandboxId: input.sandboxId }
+    : { ...agent, snapshotId: input.snapshotId, pauseReason: input.pauseReason, sandboxId: null, sandboxExpiresAt: null };
 }

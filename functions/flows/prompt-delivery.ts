@@ -16,7 +16,10 @@
  *   finish delivers.
  */
 import { errorForLog } from "../observability/logger";
+import type { RelayLeaseStore } from "../ports/relay";
 import type { FlowDeps } from "./flow-deps";
+
+export type DeliveryDeps = Pick<FlowDeps, "sessions" | "prompts" | "flows" | "agent" | "now" | "logger"> & { relayLeases: Pick<RelayLeaseStore, "watched"> };
 
 /**
  * `sent`: a prompt went to the agent; `waiting`: behind the turn in progress; `deferred`: a
@@ -32,7 +35,7 @@ export interface DeliveryResult {
 }
 
 export async function deliverQueuedPrompts(
-  deps: Pick<FlowDeps, "sessions" | "prompts" | "flows" | "agent" | "relayLeases" | "now" | "logger">,
+  deps: DeliveryDeps,
   sessionId: string,
   options: { actor: string; wakeFromError: boolean },
 ): Promise<DeliveryResult> {
@@ -92,7 +95,7 @@ export async function deliverQueuedPrompts(
  * `completed`, and the next queued prompt goes out.
  */
 export async function completeTurn(
-  deps: Pick<FlowDeps, "sessions" | "prompts" | "flows" | "agent" | "relayLeases" | "now" | "logger">,
+  deps: DeliveryDeps,
   sessionId: string,
   options: { actor: string; startedBefore?: Date },
 ): Promise<DeliveryResult> {

@@ -18,6 +18,8 @@ export const STEP_ERRORS = {
   providerTransient: "ProviderTransient",
   /** A provider failure that retrying will not fix. */
   providerFailed: "ProviderFailed",
+  /** An idle snapshot's last look found the session not idle (agent busy, sandbox alive): stand down, change nothing. */
+  notIdle: "NotIdle",
   /** A memory snapshot could not be restored (seed 002 §5c): the snapshot id is cleared. */
   restoreFailed: "RestoreFailed",
 } as const;

@@ -6,8 +6,7 @@
 import { ConflictError } from "../domain/errors";
 import type { SessionRecord } from "../domain/session";
 import type { QueuedPrompt } from "../ports/session-items";
-import type { FlowDeps } from "./flow-deps";
-import { deliverQueuedPrompts, type DeliveryOutcome } from "./prompt-delivery";
+import { deliverQueuedPrompts, type DeliveryDeps, type DeliveryOutcome } from "./prompt-delivery";
 
 export interface SubmittedPrompt {
   prompt: QueuedPrompt;
@@ -19,7 +18,7 @@ export interface SubmittedPrompt {
 }
 
 export async function submitPrompt(
-  deps: Pick<FlowDeps, "sessions" | "prompts" | "flows" | "agent" | "relayLeases" | "now" | "logger">,
+  deps: DeliveryDeps,
   session: SessionRecord,
   input: { content: string; source: string },
 ): Promise<SubmittedPrompt> {

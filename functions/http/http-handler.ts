@@ -16,7 +16,8 @@ import { errorForLog } from "../observability/logger";
 import { MetricUnit } from "../observability/metrics";
 import type { AgentClient } from "../ports/agent-client";
 import type { FlowRunner } from "../ports/flow-runner";
-import type { LifecycleEventLog, PromptQueue } from "../ports/session-items";
+import type { LifecycleScheduler } from "../ports/lifecycle-scheduler";
+import type { LifecycleEventLog, PromptQueue, ProxyConnectionRegistry } from "../ports/session-items";
 import type { TranscriptStore } from "../ports/transcript";
 import type { RelayLeaseStore } from "../ports/relay";
 import type { ApiTokenStore, SessionStore } from "../ports/session-store";
@@ -32,6 +33,10 @@ export interface HttpDeps {
   flows: FlowRunner;
   /** Prompt delivery waits for a relay to watch the session. */
   relayLeases: Pick<RelayLeaseStore, "watched">;
+  /** Terminal / editor proxy connections (seed 002 constraint 8). */
+  proxies: ProxyConnectionRegistry;
+  /** Idle checks armed when a proxy closes. */
+  scheduler: LifecycleScheduler;
   /** Delivers prompts to a running session's agent. */
   agent: AgentClient;
   config: Config;

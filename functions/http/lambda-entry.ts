@@ -10,7 +10,9 @@ import { logger } from "../observability/logger";
 import { metrics } from "../observability/metrics";
 import { createDocumentClient } from "../store/dynamo-client";
 import { DynamoApiTokenStore, DynamoSessionStore } from "../store/dynamo-session-store";
-import { DynamoLifecycleEventLog, DynamoPromptQueue } from "../store/dynamo-session-items";
+import { DynamoLifecycleEventLog, DynamoPromptQueue, DynamoProxyConnectionRegistry } from "../store/dynamo-session-items";
+import { SchedulerClient } from "@aws-sdk/client-scheduler";
+import { lifecycleSchedulerFromEnv } from "../adapters/aws/eventbridge-lifecycle-scheduler";
 import { DynamoTranscriptStore } from "../store/dynamo-transcript";
 import { DynamoRelayLeaseStore } from "../store/dynamo-relay-store";
 import { SFNClient } from "@aws-sdk/client-sfn";
@@ -31,6 +33,8 @@ export function awsHttpDeps(): HttpDeps {
       events: new DynamoLifecycleEventLog(doc, config.TABLE_NAME),
       transcript: new DynamoTranscriptStore(doc, config.TABLE_NAME),
       relayLeases: new DynamoRelayLeaseStore(doc, config.TABLE_NAME),
+      proxies: new DynamoProxyConnectionRegistry(doc, config.TABLE_NAME),
+      scheduler: lifecycleSchedulerFromEnv(process.env, () => new SchedulerClient({})),
       flows: new SfnFlowRunner(new SFNClient({}), stateMachineArnsFromEnv(process.env)),
       agent: new OpenCodeAgentClient(),
       config,

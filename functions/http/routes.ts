@@ -16,13 +16,14 @@ import { makeStopSessionHandler } from "./handlers/stop-session";
 import { makeCreatePromptHandler } from "./handlers/create-prompt";
 import { makeListEventsHandler } from "./handlers/list-events";
 import { makeListMessagesHandler } from "./handlers/list-messages";
+import { makeDeleteProxyConnectionHandler, makePutProxyConnectionHandler } from "./handlers/proxy-connections";
 
 export type TableAccess = "none" | "read" | "readwrite";
 
 export interface HttpRouteDefinition {
   /** Construct id and function name stem. */
   id: string;
-  method: "GET" | "POST" | "DELETE";
+  method: "GET" | "POST" | "PUT" | "DELETE";
   /** API Gateway route path; `{id}` is a path parameter. */
   path: string;
   /** Handler module, relative to the repository root (the Lambda bundle's entry). */
@@ -34,6 +35,8 @@ export interface HttpRouteDefinition {
   startsFlows?: readonly FlowName[];
   /** Talks to the agent inside a sandbox (prompt delivery to a running session). */
   agentAccess?: boolean;
+  /** Arms lifecycle schedules (the idle check): needs the scheduler group and its role. */
+  armsSchedules?: boolean;
 }
 
 export const HTTP_ROUTES: readonly HttpRouteDefinition[] = [
@@ -49,6 +52,8 @@ export const HTTP_ROUTES: readonly HttpRouteDefinition[] = [
   { id: "CreatePrompt", method: "POST", path: "/v1/sessions/{id}/prompts", entry: "functions/http/handlers/create-prompt.ts", make: makeCreatePromptHandler, tableAccess: "readwrite", startsFlows: ["ensure-runtime"], agentAccess: true },
   { id: "ListMessages", method: "GET", path: "/v1/sessions/{id}/messages", entry: "functions/http/handlers/list-messages.ts", make: makeListMessagesHandler, tableAccess: "read" },
   { id: "ListEvents", method: "GET", path: "/v1/sessions/{id}/events", entry: "functions/http/handlers/list-events.ts", make: makeListEventsHandler, tableAccess: "read" },
+  { id: "PutProxyConnection", method: "PUT", path: "/v1/sessions/{id}/proxy-connections/{proxyId}", entry: "functions/http/handlers/put-proxy-connection.ts", make: makePutProxyConnectionHandler, tableAccess: "readwrite" },
+  { id: "DeleteProxyConnection", method: "DELETE", path: "/v1/sessions/{id}/proxy-connections/{proxyId}", entry: "functions/http/handlers/delete-proxy-connection.ts", make: makeDeleteProxyConnectionHandler, tableAccess: "readwrite", armsSchedules: true },
 ];
 
 /** Matches a concrete path against a route path; returns the path parameters or null. */

@@ -21,6 +21,13 @@ export interface RelayLeaseStore {
    * holds a live one. `NotFoundError` when the session does not exist.
    */
   claim(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<RelayLease | null>;
+  /**
+   * Takes the relay lease away from whichever relay holds it (seed 002 constraint 12, §5b step 5):
+   * an idle snapshot holds it while it snapshots, so the holder's next renewal fails and it closes
+   * the stream and cancels its pending reconnects, and no relay claims the session meanwhile.
+   * Released like any lease. `NotFoundError` when the session does not exist.
+   */
+  seize(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<RelayLease>;
   /** Extends a held lease; `LeaseLostError` if it is no longer the caller's (same owner and fence). */
   renew(lease: RelayLease, now: Date, ttlSeconds: number): Promise<RelayLease>;
   /** Frees a held lease; a no-op if it was already released or taken over. */

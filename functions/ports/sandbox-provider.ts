@@ -70,6 +70,17 @@ export interface ExecResult {
   exitCode: number;
 }
 
+/** One sandbox from `listSandboxes` (the orphan sweeper's view, seed 002 §11). */
+export interface ListedSandbox {
+  sandboxId: string;
+  /** The session the sandbox was created for (from its tag/metadata/name), null when unknown. */
+  sessionId: string | null;
+  /** Epoch ms the sandbox started, when the provider says. */
+  startedAt: number | null;
+  /** "running" | "paused" (E2B paused sandboxes are listed as paused). */
+  state: "running" | "paused";
+}
+
 export interface SandboxProvider {
   readonly type: ProviderType;
   /** Can pause and resume from the same id (E2B). */
@@ -93,6 +104,8 @@ export interface SandboxProvider {
   terminate(sessionId: string, sandboxId?: string | null): Promise<void>;
   /** Batch liveness, side-effect free: returns the ids among `sandboxIds` that are alive. */
   checkSandboxes(sandboxIds: string[]): Promise<string[]>;
+  /** Sandboxes this control plane created that are still alive (running or paused), all pages. */
+  listSandboxes(): Promise<ListedSandbox[]>;
   health(): Promise<boolean>;
   resolveTunnels(sandboxId: string): Promise<{ openCodeUrl: string; previewUrl: string | null }>;
   execCommand?(sandboxId: string, argv: string[], opts?: { cwd?: string; timeoutMs?: number }): Promise<ExecResult>;

@@ -85,3 +85,28 @@ export interface ConnectionRegistry {
   /** Marks the connection ready for pushes (its `init` was sent); false when it is gone. */
   markReady(sessionId: string, connectionId: string): Promise<boolean>;
 }
+
+/**
+ * A proxy connection (seed 002 constraint 8, §11b): a terminal or editor WebSocket that reaches
+ * the sandbox without being a client of the session's WebSocket API. Keyed by its id, so
+ * registering twice or removing twice changes nothing (a set, never a counter). A registration
+ * lives until `expiresAt`: the proxy refreshes it while open, so one that vanished without
+ * saying so stops keeping the sandbox awake.
+ */
+export const ProxyConnection = z.object({
+  proxyId: z.string(),
+  sessionId: z.string(),
+  kind: z.string(),
+  openedAt: z.iso.datetime(),
+  expiresAt: z.iso.datetime(),
+});
+export type ProxyConnection = z.infer<typeof ProxyConnection>;
+
+export interface ProxyConnectionRegistry {
+  /** Registers or refreshes (same id: one entry, the later expiry). */
+  put(connection: ProxyConnection): Promise<void>;
+  /** Removes; a no-op when already gone. True when this call removed it. */
+  remove(sessionId: string, proxyId: string): Promise<boolean>;
+  /** Registrations not yet expired at `now`. */
+  listLive(sessionId: string, now: Date): Promise<ProxyConnection[]>;
+}

@@ -17,6 +17,9 @@
  * relay watched, so the turn is completed then. A prompt is never sent again by the relay.
  */
 import type { Logger } from "@aws-lambda-powertools/logger";
+import type { Config } from "../config/config";
+import { armIdleCheck } from "../idle/idle-check";
+import type { LifecycleScheduler } from "../ports/lifecycle-scheduler";
 import { LeaseLostError } from "../domain/errors";
 import type { SessionRecord } from "../domain/session";
 import { broadcast, type BroadcastDeps } from "../flows/broadcast";
@@ -44,6 +47,9 @@ export interface RelayDeps {
   push: ClientPush;
   transcript: TranscriptStore;
   relayLeases: RelayLeaseStore;
+  /** Idle checks armed when the agent goes (or is found) idle, with the grace from `config`. */
+  scheduler: LifecycleScheduler;
+  config: Config;
   logger: Logger;
   now: () => Date;
 }
@@ -303,8 +309,13 @@ export class StreamingRelay {
       handler: {
         onConnected: (snapshot) => this.guarded(watch, () => this.connected(watch, snapshot)),
         onEvent: (event) => this.guarded(watch, () => this.event(watch, event)),
-        onDisconnected: ({ reason, error, retryInMs }) =>
-          this.deps.logger.info("relay stream lost: reconnecting", { sessionId, reason, retryInMs, ...(error ? { error: errorForLog(error) } : {}) }),
+        onDisconnected: ({ reason, error, retryInMs }) => {
+          this.deps.logger.info("relay stream lost: reconnecting", { sessionId, reason, retryInMs, ...(error ? { error: errorForLog(error) } : {}) });
+          // Seed 002 constraint 12: revalidate before the reconnect acts. The renewal re-reads the
+          // lease and the session: a lease an idle snapshot took, or a session no longer running,
+          // drops the watch, which cancels the pending reconnect.
+          void this.inControl(watch, () => this.renew(watch));
+        },
       },
     });
     const watch: Watch = {
@@ -356,6 +367,8 @@ export class StreamingRelay {
     if (translation.transition === null) {
       // First sight of this runtime (or no change): describe the agent as it is now.
       await this.recordAgentState(watch, snapshot.busy);
+      // An idle agent on (re)connect may be an idle session: check when its grace runs out.
+      if (!snapshot.busy) await armIdleCheck(this.deps, watch.sessionId, "relay found the agent idle");
     }
     if (!snapshot.busy && translation.transition !== "idle") await this.settleUnobservedTurn(watch, snapshot.messages);
   }
@@ -442,6 +455,8 @@ export class StreamingRelay {
     watch.busySince = null;
     await completeTurn(this.deps, watch.sessionId, { actor: this.actor, startedBefore });
     this.counters.turnsCompleted++;
+    // The agent going idle is when a session may become idle (seed 002 §3d).
+    await armIdleCheck(this.deps, watch.sessionId, "agent went idle");
   }
 
   private async recordAgentState(watch: Watch, busy: boolean): Promise<void> {

@@ -9,6 +9,8 @@ import type { AddressInfo } from "node:net";
 import { hostname } from "node:os";
 import { ApiGatewayManagementApiClient } from "@aws-sdk/client-apigatewaymanagementapi";
 import { SFNClient } from "@aws-sdk/client-sfn";
+import { SchedulerClient } from "@aws-sdk/client-scheduler";
+import { lifecycleSchedulerFromEnv } from "../adapters/aws/eventbridge-lifecycle-scheduler";
 import type { Logger } from "@aws-lambda-powertools/logger";
 import { z } from "zod";
 import { ApiGatewayClientPush } from "../adapters/aws/apigw-client-push";
@@ -94,6 +96,8 @@ export async function startRelayService(env: Record<string, string | undefined>,
       push: relayEnv.WS_MANAGEMENT_ENDPOINT ? new ApiGatewayClientPush(new ApiGatewayManagementApiClient({ endpoint: relayEnv.WS_MANAGEMENT_ENDPOINT })) : noPush,
       transcript: new DynamoTranscriptStore(doc, config.TABLE_NAME),
       relayLeases: new DynamoRelayLeaseStore(doc, config.TABLE_NAME),
+      scheduler: lifecycleSchedulerFromEnv(env, () => new SchedulerClient({})),
+      config,
       logger,
       now: () => new Date(),
     },

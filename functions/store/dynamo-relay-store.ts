@@ -32,6 +32,12 @@ export class DynamoRelayLeaseStore implements RelayLeaseStore {
     return null;
   }
 
+  async seize(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<RelayLease> {
+    const lease = await this.lease.seize(sessionId, owner, now, ttlSeconds);
+    if (!lease) throw new NotFoundError(`session ${sessionId} not found`);
+    return lease;
+  }
+
   async renew(lease: RelayLease, now: Date, ttlSeconds: number): Promise<RelayLease> {
     const renewed = await this.lease.renew(lease, now, ttlSeconds);
     if (renewed) return renewed;

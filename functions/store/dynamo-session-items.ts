@@ -8,6 +8,8 @@ import { newSortableId } from "../domain/ids";
 import {
   ClientConnection,
   LifecycleEvent,
+  ProxyConnection,
+  type ProxyConnectionRegistry,
   QueuedPrompt,
   type ConnectionRegistry,
   type LifecycleEventLog,
@@ -170,5 +172,42 @@ export class DynamoConnectionRegistry implements ConnectionRegistry {
   async list(sessionId: string): Promise<ClientConnection[]> {
     const items = await queryAll(this.doc, this.tableName, sessionId, "CONN#");
     return items.map((i) => ClientConnection.parse(stripKeys(i)));
+  }
+}
+
+export class DynamoProxyConnectionRegistry implements ProxyConnectionRegistry {
+  constructor(
+    private readonly doc: DynamoDBDocumentClient,
+    private readonly tableName: string,
+  ) {}
+
+  async put(input: ProxyConnection): Promise<void> {
+    const connection = ProxyConnection.parse(input);
+    // Idempotent by id: a refresh keeps the first `openedAt` and takes the new expiry.
+    await this.doc.send(
+      new UpdateCommand({
+        TableName: this.tableName,
+        Key: keys.proxy(connection.sessionId, connection.proxyId),
+        UpdateExpression: "SET proxyId = :id, sessionId = :sid, kind = :kind, openedAt = if_not_exists(openedAt, :opened), expiresAt = :exp",
+        ExpressionAttributeValues: {
+          ":id": connection.proxyId,
+          ":sid": connection.sessionId,
+          ":kind": connection.kind,
+          ":opened": connection.openedAt,
+          ":exp": connection.expiresAt,
+        },
+      }),
+    );
+  }
+
+  async remove(sessionId: string, proxyId: string): Promise<boolean> {
+    const out = await this.doc.send(new DeleteCommand({ TableName: this.tableName, Key: keys.proxy(sessionId, proxyId), ReturnValues: "ALL_OLD" }));
+    return Boolean(out.Attributes);
+  }
+
+  async listLive(sessionId: string, now: Date): Promise<ProxyConnection[]> {
+    const items = await queryAll(this.doc, this.tableName, sessionId, "PROXY#");
+    const at = now.toISOString();
+    return items.map((i) => ProxyConnection.parse(stripKeys(i))).filter((p) => p.expiresAt > at);
   }
 }

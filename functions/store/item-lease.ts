@@ -57,7 +57,19 @@ export class ItemLease {
   }
 
   /** Takes the lease if free, expired or already `owner`'s; null when that condition failed (busy or no session). */
-  async take(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<HeldLease | null> {
+  take(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<HeldLease | null> {
+    return this.write(sessionId, owner, now, ttlSeconds, { force: false });
+  }
+
+  /**
+   * Takes the lease whoever holds it (the fence grows, so the holder's next renew fails and it
+   * lets go); null only when the session does not exist.
+   */
+  seize(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<HeldLease | null> {
+    return this.write(sessionId, owner, now, ttlSeconds, { force: true });
+  }
+
+  private async write(sessionId: string, owner: string, now: Date, ttlSeconds: number, opts: { force: boolean }): Promise<HeldLease | null> {
     const expiresAt = now.getTime() + Math.round(ttlSeconds * 1000);
     try {
       const out = await this.doc.send(
@@ -65,15 +77,19 @@ export class ItemLease {
           TableName: this.tableName,
           Key: keys.session(sessionId),
           UpdateExpression: "SET #owner = :owner, #expiresAt = :expiresAt, #fence = if_not_exists(#fence, :zero) + :one",
-          ConditionExpression: conditions({
-            // A take must never create a half session item.
-            exists: "attribute_exists(PK)",
-            // Two holders must never both believe they own the session: only a free, expired, or
-            // already-ours lease can be taken.
-            available: "attribute_not_exists(#owner) OR #expiresAt <= :now OR #owner = :owner",
-          }),
+          ConditionExpression: opts.force
+            ? // A take must never create a half session item.
+              conditions({ exists: "attribute_exists(PK)" })
+            : conditions({
+                exists: "attribute_exists(PK)",
+                // Two holders must never both believe they own the session: only a free, expired, or
+                // already-ours lease can be taken.
+                available: "attribute_not_exists(#owner) OR #expiresAt <= :now OR #owner = :owner",
+              }),
           ExpressionAttributeNames: this.names(),
-          ExpressionAttributeValues: { ":owner": owner, ":expiresAt": expiresAt, ":now": now.getTime(), ":zero": 0, ":one": 1 },
+          ExpressionAttributeValues: opts.force
+            ? { ":owner": owner, ":expiresAt": expiresAt, ":zero": 0, ":one": 1 }
+            : { ":owner": owner, ":expiresAt": expiresAt, ":now": now.getTime(), ":zero": 0, ":one": 1 },
           ReturnValues: "UPDATED_NEW",
         }),
       );

@@ -11,6 +11,7 @@
  * | client connection   | `SESSION#<sessionId>`   | `CONN#<connectionId>`           | -                         | -                                        |
  * | connection lookup   | `WSCONN#<connectionId>` | `WSCONN`                        | -                         | -                                        |
  * | transcript message  | `SESSION#<sessionId>`   | `MSG#<createdAt>#<messageId>`   | -                         | -                                        |
+ * | proxy connection    | `SESSION#<sessionId>`   | `PROXY#<proxyId>`               | -                         | -                                        |
  *
  * Prompts, events and connections live in the session's partition, so one Query with a
  * `begins_with` on SK reads a session's queue, audit trail, client set or transcript in order.
@@ -25,6 +26,7 @@
  * - list sessions in one status (sweeper, operators): Query GSI2 PK=`STATUS#status`;
  * - relay scan: Query GSI2 PK=`STATUS#running`, filtered to a free or expired relay lease;
  * - a session's transcript oldest first: Query PK=`SESSION#id`, SK begins_with `MSG#`;
+ * - a session's live proxy connections: Query PK=`SESSION#id`, SK begins_with `PROXY#`, filtered on expiry;
  * - resolve an API token: GetItem PK=`APITOKEN#sha256(token)` (the token itself is never stored).
  */
 
@@ -51,6 +53,7 @@ export const keys = {
   connectionLookup: (connectionId: string) => ({ PK: `WSCONN#${connectionId}`, SK: "WSCONN" }),
   sessionPartition: (sessionId: string) => `SESSION#${sessionId}`,
   message: (sessionId: string, createdAt: string, messageId: string) => ({ PK: `SESSION#${sessionId}`, SK: `MSG#${createdAt}#${messageId}` }),
+  proxy: (sessionId: string, proxyId: string) => ({ PK: `SESSION#${sessionId}`, SK: `PROXY#${proxyId}` }),
 } as const;
 
 /** Key attributes that the store adds to domain records and strips from them. */

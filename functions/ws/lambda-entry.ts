@@ -6,7 +6,6 @@
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import { loadConfig } from "../config/config";
 import { awsFlowDeps } from "../flows/lambda-entry";
-import { metrics } from "../observability/metrics";
 import { createDocumentClient } from "../store/dynamo-client";
 import { DynamoApiTokenStore } from "../store/dynamo-session-store";
 import { DynamoTranscriptStore } from "../store/dynamo-transcript";
@@ -24,7 +23,6 @@ export function awsWsDeps(): WsDeps {
       ...awsFlowDeps(),
       tokens: new DynamoApiTokenStore(doc, config.TABLE_NAME),
       transcript: new DynamoTranscriptStore(doc, config.TABLE_NAME),
-      metrics,
       afterConnect: async (request) => {
         if (!sendInitFunction) throw new Error("invalid configuration: SEND_INIT_FUNCTION_NAME is not set");
         // Asynchronous: the connection opens only once $connect has returned.

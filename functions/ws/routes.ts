@@ -16,11 +16,13 @@ export interface WsRouteDefinition {
   make: (deps: WsDeps) => (event: WsEvent) => Promise<WsResult>;
   /** Lifecycle flows the route starts (`states:StartExecution`): connect and prompts wake sessions. */
   startsFlows: readonly FlowName[];
+  /** Arms lifecycle schedules (the idle check when the last client leaves). */
+  armsSchedules?: boolean;
 }
 
 export const WS_ROUTES: readonly WsRouteDefinition[] = [
   { id: "WsConnect", routeKey: "$connect", entry: "functions/ws/handlers/connect.ts", make: makeConnectHandler, startsFlows: ["ensure-runtime"] },
-  { id: "WsDisconnect", routeKey: "$disconnect", entry: "functions/ws/handlers/disconnect.ts", make: makeDisconnectHandler, startsFlows: [] },
+  { id: "WsDisconnect", routeKey: "$disconnect", entry: "functions/ws/handlers/disconnect.ts", make: makeDisconnectHandler, startsFlows: [], armsSchedules: true },
   { id: "WsMessage", routeKey: "$default", entry: "functions/ws/handlers/message.ts", make: makeMessageHandler, startsFlows: ["ensure-runtime"] },
 ];
 

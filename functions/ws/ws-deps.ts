@@ -5,7 +5,6 @@
  * `$connect`: the AWS adapter invokes the send-init function asynchronously; the local server
  * calls the same handler right after the upgrade completes).
  */
-import type { Metrics } from "@aws-lambda-powertools/metrics";
 import type { FlowDeps } from "../flows/flow-deps";
 import type { ApiTokenStore } from "../ports/session-store";
 import type { TranscriptStore } from "../ports/transcript";
@@ -18,7 +17,6 @@ export interface SendInitRequest {
 export interface WsDeps extends FlowDeps {
   tokens: ApiTokenStore;
   transcript: TranscriptStore;
-  metrics: Metrics;
   afterConnect(request: SendInitRequest): Promise<void>;
 }
 

@@ -25,7 +25,8 @@ import type { ProviderType } from "../../functions/domain/session";
 import { createSandboxProvider } from "../../functions/providers/provider-factory";
 import { listSandboxRecords } from "../../functions/providers/local/sandbox-registry";
 import { makeScheduleFiredHandler } from "../../functions/schedules/schedule-fired";
-import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue } from "../../functions/store/dynamo-session-items";
+import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue, DynamoProxyConnectionRegistry } from "../../functions/store/dynamo-session-items";
+import { RecordingMetricsSink } from "../../functions/ports/metrics-sink";
 import { errorForLog } from "../../functions/observability/logger";
 import { LocalClientPush } from "./local-client-push";
 import { LocalFlowRunner } from "./local-flow-runner";
@@ -35,6 +36,7 @@ import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 import type { WsDeps } from "../../functions/ws/ws-deps";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { StreamingRelay } from "../../functions/relay/relay";
+import { sweep, type SweepReport } from "../../functions/sweeper/orphan-sweeper";
 
 export const LOCAL_TABLE_NAME = "sandbox-control-plane";
 export const DEV_PRINCIPAL: Principal = { userId: "dev-user", orgId: "dev-org" };
@@ -67,6 +69,8 @@ export interface LocalRuntime {
   config: Config;
   deps: HttpDeps;
   flowDeps: FlowDeps;
+  /** Idle-snapshot, sweeper and flow figures published so far. */
+  metrics: RecordingMetricsSink;
   flows: LocalFlowRunner;
   scheduler: LocalLifecycleScheduler;
   push: LocalClientPush;
@@ -79,6 +83,8 @@ export interface LocalRuntime {
   restartRelay(mode: "drain" | "crash"): Promise<StreamingRelay>;
   /** Where the local provider keeps sandboxes and snapshots. */
   sandboxDir: string;
+  /** Runs the orphan sweeper now (it also runs every SWEEPER_INTERVAL_SECONDS); joins a sweep in progress. */
+  sweep(): Promise<SweepReport>;
   /** Adds another API token (tests use one per org). */
   addApiToken(principal: Principal, token?: string): Promise<string>;
   close(): Promise<void>;
@@ -127,6 +133,8 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     return p;
   };
   const push = new LocalClientPush();
+  // Locally the figures stay in memory (the bench reads them); in AWS they are CloudWatch EMF.
+  const metrics = new RecordingMetricsSink();
   const relayLeases = new DynamoRelayLeaseStore(doc, LOCAL_TABLE_NAME);
   const agent = options.agent ?? new OpenCodeAgentClient();
   // The runner and the scheduler call back into steps whose dependencies include them.
@@ -150,6 +158,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     prompts: new DynamoPromptQueue(doc, LOCAL_TABLE_NAME),
     events: new DynamoLifecycleEventLog(doc, LOCAL_TABLE_NAME),
     connections: new DynamoConnectionRegistry(doc, LOCAL_TABLE_NAME),
+    proxies: new DynamoProxyConnectionRegistry(doc, LOCAL_TABLE_NAME),
     relayLeases,
     push,
     scheduler,
@@ -157,6 +166,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     provider,
     agent,
     config,
+    metrics,
     now,
     logger,
   };
@@ -167,6 +177,8 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     tokens,
     transcript,
     relayLeases,
+    proxies: flowDeps.proxies,
+    scheduler,
     prompts: flowDeps.prompts,
     events: flowDeps.events,
     flows,
@@ -186,7 +198,6 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     ...flowDeps,
     tokens,
     transcript,
-    metrics: deps.metrics,
     // The local server sends init itself once the upgrade completes.
     afterConnect: () => Promise.resolve(),
   };
@@ -202,6 +213,17 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   let relay = new StreamingRelay(relayDeps, relayOptions);
   relay.start();
 
+  // The sweeper schedule (a rate schedule in AWS): one sweep at a time.
+  const sweeping: { current: Promise<SweepReport> | null } = { current: null };
+  const runSweep = (): Promise<SweepReport> =>
+    (sweeping.current ??= sweep(flowDeps).finally(() => {
+      sweeping.current = null;
+    }));
+  const sweeperTimer = setInterval(() => {
+    runSweep().catch((err: unknown) => logger.error("sweep failed", { error: errorForLog(err) }));
+  }, Math.round(config.SWEEPER_INTERVAL_SECONDS * 1000));
+  sweeperTimer.unref();
+
   return {
     url,
     wsUrl,
@@ -209,11 +231,13 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     config,
     deps,
     flowDeps,
+    metrics,
     wsDeps,
     flows,
     scheduler,
     push,
     sandboxDir,
+    sweep: runSweep,
     addApiToken: async (principal, token = newApiToken()) => {
       await tokens.putToken(token, principal, now());
       return token;
@@ -227,6 +251,8 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
       return relay;
     },
     close: async () => {
+      clearInterval(sweeperTimer);
+      await sweeping.current?.catch(() => undefined);
       await ws.close();
       await relay.drain();
       await http.close();

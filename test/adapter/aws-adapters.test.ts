@@ -21,7 +21,7 @@ import {
   PostToConnectionCommand,
 } from "@aws-sdk/client-apigatewaymanagementapi";
 import { ApiGatewayClientPush } from "../../functions/adapters/aws/apigw-client-push";
-import { EventBridgeLifecycleScheduler, atExpression } from "../../functions/adapters/aws/eventbridge-lifecycle-scheduler";
+import { EventBridgeLifecycleScheduler, atExpression, earlyAtExpression } from "../../functions/adapters/aws/eventbridge-lifecycle-scheduler";
 import {
   SfnFlowRunner,
   flowExecutionInput,
@@ -162,6 +162,17 @@ describe("EventBridgeLifecycleScheduler", () => {
     await new EventBridgeLifecycleScheduler(options).arm(target, at);
     expect(scheduler.commandCalls(CreateScheduleCommand)[0]?.args[0].input.ScheduleExpression).toBe("at(2025-03-01T13:30:16)");
     expect(atExpression(new Date("2025-12-31T23:59:59.999Z"), now)).toBe("at(2026-01-01T00:00:00)");
+  });
+
+  it("idle checks are armed for the start of their minute (Scheduler's precision), the exact time in the event", async () => {
+    scheduler.on(CreateScheduleCommand).resolves({ ScheduleArn: "arn:schedule" });
+    const at = new Date("2025-03-01T13:30:45.250Z");
+    await new EventBridgeLifecycleScheduler(options).arm({ sessionId: target.sessionId, purpose: "idle-check" }, at);
+    const input = scheduler.commandCalls(CreateScheduleCommand)[0]?.args[0].input;
+    expect(input?.ScheduleExpression).toBe("at(2025-03-01T13:30:00)");
+    expect(JSON.parse(input?.Target?.Input ?? "{}")).toEqual({ sessionId: target.sessionId, purpose: "idle-check", at: "2025-03-01T13:30:45.250Z" });
+    // Never sooner than now + 1s, even when the minute began earlier.
+    expect(earlyAtExpression(new Date("2025-03-01T12:00:40.000Z"), new Date("2025-03-01T12:00:10.000Z"))).toBe("at(2025-03-01T12:00:11)");
   });
 
   it("arms a time in the past for now + 1s, keeping the requested time in the event", async () => {

@@ -281,12 +281,17 @@ describe("local provider with real OpenCode", () => {
       started.push({ sessionId: "ses_expiry", sandboxId: sandbox.sandboxId });
       expect(sandbox.expiresAt).toBeGreaterThanOrEqual(before + 15_000);
       expect(sandbox.expiresAt).toBeLessThanOrEqual(Date.now() + 15_000);
+      const listed = (await short.listSandboxes()).find((s) => s.sandboxId === sandbox.sandboxId);
+      expect(listed).toMatchObject({ sessionId: "ses_expiry", state: "running" });
+      expect(listed?.startedAt).toBeGreaterThanOrEqual(before);
       const pgid = pgidOf(dataDir, sandbox.sandboxId);
       const deadline = Date.now() + 45_000;
       while (!groupGone(pgid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
       expect(groupGone(pgid)).toBe(true);
       expect(Date.now()).toBeGreaterThanOrEqual(sandbox.expiresAt ?? 0);
       expect(await short.checkSandboxes([sandbox.sandboxId])).toEqual([]);
+      // The registry record outlives the group; an expired sandbox is not listed.
+      expect((await short.listSandboxes()).map((s) => s.sandboxId)).not.toContain(sandbox.sandboxId);
     },
     TIMEOUT,
   );

@@ -23,6 +23,11 @@ import { DynamoSessionStore } from "../../functions/store/dynamo-session-store";
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 import { buildSession } from "../support/builders";
 import { startTestTable, type TestTable } from "../support/dynalite";
+import { parseConfig } from "../../functions/config/config";
+import type { LifecycleScheduler } from "../../functions/ports/lifecycle-scheduler";
+
+/** This test is about streaming: idle checks it arms go nowhere. */
+const noSchedules: LifecycleScheduler = { arm: () => Promise.resolve(), cancel: () => Promise.resolve() };
 import { RecordingPush } from "../support/recording-push";
 
 const TIMEOUT = 120_000;
@@ -79,6 +84,8 @@ beforeAll(async () => {
       push,
       transcript,
       relayLeases: new DynamoRelayLeaseStore(table.doc, table.tableName),
+      scheduler: noSchedules,
+      config: parseConfig({ TABLE_NAME: table.tableName }),
       logger,
       now: () => new Date(),
     },
@@ -166,6 +173,8 @@ describe("StreamingRelay against real OpenCode", () => {
         push,
         transcript,
         relayLeases: new DynamoRelayLeaseStore(table.doc, table.tableName),
+        scheduler: noSchedules,
+        config: parseConfig({ TABLE_NAME: table.tableName }),
         logger,
         now: () => new Date(),
       },

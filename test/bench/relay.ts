@@ -36,6 +36,7 @@ import { DynamoSessionStore } from "../../functions/store/dynamo-session-store";
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 import { buildSession } from "../support/builders";
 import { heading, mib, note, percentile, table } from "./report";
+import { parseConfig } from "../../functions/config/config";
 import type { ChildCommand, ChildReply } from "./relay-fake-opencode";
 
 /** Held streams per step; the last is the target. */
@@ -364,6 +365,8 @@ export async function benchRelay(): Promise<void> {
         push,
         transcript: new DynamoTranscriptStore(doc, tableName),
         relayLeases: new DynamoRelayLeaseStore(doc, tableName),
+        scheduler: { arm: () => Promise.resolve(), cancel: () => Promise.resolve() },
+        config: parseConfig({ TABLE_NAME: tableName }),
         logger,
         now: () => new Date(),
       },

@@ -77,7 +77,8 @@ describe("expiry migration", () => {
     expect(inner.live()).toEqual([after.sandboxId]);
     expect(inner.sandbox(after.sandboxId ?? "")?.restoredFrom).toBe(after.snapshotId);
     expect(h.push.statuses(clients[0])).toEqual(["creating", "running", "migrating", "running"]);
-    expect(h.scheduler.pending().map((p) => p.name)).toEqual([`expiry-${s.id}`]);
+    // The new sandbox's expiry, and the idle check a running session always has (seed 002).
+    expect(h.scheduler.pending().map((p) => p.name).sort()).toEqual([`expiry-${s.id}`, `idle-check-${s.id}`]);
     const migrate = (await h.deps.events.list(s.id, { limit: 10 })).items.find((e) => e.flow === "migrate");
     expect(migrate).toMatchObject({ outcome: "committed", from: "running", to: "running", previousSandboxId: s.sandboxId, sandboxId: after.sandboxId, actor: "schedule:expiry" });
     expect(Object.keys(migrate?.timings ?? {})).toEqual(["begin", "quiesce", "snapshot", "terminate", "provision", "commit"]);
@@ -91,7 +92,7 @@ describe("expiry migration", () => {
     expect(after.sandboxId).not.toBe(s.sandboxId);
   });
 
-  it("with no clients: pauses with pauseReason inactivity, never stopped, and the session resumes from that snapshot", async () => {
+  it("seed 002 verification 12 (expiry idle path): with no clients it pauses with pauseReason inactivity, never stopped, no endedAt, and resumes from that snapshot", async () => {
     const { session: s } = await running();
     await fireExpiry(s.id);
     const after = await h.session(s.id);

@@ -145,16 +145,22 @@ describe("ensure-runtime", () => {
     expect(provider.callsOf("terminate")).toHaveLength(1);
   });
 
-  it("a memory snapshot that cannot be restored clears the snapshot: error now, a fresh start next time (seed 002 §5c)", async () => {
+  it("seed 002 verification 10: a memory snapshot that cannot be restored clears the snapshot: error now, a fresh start next time (§5c)", async () => {
     const s = await runningSession();
     await h.run("pause", s.id);
     const paused = await h.deps.sessions.getSession(s.id);
     if (!paused) throw new Error("no session");
     await h.deps.sessions.update(paused, { snapshotId: "mem:gone" }, new Date());
     provider.failNext("ensureSandbox", new ProviderError("modal", "restoreFromMemorySnapshot", "snapshot expired", { retryable: false }));
+    const watcher = await h.addClient(s.id);
     const failed = await h.run("ensure-runtime", s.id);
     expect(failed).toMatchObject({ status: "error", snapshotId: null });
-    expect(failed.errorMessage).toMatch(/could not be restored/);
+    expect(failed.errorMessage).toMatch(/^Session reset: the previous conversation was cleared/);
+    // The user is told, not just the record (seed 002 Known Limitations 5).
+    expect(h.push.sent.filter((m) => m.connectionId === watcher && m.message.type === "status").map((m) => [m.message.status, String(m.message.message ?? "")])).toContainEqual([
+      "error",
+      failed.errorMessage,
+    ]);
     const fresh = await h.run("ensure-runtime", s.id);
     expect(fresh.status).toBe("running");
     expect(inner.sandbox(fresh.sandboxId ?? "")?.restoredFrom).toBeNull();

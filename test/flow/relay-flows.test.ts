@@ -155,6 +155,8 @@ function relay(ownerId: string, leases: RelayLeaseStore = relayLeases): Streamin
       push: h.push,
       transcript,
       relayLeases: leases,
+      scheduler: h.deps.scheduler,
+      config: h.config,
       logger: h.deps.logger,
       now: h.deps.now,
     },

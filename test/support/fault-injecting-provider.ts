@@ -11,6 +11,7 @@ import type {
   CreateSandboxOpts,
   CreateSandboxResult,
   EnsureSandboxResult,
+  ListedSandbox,
   PauseResult,
   SandboxProvider,
   SnapshotResult,
@@ -24,6 +25,7 @@ export type ProviderOperation =
   | "memorySnapshot"
   | "terminate"
   | "checkSandboxes"
+  | "listSandboxes"
   | "health"
   | "resolveTunnels"
   | "execCommand";
@@ -157,6 +159,10 @@ export class FaultInjectingProvider implements SandboxProvider {
 
   checkSandboxes(sandboxIds: string[]): Promise<string[]> {
     return this.run("checkSandboxes", [sandboxIds], () => this.inner.checkSandboxes(sandboxIds));
+  }
+
+  listSandboxes(): Promise<ListedSandbox[]> {
+    return this.run("listSandboxes", [], () => this.inner.listSandboxes());
   }
 
   health(): Promise<boolean> {

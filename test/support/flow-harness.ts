@@ -14,7 +14,9 @@ import type { FlowName, StartFlowResult } from "../../functions/ports/flow-runne
 import type { SandboxProvider } from "../../functions/ports/sandbox-provider";
 import { makeScheduleFiredHandler } from "../../functions/schedules/schedule-fired";
 import { DynamoSessionStore } from "../../functions/store/dynamo-session-store";
-import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue } from "../../functions/store/dynamo-session-items";
+import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue, DynamoProxyConnectionRegistry } from "../../functions/store/dynamo-session-items";
+import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
+import { RecordingMetricsSink } from "../../functions/ports/metrics-sink";
 import { LocalFlowRunner } from "../../infra/local/local-flow-runner";
 import { LocalLifecycleScheduler } from "../../infra/local/local-lifecycle-scheduler";
 import { startTestTable, type TestTable } from "./dynalite";
@@ -26,6 +28,14 @@ export interface FlowHarness {
   runner: LocalFlowRunner;
   scheduler: LocalLifecycleScheduler;
   push: RecordingPush;
+  metrics: RecordingMetricsSink;
+  /** The real relay lease store (seize/release always go to it). */
+  relayLeases: DynamoRelayLeaseStore;
+  /**
+   * `always` (default): no relay runs in flow tests, and prompt delivery and the idle predicate
+   * proceed as if one watched. `store`: what the relay lease on the session item says.
+   */
+  setRelayWatched(mode: "always" | "store"): void;
   config: Config;
   createSession(overrides?: Partial<SessionRecord>): Promise<SessionRecord>;
   /** Starts a flow at the session's current generation (its lease fence), as the API does. */
@@ -44,6 +54,9 @@ export async function startFlowHarness(options: { provider: SandboxProvider; age
   const config = parseConfig({ TABLE_NAME: table.tableName, LEASE_TTL_SECONDS: "60", ...options.env });
   const logger = createLogger("flow-test");
   const push = new RecordingPush();
+  const metrics = new RecordingMetricsSink();
+  const relayStore = new DynamoRelayLeaseStore(table.doc, table.tableName);
+  const relayWatch: { mode: "always" | "store" } = { mode: "always" };
   const sessions = new DynamoSessionStore(table.doc, table.tableName);
   const built: { deps?: FlowDeps } = {};
   let offsetMs = 0;
@@ -56,14 +69,20 @@ export async function startFlowHarness(options: { provider: SandboxProvider; age
     prompts: new DynamoPromptQueue(table.doc, table.tableName),
     events: new DynamoLifecycleEventLog(table.doc, table.tableName),
     connections: new DynamoConnectionRegistry(table.doc, table.tableName),
+    proxies: new DynamoProxyConnectionRegistry(table.doc, table.tableName),
     // No relay runs in flow tests unless a test starts one: delivery may proceed as if watched.
-    relayLeases: { watched: () => Promise.resolve(true) },
+    relayLeases: {
+      watched: (sessionId, now) => (relayWatch.mode === "always" ? Promise.resolve(true) : relayStore.watched(sessionId, now)),
+      seize: (sessionId, owner, now, ttl) => relayStore.seize(sessionId, owner, now, ttl),
+      release: (lease) => relayStore.release(lease),
+    },
     push,
     scheduler,
     flows: runner,
     provider: () => Promise.resolve(options.provider),
     agent: options.agent,
     config,
+    metrics,
     now: () => new Date(Date.now() + offsetMs),
     logger,
   };
@@ -84,6 +103,11 @@ export async function startFlowHarness(options: { provider: SandboxProvider; age
     runner,
     scheduler,
     push,
+    metrics,
+    relayLeases: relayStore,
+    setRelayWatched: (mode) => {
+      relayWatch.mode = mode;
+    },
     config,
     createSession: async (overrides = {}) => {
       const record = { ...newSessionRecord({ id: newSessionId(), orgId: "org-a", userId: "user-a", provider: options.provider.type, now: new Date() }), ...overrides };

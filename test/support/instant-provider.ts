@@ -11,6 +11,7 @@ import type {
   CreateSandboxOpts,
   CreateSandboxResult,
   EnsureSandboxResult,
+  ListedSandbox,
   PauseResult,
   SandboxProvider,
   SnapshotResult,
@@ -144,6 +145,16 @@ export class InstantSandboxProvider implements SandboxProvider {
 
   async checkSandboxes(sandboxIds: string[]): Promise<string[]> {
     return sandboxIds.filter((id) => this.sandboxes.get(id)?.state === "running");
+  }
+
+  /** Running and paused sandboxes, in creation order. */
+  async listSandboxes(): Promise<ListedSandbox[]> {
+    const listed: ListedSandbox[] = [];
+    for (const s of this.sandboxes.values()) {
+      if (s.state === "terminated") continue;
+      listed.push({ sandboxId: s.sandboxId, sessionId: s.sessionId, startedAt: s.createdAt, state: s.state });
+    }
+    return listed;
   }
 
   async health(): Promise<boolean> {

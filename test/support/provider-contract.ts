@@ -72,6 +72,19 @@ export function describeProviderContract(
         await p.terminate(id, created.sandboxId);
       }));
 
+    it("listSandboxes lists a created sandbox with its session id, and no longer after terminate", () =>
+      withProvider(async (p) => {
+        const id = sessionId();
+        const created = await p.ensureSandbox(opts(id));
+        const listed = (await p.listSandboxes()).filter((s) => s.sandboxId === created.sandboxId);
+        expect(listed).toHaveLength(1);
+        expect(listed[0]).toMatchObject({ sandboxId: created.sandboxId, sessionId: id, state: "running" });
+        const startedAt = listed[0]?.startedAt ?? null;
+        if (startedAt !== null) expect(Number.isFinite(startedAt)).toBe(true);
+        await p.terminate(id, created.sandboxId);
+        expect((await p.listSandboxes()).map((s) => s.sandboxId)).not.toContain(created.sandboxId);
+      }));
+
     it("pause behaves as supportsPause says", () =>
       withProvider(async (p) => {
         const id = sessionId();

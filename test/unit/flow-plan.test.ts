@@ -39,6 +39,20 @@ const EXPECTED: Record<FlowName, Record<SessionStatus, FlowPlan>> = {
   migrate: { starting: notNow("starting"), running: go(null, "pause"), paused: notNow("paused"), stopped: notNow("stopped"), error: notNow("error") },
 };
 
+/** The idle predicate's verdict for a session that is idle (idle snapshots act on it). */
+const IDLE = { idle: true, reason: null, graceExpiresAt: new Date(0), recheckAt: null };
+
+describe("planFlow: idle snapshots act on the predicate evaluated under the lease", () => {
+  const running = buildSession({ status: "running", sandboxId: "sb-1" });
+  it("skips, naming the condition, when the session is not idle", () => {
+    const verdict = { idle: false, reason: "in_grace" as const, graceExpiresAt: new Date(0), recheckAt: new Date(0) };
+    expect(planFlow("idle-snapshot", running, { connectedClients: 0, idle: verdict })).toEqual(skip("not idle: in_grace"));
+  });
+  it("skips when nobody evaluated the predicate", () => {
+    expect(planFlow("idle-snapshot", running, { connectedClients: 0 })).toEqual(skip("idle predicate not evaluated"));
+  });
+});
+
 describe("planFlow: every flow x every stored status", () => {
   it("the table covers every flow and every status", () => {
     expect(Object.keys(EXPECTED).sort()).toEqual([...FLOW_NAMES].sort());
@@ -50,7 +64,7 @@ describe("planFlow: every flow x every stored status", () => {
       const expected = EXPECTED[flow][status];
       it(`${flow} on a ${status} session: ${expected.proceed ? "proceeds" : "skips"}`, () => {
         const session = buildSession({ status, sandboxId: "sb-1", clientType: "web" });
-        expect(planFlow(flow, session, { connectedClients: 0 })).toEqual(expected);
+        expect(planFlow(flow, session, { connectedClients: 0, idle: IDLE })).toEqual(expected);
       });
     }
   }
@@ -133,24 +147,26 @@ describe("snapshotMethod", () => {
 });
 
 describe("terminatesSandbox", () => {
-  const METHODS = ["pause", "memory", "filesystem", null] as const;
+  const METHODS = ["pause", "memory", "filesystem", "lost", null] as const;
   const cases: [FlowName, MigrateBranch | null, boolean[]][] = [
-    // over METHODS:      pause  memory filesystem null
-    ["stop", null, [true, true, true, true]],
-    ["snapshot", null, [false, false, false, false]],
-    ["migrate", "migrate", [true, true, true, true]],
-    ["migrate", "pause", [false, true, true, true]],
-    ["pause", null, [false, true, true, true]],
-    ["idle-snapshot", null, [false, true, true, true]],
+    // over METHODS:      pause  memory filesystem lost null
+    ["stop", null, [true, true, true, true, true]],
+    ["snapshot", null, [false, false, false, false, false]],
+    ["migrate", "migrate", [true, true, true, false, true]],
+    ["migrate", "pause", [false, true, true, false, true]],
+    ["pause", null, [false, true, true, false, true]],
+    ["idle-snapshot", null, [false, true, true, false, true]],
   ];
 
-  it.each(cases)("%s (branch %s) over [pause, memory, filesystem, none]", (flow, branch, expected) => {
+  it.each(cases)("%s (branch %s) over [pause, memory, filesystem, lost, none]", (flow, branch, expected) => {
     expect(METHODS.map((m) => terminatesSandbox(flow, branch, m))).toEqual(expected);
   });
 });
 
 describe("pausedChanges", () => {
-  const base = { snapshotId: "snap-9", sandboxId: "sb-1", pauseReason: "inactivity" };
+  const base = { snapshotId: "snap-9", sandboxId: "sb-1", pauseReason: "inactivity", now: new Date("2026-01-01T00:00:00Z") };
+  /** A paused session's agent state is history: cleared by every pause commit. */
+  const agent = { agentBusy: false, lastKnownAgentIdleAt: null, idleSnapshotFailures: 0 };
   const METHODS = ["pause", "memory", "filesystem"] as const;
 
   it("never holds an undefined value, for every method, outcome and sandbox", () => {
@@ -166,20 +182,29 @@ describe("pausedChanges", () => {
   });
 
   it("keeps the sandbox for a native pause, terminated or not", () => {
-    const expected = { snapshotId: "snap-9", pauseReason: "inactivity", sandboxId: "sb-1" };
+    const expected = { ...agent, snapshotId: "snap-9", pauseReason: "inactivity", sandboxId: "sb-1" };
     expect(pausedChanges({ ...base, method: "pause", terminated: false })).toEqual(expected);
     expect(pausedChanges({ ...base, method: "pause", terminated: true })).toEqual(expected);
   });
 
   it("keeps the sandbox when terminate failed, so the sweeper retries it", () => {
     for (const method of ["memory", "filesystem"] as const) {
-      expect(pausedChanges({ ...base, method, terminated: false })).toEqual({ snapshotId: "snap-9", pauseReason: "inactivity", sandboxId: "sb-1" });
+      expect(pausedChanges({ ...base, method, terminated: false })).toEqual({ ...agent, snapshotId: "snap-9", pauseReason: "inactivity", sandboxId: "sb-1" });
     }
+  });
+
+  it("a lost sandbox: no sandbox, the last snapshot kept, and a message saying what resume does", () => {
+    const withSnapshot = pausedChanges({ ...base, method: "lost", terminated: false });
+    expect(withSnapshot).toMatchObject({ ...agent, snapshotId: "snap-9", sandboxId: null, openCodeUrl: null, sandboxExpiresAt: null });
+    expect(withSnapshot.errorMessage).toMatch(/lost; resume restores the last snapshot/);
+    const none = pausedChanges({ ...base, snapshotId: null, method: "lost", terminated: false });
+    expect(none).toMatchObject({ snapshotId: null, sandboxId: null });
+    expect(none.errorMessage).toMatch(/no snapshot; resume starts a fresh sandbox/);
   });
 
   it("drops the sandbox and its expiry once it was terminated", () => {
     for (const method of ["memory", "filesystem"] as const) {
-      expect(pausedChanges({ ...base, method, terminated: true })).toEqual({ snapshotId: "snap-9", pauseReason: "inactivity", sandboxId: null, sandboxExpiresAt: null });
+      expect(pausedChanges({ ...base, method, terminated: true })).toEqual({ ...agent, snapshotId: "snap-9", pauseReason: "inactivity", sandboxId: null, sandboxExpiresAt: null });
     }
   });
 });
@@ -211,6 +236,8 @@ describe("pauseReasonFor and finalClientStatus", () => {
     expect(pauseReasonFor("pause", null)).toBe("user");
     expect(pauseReasonFor("pause", undefined)).toBe("user");
     expect(pauseReasonFor("idle-snapshot", "user")).toBe("inactivity");
+    expect(pauseReasonFor("idle-snapshot", "orphaned")).toBe("orphaned");
+    expect(pauseReasonFor("idle-snapshot", "sandbox_lost")).toBe("sandbox_lost");
     expect(pauseReasonFor("migrate", null)).toBe("inactivity");
   });
 

@@ -26,6 +26,8 @@ function deps(overrides: Partial<HttpDeps> = {}): HttpDeps {
     events: {} as HttpDeps["events"],
     transcript: {} as HttpDeps["transcript"],
     relayLeases: {} as HttpDeps["relayLeases"],
+    proxies: {} as HttpDeps["proxies"],
+    scheduler: {} as HttpDeps["scheduler"],
     flows: {} as HttpDeps["flows"],
     agent: {} as HttpDeps["agent"],
     tokens: { resolveToken: async () => ({ userId: "u", orgId: "o" }), putToken: async () => undefined },

@@ -83,6 +83,23 @@ describe("InstantSandboxProvider", () => {
     await expect(p.createSandbox(opts("ses_a", { snapshotId: "mem:isnap_1" }))).rejects.toBeInstanceOf(ProviderError);
     expect(p.live()).toEqual([sandboxId]);
   });
+
+  it("listSandboxes lists running and paused sandboxes with their session and start time, not terminated or killed ones", async () => {
+    let now = 1_000;
+    const p = new InstantSandboxProvider({ now: () => now });
+    await p.createSandbox(opts("ses_a"));
+    now = 2_000;
+    await p.createSandbox(opts("ses_b"));
+    await p.createSandbox(opts("ses_c"));
+    await p.createSandbox(opts("ses_d"));
+    await p.pause("ses_b", "isb_2");
+    await p.terminate("ses_c", "isb_3");
+    p.kill("isb_4");
+    expect(await p.listSandboxes()).toEqual([
+      { sandboxId: "isb_1", sessionId: "ses_a", startedAt: 1_000, state: "running" },
+      { sandboxId: "isb_2", sessionId: "ses_b", startedAt: 2_000, state: "paused" },
+    ]);
+  });
 });
 
 describe("FaultInjectingProvider", () => {
@@ -122,6 +139,20 @@ describe("FaultInjectingProvider", () => {
       { op: "terminate", args: ["ses_a", "isb_1"], at: 102 },
     ]);
     expect(p.callsOf("terminate")).toHaveLength(2);
+  });
+
+  it("listSandboxes delegates to the inner provider, is recorded, and takes failure plans", async () => {
+    const inner = new InstantSandboxProvider();
+    const p = new FaultInjectingProvider(inner, { now: () => 7 });
+    await inner.createSandbox(opts("ses_a"));
+    const down = new ProviderError("local", "listSandboxes", "provider down", { retryable: true });
+    p.failNext("listSandboxes", down);
+    await expect(p.listSandboxes()).rejects.toBe(down);
+    expect(await p.listSandboxes()).toEqual(await inner.listSandboxes());
+    expect(p.callsOf("listSandboxes")).toEqual([
+      { op: "listSandboxes", args: [], at: 7 },
+      { op: "listSandboxes", args: [], at: 7 },
+    ]);
   });
 
   it("hold pauses a call before the inner operation until released, so another actor can overtake it", async () => {

@@ -43,6 +43,20 @@ export function atExpression(at: Date, now: Date): string {
   return `at(${rounded.toISOString().slice(0, 19)})`;
 }
 
+/**
+ * For targets that wait for their exact time themselves (the idle check): the start of the
+ * minute, since Scheduler invokes anywhere within the minute it is set for (one-minute
+ * precision). The target then fires up to a minute early, never a minute late, and waits for
+ * the time in its event. Never sooner than `now + 1s`.
+ */
+export function earlyAtExpression(at: Date, now: Date): string {
+  const floored = Math.floor(at.getTime() / 60_000) * 60_000;
+  return atExpression(new Date(Math.max(floored, now.getTime() + MIN_LEAD_MS)), now);
+}
+
+/** Purposes whose target waits for the exact time in the event (functions/idle/idle-check.ts). */
+const EARLY_TOLERANT: readonly ScheduleTarget["purpose"][] = ["idle-check"];
+
 function hasName(err: unknown, name: string): boolean {
   return (err as { name?: string } | null)?.name === name;
 }
@@ -59,7 +73,7 @@ export class EventBridgeLifecycleScheduler implements LifecycleScheduler {
     const input: CreateScheduleCommandInput = {
       Name: scheduleName(target),
       GroupName: this.options.groupName,
-      ScheduleExpression: atExpression(at, this.now()),
+      ScheduleExpression: EARLY_TOLERANT.includes(target.purpose) ? earlyAtExpression(at, this.now()) : atExpression(at, this.now()),
       ScheduleExpressionTimezone: "UTC",
       FlexibleTimeWindow: { Mode: "OFF" },
       ActionAfterCompletion: "DELETE",
@@ -97,4 +111,18 @@ export class EventBridgeLifecycleScheduler implements LifecycleScheduler {
       throw err;
     }
   }
+}
+
+/**
+ * The scheduler from the environment (`SCHEDULE_GROUP_NAME`, `SCHEDULE_TARGET_ARN`,
+ * `SCHEDULE_ROLE_ARN`), for functions that arm schedules. A function the stack gave none of
+ * these gets a scheduler whose calls fail naming what is missing.
+ */
+export function lifecycleSchedulerFromEnv(env: Record<string, string | undefined>, client: () => SchedulerClient): LifecycleScheduler {
+  const groupName = env.SCHEDULE_GROUP_NAME;
+  const targetArn = env.SCHEDULE_TARGET_ARN;
+  const roleArn = env.SCHEDULE_ROLE_ARN;
+  if (groupName && targetArn && roleArn) return new EventBridgeLifecycleScheduler({ client: client(), groupName, targetArn, roleArn });
+  const missing = () => Promise.reject(new Error("invalid configuration: SCHEDULE_GROUP_NAME, SCHEDULE_TARGET_ARN and SCHEDULE_ROLE_ARN must be set to arm schedules"));
+  return { arm: missing, cancel: missing };
 }

@@ -4,6 +4,8 @@
  * and show clients the in-progress status (`creating`, `resuming`, `migrating`).
  */
 import { NotFoundError } from "../../domain/errors";
+import { readIdleFacts } from "../../idle/idle-check";
+import { evaluateIdle, idleModeOf } from "../../idle/idle-predicate";
 import { broadcastStatus } from "../broadcast";
 import { planFlow } from "../plan";
 import { flowStep } from "../step";
@@ -16,7 +18,15 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
     const session = await deps.sessions.getSession(doc.sessionId);
     if (!session) throw new NotFoundError(`session ${doc.sessionId} not found`);
     const connectedClients = doc.flow === "migrate" ? (await deps.connections.list(doc.sessionId)).length : 0;
-    const plan = planFlow(doc.flow, session, { connectedClients });
+    // Idle snapshots re-check the whole predicate from fresh state under the lease (seed 002 constraints 2, 13, 14).
+    const facts = doc.flow === "idle-snapshot" ? await readIdleFacts(deps, doc.sessionId) : null;
+    const idle = facts ? evaluateIdle({ ...facts, session }, idleModeOf(doc.reason), deps.config) : null;
+    const plan = planFlow(doc.flow, session, { connectedClients, idle });
+    // Constraint 12: take the relay lease before anything is snapshotted. The relay's next
+    // renewal fails, so it closes the stream and cancels its reconnects, and no relay claims the
+    // session until finish releases it.
+    const relayLease =
+      plan.proceed && doc.flow === "idle-snapshot" ? await deps.relayLeases.seize(doc.sessionId, `flow:${doc.execution}`, deps.now(), deps.config.LEASE_TTL_SECONDS) : null;
     if (plan.proceed && plan.progressStatus) {
       await broadcastStatus(deps, doc.sessionId, plan.progressStatus, plan.progressStatus === "migrating" ? "Extending session..." : undefined);
     }
@@ -28,6 +38,9 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
       progressStatus: plan.proceed ? plan.progressStatus : null,
       fromStatus: session.status,
       sandboxId: session.sandboxId,
+      graceExpiresAt: idle ? idle.graceExpiresAt.toISOString() : null,
+      sandboxExpiresAt: session.sandboxExpiresAt,
+      relayLease,
       startedAt,
     };
   } catch (err) {

@@ -27,6 +27,7 @@ function runtimeChanges(p: NonNullable<FlowDocument["provision"]>) {
     // A fresh (or restored) runtime's agent state is unknown until the relay sees it (seed 002 §3h).
     agentBusy: false,
     lastKnownAgentIdleAt: null,
+    idleSnapshotFailures: 0,
   };
 }
 
@@ -51,6 +52,7 @@ async function write(doc: FlowDocument, deps: FlowDeps, session: SessionRecord):
           method: s.method,
           terminated: doc.terminate?.terminated ?? false,
           pauseReason: pauseReasonFor(doc.flow, doc.reason),
+          now,
         }),
         guard,
       );
@@ -72,12 +74,12 @@ async function write(doc: FlowDocument, deps: FlowDeps, session: SessionRecord):
       );
     }
     case "snapshot": {
-      const s = required(doc.snapshot, "snapshot result");
-      return deps.sessions.update(session, { snapshotId: s.snapshotId }, now, guard);
+      const snapshotId = required(doc.snapshot?.snapshotId ?? undefined, "snapshot id");
+      return deps.sessions.update(session, { snapshotId }, now, guard);
     }
     case "swap": {
-      const s = required(doc.snapshot, "snapshot result");
-      return deps.sessions.update(session, { snapshotId: s.snapshotId, ...runtimeChanges(required(doc.provision, "provision result")) }, now, guard);
+      const snapshotId = required(doc.snapshot?.snapshotId ?? undefined, "snapshot id");
+      return deps.sessions.update(session, { snapshotId, ...runtimeChanges(required(doc.provision, "provision result")) }, now, guard);
     }
   }
 }

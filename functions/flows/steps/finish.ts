@@ -1,11 +1,17 @@
 /**
  * Flow step `finish`, on every path out of a flow (committed, skipped, failed, superseded):
- * release the lease, re-arm or cancel the expiry schedule, append the audit event with per-step
- * timings, push the final client status, and deliver prompts that queued up while the flow
- * held the lease (or wake the session for them). Each part is isolated: one failing does not
- * stop the others, and every part is idempotent, so the ASL may retry the whole step.
+ * release the lease (and the relay lease an idle snapshot took), re-arm or cancel the expiry and
+ * idle-check schedules, append the audit event with per-step timings, push the final client
+ * status, settle an idle snapshot (metrics; retry or circuit breaker after a failure), and
+ * deliver prompts that queued up while the flow held the lease (or wake the session for them).
+ * Each part is isolated: one failing does not stop the others, and every part is idempotent, so
+ * the ASL may retry the whole step.
  */
+import type { SessionRecord } from "../../domain/session";
+import { armIdleCheck } from "../../idle/idle-check";
+import { idleModeOf } from "../../idle/idle-predicate";
 import { errorForLog } from "../../observability/logger";
+import { METRIC_NAMES } from "../../ports/metrics-sink";
 import type { LifecycleOutcome } from "../../ports/session-items";
 import { broadcastStatus } from "../broadcast";
 import type { FlowDocument } from "../flow-document";
@@ -20,6 +26,7 @@ const TIMED_STEPS = ["begin", "quiesce", "snapshot", "terminate", "provision", "
 
 export function outcomeOf(doc: FlowDocument): LifecycleOutcome {
   if (doc.superseded) return "superseded";
+  if (doc.standDown) return "skipped";
   if (doc.failure) return "failed";
   if (doc.commit) return "committed";
   return "skipped";
@@ -42,26 +49,83 @@ async function isolated(deps: FlowDeps, part: string, sessionId: string, run: ()
   }
 }
 
+/**
+ * An idle snapshot's aftermath (seed 002 §5b, §12). Committed: the figures operators watch, and
+ * prompts that were in flight on a lost sandbox go back to the queue (they run again after the
+ * resume their delivery triggers). Failed: the session is still running; the next check comes
+ * after IDLE_SNAPSHOT_RETRY_SECONDS, until the failures in a row reach the limit and the circuit
+ * breaker stops the session (a safe end state, recorded with its reason, and an alarm metric).
+ * Stood down or skipped: look again once the grace allows.
+ */
+async function settleIdleSnapshot(doc: FlowDocument, deps: FlowDeps, session: SessionRecord, outcome: LifecycleOutcome): Promise<void> {
+  const mode = idleModeOf(doc.reason);
+  if (outcome === "committed") {
+    const begin = doc.begin;
+    if (begin?.graceExpiresAt && mode === "inactivity") {
+      deps.metrics.put(METRIC_NAMES.idleLag, Math.max(0, Date.parse(begin.startedAt) - Date.parse(begin.graceExpiresAt)), "Milliseconds");
+    }
+    if (doc.snapshot) deps.metrics.put(METRIC_NAMES.idleSnapshotDuration, doc.snapshot.ms, "Milliseconds", { method: doc.snapshot.method });
+    deps.metrics.put(METRIC_NAMES.idleSnapshots, 1, "Count", { mode });
+    // Without idle snapshots the sandbox would have run until its expiry (seed 002 "Problem").
+    const expiresAt = begin?.sandboxExpiresAt ? Date.parse(begin.sandboxExpiresAt) : NaN;
+    if (session.pausedAt && Number.isFinite(expiresAt)) {
+      deps.metrics.put(METRIC_NAMES.idleSecondsAvoided, Math.max(0, (expiresAt - Date.parse(session.pausedAt)) / 1000), "Seconds");
+    }
+    if (doc.snapshot?.method === "lost") {
+      for (const prompt of await deps.prompts.list(doc.sessionId, "processing")) await deps.prompts.move(prompt, "processing", "queued", deps.now());
+    }
+    return;
+  }
+  if (session.status !== "running") return;
+  if (outcome === "failed") {
+    deps.metrics.put(METRIC_NAMES.idleSnapshotFailures, 1, "Count", { mode });
+    if (session.idleSnapshotFailures >= deps.config.IDLE_SNAPSHOT_MAX_FAILURES) {
+      deps.metrics.put(METRIC_NAMES.circuitBreakerTrips, 1, "Count");
+      deps.logger.error("idle snapshot circuit breaker: stopping the session", { sessionId: session.id, failures: session.idleSnapshotFailures });
+      const lease = await deps.sessions.readLease(session.id);
+      await deps.flows.start({ flow: "stop", sessionId: session.id, generation: lease?.fence ?? 0, actor: "circuit-breaker", reason: "idle_snapshot_failed" });
+      return;
+    }
+    const at = new Date(deps.now().getTime() + deps.config.IDLE_SNAPSHOT_RETRY_SECONDS * 1000);
+    await deps.scheduler.arm({ sessionId: session.id, purpose: "idle-check" }, at);
+    return;
+  }
+  if (doc.standDown) {
+    // The agent answered busy: its idle boundary arms the next check; this one is the fallback.
+    const at = new Date(deps.now().getTime() + deps.config.IDLE_SNAPSHOT_RETRY_SECONDS * 1000);
+    await deps.scheduler.arm({ sessionId: session.id, purpose: "idle-check" }, at);
+    return;
+  }
+  await armIdleCheck(deps, session.id, `idle snapshot ${outcome}`);
+}
+
 export const makeFinishStep = flowStep("finish", async (doc, deps) => {
   const outcome = outcomeOf(doc);
   if (doc.begin) {
     const lease = doc.begin.lease;
     await isolated(deps, "release", doc.sessionId, () => deps.sessions.releaseLease(lease));
+    const relayLease = doc.begin.relayLease;
+    if (relayLease) await isolated(deps, "release relay", doc.sessionId, () => deps.relayLeases.release(relayLease));
   }
   const session = await deps.sessions.getSession(doc.sessionId);
   if (!session) return { outcome };
 
   if (outcome === "committed") {
     await isolated(deps, "schedule", doc.sessionId, async () => {
-      const target = { sessionId: session.id, purpose: "expiry" as const };
+      const expiry = { sessionId: session.id, purpose: "expiry" as const };
       if (session.status === "running" && session.sandboxExpiresAt) {
         const at = Date.parse(session.sandboxExpiresAt) - deps.config.EXPIRY_MIGRATION_LEAD_SECONDS * 1000;
-        await deps.scheduler.arm(target, new Date(at));
+        await deps.scheduler.arm(expiry, new Date(at));
       } else if (session.status !== "running") {
-        await deps.scheduler.cancel(target);
+        await deps.scheduler.cancel(expiry);
+        // Seed 002 constraint 7: no idle checks for a session without a sandbox.
+        await deps.scheduler.cancel({ sessionId: session.id, purpose: "idle-check" });
       }
+      // A session that (still) runs may go idle without any client ever connecting.
+      if (session.status === "running") await armIdleCheck(deps, session.id, `${doc.flow} committed`);
     });
   }
+  if (doc.flow === "idle-snapshot") await isolated(deps, "idle", doc.sessionId, () => settleIdleSnapshot(doc, deps, session, outcome));
 
   await isolated(deps, "audit", doc.sessionId, () =>
     deps.events.append({
@@ -77,7 +141,7 @@ export const makeFinishStep = flowStep("finish", async (doc, deps) => {
       execution: doc.execution,
       sandboxId: session.sandboxId,
       previousSandboxId: doc.begin?.sandboxId ?? null,
-      message: (doc.superseded?.Cause ?? doc.failure?.Cause ?? doc.begin?.skipReason ?? null)?.slice(0, 500) ?? null,
+      message: (doc.superseded?.Cause ?? doc.failure?.Cause ?? doc.standDown?.Cause ?? doc.begin?.skipReason ?? null)?.slice(0, 500) ?? null,
       timings: timingsOf(doc),
     }),
   );

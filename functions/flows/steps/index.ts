@@ -24,7 +24,7 @@ export interface FlowStepDefinition {
   sandboxAccess: boolean;
   /** Pushes to WebSocket clients. */
   push: boolean;
-  /** Arms/cancels schedules and starts flows (prompt wake-up). */
+  /** Arms/cancels schedules and starts flows (prompt wake-up, the circuit breaker's stop). */
   orchestrates: boolean;
   /** Lambda timeout: the slowest thing the step waits for. */
   timeoutSeconds: number;

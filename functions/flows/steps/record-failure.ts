@@ -22,7 +22,7 @@ export const makeRecordFailureStep = flowStep("record-failure", async (doc, deps
   if (doc.flow === "ensure-runtime") {
     const restoreFailed = failure.Error === STEP_ERRORS.restoreFailed;
     const message = restoreFailed
-      ? "Session expired: the saved state could not be restored and has been reset; resume starts fresh"
+      ? "Session reset: the previous conversation was cleared (its saved state could not be restored). Connect again to start a fresh sandbox."
       : `Sandbox could not be started: ${detail}`;
     try {
       await deps.sessions.transition(
@@ -40,7 +40,17 @@ export const makeRecordFailureStep = flowStep("record-failure", async (doc, deps
     await broadcastStatus(deps, doc.sessionId, "error", message);
     return {};
   }
-  if (doc.flow === "migrate" && doc.terminate?.terminated && doc.snapshot) {
+  if (doc.flow === "idle-snapshot") {
+    // The session stays running and is retried at the next check; finish trips the circuit
+    // breaker once the failures in a row reach the limit (seed 002 §12, verification 19).
+    try {
+      await deps.sessions.update(session, { idleSnapshotFailures: session.idleSnapshotFailures + 1 }, deps.now(), leaseOf(doc));
+    } catch (err) {
+      deps.logger.warn("idle snapshot failure not counted: session moved on", { sessionId: doc.sessionId, error: errorForLog(err) });
+    }
+    return {};
+  }
+  if (doc.flow === "migrate" && doc.terminate?.terminated && doc.snapshot?.snapshotId) {
     try {
       await deps.sessions.transition(
         session,

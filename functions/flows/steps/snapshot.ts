@@ -3,11 +3,38 @@
  * flow found, with the method `snapshotMethod` picks (native pause, memory, filesystem). The
  * lease is verified first: a flow that lost its lease must not pause a sandbox another flow now
  * owns. A failure leaves the session as it was (the ASL routes it to `record-failure`).
+ *
+ * Idle snapshots look at the agent itself first (a status read, which never counts as activity:
+ * constraint 4). Busy -> `NotIdle`: the flow stands down and changes nothing. Unreachable ->
+ * the provider is asked whether the sandbox still exists; if it does not, there is nothing to
+ * snapshot and the step reports `lost`, so the commit pauses the session on its last snapshot
+ * instead of leaving it `running` on a dead sandbox. Modal idle snapshots are memory snapshots
+ * with no filesystem fallback (seed 002 §12): a failed one fails the step.
  */
 import { NotFoundError } from "../../domain/errors";
+import type { SessionRecord } from "../../domain/session";
+import { idleModeOf } from "../../idle/idle-predicate";
+import type { SandboxProvider } from "../../ports/sandbox-provider";
+import type { FlowDeps } from "../flow-deps";
 import { snapshotMethod } from "../plan";
+import { STEP_ERRORS, StepError } from "../step-errors";
 import { flowStep, leaseOf } from "../step";
 import { stepEntry } from "../lambda-entry";
+
+type AgentState = "busy" | "idle" | "unreachable";
+
+async function probeAgent(deps: FlowDeps, session: SessionRecord): Promise<AgentState> {
+  if (!session.openCodeUrl || !session.codingAgentSessionId) return "unreachable";
+  try {
+    return (await deps.agent.isBusy(session.openCodeUrl, session.codingAgentSessionId)) ? "busy" : "idle";
+  } catch {
+    return "unreachable";
+  }
+}
+
+async function sandboxAlive(provider: SandboxProvider, sandboxId: string): Promise<boolean> {
+  return (await provider.checkSandboxes([sandboxId])).includes(sandboxId);
+}
 
 export const makeSnapshotStep = flowStep("snapshot", async (doc, deps) => {
   const lease = leaseOf(doc);
@@ -16,6 +43,16 @@ export const makeSnapshotStep = flowStep("snapshot", async (doc, deps) => {
   const session = await deps.sessions.getSession(doc.sessionId);
   if (!session) throw new NotFoundError(`session ${doc.sessionId} not found`);
   const provider = await deps.provider(session.provider);
+  if (doc.flow === "idle-snapshot") {
+    const mode = idleModeOf(doc.reason);
+    const agent = mode === "sandbox_lost" ? "unreachable" : await probeAgent(deps, session);
+    if (agent === "busy") throw new StepError(STEP_ERRORS.notIdle, `session ${session.id}: the agent is busy`);
+    if (agent === "unreachable" && !(await sandboxAlive(provider, sandboxId))) {
+      await deps.sessions.verifyLease(lease, deps.now());
+      return { snapshotId: session.snapshotId, method: "lost" as const };
+    }
+    if (mode === "sandbox_lost") throw new StepError(STEP_ERRORS.notIdle, `session ${session.id}: sandbox ${sandboxId} is alive`);
+  }
   const method = snapshotMethod(doc.flow, doc.begin?.branch ?? null, provider);
   await deps.sessions.verifyLease(lease, deps.now());
   const { snapshotId } =

@@ -12,6 +12,7 @@
  *   snapshot: Sandbox.createSnapshot(sandboxId) → `e2b-snapshot:` + snapshotId (restored with Sandbox.create)
  *   terminate: Sandbox.kill(id) (false = already gone) | Sandbox.list({query: {metadata: {sessionId}}}) → kill each
  *   checkSandboxes: Sandbox.list({query: {metadata: {managedBy}, state: ["running"]}}) paginated
+ *   listSandboxes: Sandbox.list({query: {metadata: {managedBy}, state: ["running", "paused"]}}) paginated
  */
 import { Sandbox, type SandboxInfo, type SandboxListOpts, type SandboxOpts } from "e2b";
 import { ProviderError } from "../../domain/errors";
@@ -21,6 +22,7 @@ import type {
   CreateSandboxResult,
   EnsureSandboxResult,
   ExecResult,
+  ListedSandbox,
   PauseResult,
   SandboxProvider,
   SnapshotResult,
@@ -258,6 +260,24 @@ export class E2BSandboxProvider implements SandboxProvider {
       return [...new Set(sandboxIds)].filter((id) => running.has(id));
     } catch (err) {
       throw this.error("checkSandboxes", err);
+    }
+  }
+
+  /** Running and paused sandboxes tagged by this control plane (a paused one still holds storage). */
+  async listSandboxes(): Promise<ListedSandbox[]> {
+    try {
+      const infos = await this.listAll({ metadata: { ...MANAGED_BY_METADATA }, state: ["running", "paused"] });
+      return infos.map((info) => {
+        const startedAt = info.startedAt instanceof Date ? info.startedAt.getTime() : Number.NaN;
+        return {
+          sandboxId: info.sandboxId,
+          sessionId: info.metadata.sessionId ?? null,
+          startedAt: Number.isFinite(startedAt) ? startedAt : null,
+          state: info.state === "paused" ? "paused" : "running",
+        };
+      });
+    } catch (err) {
+      throw this.error("listSandboxes", err);
     }
   }
 

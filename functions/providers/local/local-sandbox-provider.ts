@@ -21,6 +21,7 @@ import type {
   CreateSandboxResult,
   EnsureSandboxResult,
   ExecResult,
+  ListedSandbox,
   PauseResult,
   SandboxProvider,
   SnapshotResult,
@@ -157,6 +158,19 @@ export class LocalSandboxProvider implements SandboxProvider {
   async checkSandboxes(sandboxIds: string[]): Promise<string[]> {
     const records = await Promise.all(sandboxIds.map((id) => readSandboxRecord(this.dataDir, id)));
     return records.filter((r): r is SandboxRecord => r !== null && isLive(r)).map((r) => r.sandboxId);
+  }
+
+  /** Every registry record whose process group leader is still ours and alive; no pause here, so all are running. */
+  async listSandboxes(): Promise<ListedSandbox[]> {
+    let records: SandboxRecord[];
+    try {
+      records = await listSandboxRecords(this.dataDir);
+    } catch (err) {
+      throw fail("listSandboxes", errorText(err), { cause: err, retryable: true });
+    }
+    return records
+      .filter(isLive)
+      .map((r) => ({ sandboxId: r.sandboxId, sessionId: r.sessionId, startedAt: r.createdAt, state: "running" as const }));
   }
 
   async health(): Promise<boolean> {

@@ -4,16 +4,19 @@
  * is injected so tests pass a double that records calls; `createModalSdk` builds the real one.
  *
  * SDK calls (modal@0.11):
- *   create:  apps.fromName(appName) → images.fromId | images.fromRegistry → sandboxes.create(app, image, params)
+ *   create:  apps.fromName(appName) → images.fromId | images.fromRegistry → sandboxes.create(app, image, params{name, tags})
  *            → sandbox.tunnels() → sandbox.exec(boot steps) → readiness poll
  *   ensure:  sandboxes.fromName(appName, sessionId) → sandbox.poll() (null = running) → sandbox.tunnels()
- *   mem restore: sandboxSnapshots.fromId(id) → sandboxes.experimentalFromSnapshot(snap, {name}) → tunnels → readiness
+ *   mem restore: sandboxSnapshots.fromId(id) → sandboxes.experimentalFromSnapshot(snap, {name}) → sandbox.setTags(tags)
+ *            → tunnels → readiness
+ *   listSandboxes: apps.fromName(appName) → sandboxes.list({appId, tags: {control-plane}}) (the SDK walks the pages;
+ *            running sandboxes only) → sandbox.getTags() each (the listing carries only ids) for the session id
  *   snapshot: sandboxes.fromId → sandbox.snapshotFilesystem() (image id)
  *   memorySnapshot: sandboxes.fromId → sandbox.experimentalSnapshot() (`mem:` + snapshot id)
  *   terminate: sandboxes.fromId | sandboxes.fromName → sandbox.terminate()
  *   checkSandboxes: sandboxes.fromId → sandbox.poll()
  */
-import { ModalClient, type SandboxCreateParams } from "modal";
+import { ModalClient, type SandboxCreateParams, type SandboxListParams } from "modal";
 import { ProviderError } from "../../domain/errors";
 import type { GitFreshnessConfig } from "../../domain/git-freshness";
 import type {
@@ -21,6 +24,7 @@ import type {
   CreateSandboxResult,
   EnsureSandboxResult,
   ExecResult,
+  ListedSandbox,
   PauseResult,
   SandboxProvider,
   SnapshotResult,
@@ -48,6 +52,11 @@ const TUNNEL_TIMEOUT_MS = 30_000;
 /** seed 003 §6.2 step 4: 2 CPU, 4 GB RAM. */
 const SANDBOX_CPU = 2;
 const SANDBOX_MEMORY_MIB = 4096;
+/** Tag keys on every sandbox this provider creates or restores: `listSandboxes` filters by the first. */
+export const MODAL_CONTROL_PLANE_TAG = "control-plane";
+export const MODAL_SESSION_TAG = "session-id";
+/** `getTags` calls in flight at once while listing. */
+const LIST_TAGS_CONCURRENCY = 8;
 
 // ---- The SDK surface this provider uses: a structural subset of `ModalClient` (checked below). ----
 
@@ -72,10 +81,16 @@ export interface ModalSandboxLike {
   terminate(): Promise<void>;
   /** `null` while running, else the exit code. */
   poll(): Promise<number | null>;
+  /** Replaces the sandbox's whole tag set. */
+  setTags(tags: Record<string, string>): Promise<void>;
+  getTags(): Promise<Record<string, string>>;
 }
 
+/** The App handle: passed back to the SDK unchanged, its id scopes `sandboxes.list`. */
+export interface ModalAppRef {
+  readonly appId: string;
+}
 /** Opaque SDK handles the provider passes back to the SDK unchanged. */
-export type ModalAppRef = object;
 export type ModalImageRef = object;
 export type ModalSnapshotRef = object;
 
@@ -87,6 +102,8 @@ export interface ModalSdk {
     fromId(sandboxId: string): Promise<ModalSandboxLike>;
     fromName(appName: string, name: string): Promise<ModalSandboxLike>;
     experimentalFromSnapshot(snapshot: ModalSnapshotRef, params?: { name?: string | null }): Promise<ModalSandboxLike>;
+    /** Running sandboxes only; the SDK pages through the listing itself. */
+    list(params?: SandboxListParams): AsyncIterable<ModalSandboxLike>;
   };
   sandboxSnapshots: { fromId(snapshotId: string): Promise<ModalSnapshotRef> };
 }
@@ -215,6 +232,9 @@ export class ModalSandboxProvider implements SandboxProvider {
       const snapshot = await this.sdk.sandboxSnapshots.fromId(memId.slice(MEMORY_SNAPSHOT_PREFIX.length));
       // The session id as name keeps the restored sandbox discoverable by `fromName`.
       sandbox = await this.sdk.sandboxes.experimentalFromSnapshot(snapshot, { name: opts.sessionId });
+      // The restore params take no tags, so tag here for `listSandboxes`. Best effort: an untagged sandbox is
+      // only invisible to the orphan sweeper (it still has its timeout), while failing would discard the snapshot.
+      await sandbox.setTags(this.tags(opts.sessionId)).catch(() => undefined);
       const urls = await this.tunnelUrls(sandbox);
       // seed 003 §6.2: restore blocks on readiness so callers never race OpenCode's /session.
       await waitForOpenCodeReady(urls.tunnelUrl, this.readiness);
@@ -280,6 +300,30 @@ export class ModalSandboxProvider implements SandboxProvider {
     return unique.filter((_, i) => alive[i]);
   }
 
+  /**
+   * Running sandboxes of the app tagged by this control plane (Modal has no pause). The listing yields
+   * bare handles, so the session id comes from each sandbox's tags; the start time is not exposed.
+   */
+  async listSandboxes(): Promise<ListedSandbox[]> {
+    try {
+      const app = await this.sdk.apps.fromName(this.config.appName);
+      const sandboxes: ModalSandboxLike[] = [];
+      const seen = new Set<string>();
+      for await (const sandbox of this.sdk.sandboxes.list({ appId: app.appId, tags: { [MODAL_CONTROL_PLANE_TAG]: this.config.appName } })) {
+        if (seen.has(sandbox.sandboxId)) continue;
+        seen.add(sandbox.sandboxId);
+        sandboxes.push(sandbox);
+      }
+      const listed: (ListedSandbox | null)[] = [];
+      for (let i = 0; i < sandboxes.length; i += LIST_TAGS_CONCURRENCY) {
+        listed.push(...(await Promise.all(sandboxes.slice(i, i + LIST_TAGS_CONCURRENCY).map((s) => this.listed(s)))));
+      }
+      return listed.filter((s): s is ListedSandbox => s !== null);
+    } catch (err) {
+      throw this.error("listSandboxes", err);
+    }
+  }
+
   async health(): Promise<boolean> {
     try {
       await this.sdk.apps.fromName(this.config.appName);
@@ -309,6 +353,21 @@ export class ModalSandboxProvider implements SandboxProvider {
   }
 
   // ---- internals ----
+
+  private tags(sessionId: string): Record<string, string> {
+    return { [MODAL_CONTROL_PLANE_TAG]: this.config.appName, [MODAL_SESSION_TAG]: sessionId };
+  }
+
+  /** Null when the sandbox ended between the listing and the tag lookup. */
+  private async listed(sandbox: ModalSandboxLike): Promise<ListedSandbox | null> {
+    try {
+      const tags = await sandbox.getTags();
+      return { sandboxId: sandbox.sandboxId, sessionId: tags[MODAL_SESSION_TAG] ?? null, startedAt: null, state: "running" };
+    } catch (err) {
+      if (classifyModalError(err) === "not_found") return null;
+      throw err;
+    }
+  }
 
   /** seed 003 §6.2 `findSandbox()`: the session id is the sandbox name, so lookup is 1:1. */
   private async findLiveSandbox(sessionId: string): Promise<ModalSandboxLike | null> {
@@ -343,6 +402,7 @@ export class ModalSandboxProvider implements SandboxProvider {
   private createParams(opts: CreateSandboxOpts): SandboxCreateParams {
     return {
       name: opts.sessionId,
+      tags: this.tags(opts.sessionId),
       env: buildSandboxEnv(opts),
       timeoutMs: this.config.timeoutSeconds * 1_000,
       cpu: SANDBOX_CPU,

@@ -1,8 +1,10 @@
 /**
  * WebSocket `$disconnect`: removes the connection (idempotent: a second disconnect, or one for
  * a connection a push already found gone, is a no-op) and touches activity, so the idle grace
- * counts from the moment the last client left.
+ * counts from the moment the last client left, then arms the idle check for when that grace
+ * runs out (seed 002: the last client leaving is when a session may become idle).
  */
+import { armIdleCheck } from "../../idle/idle-check";
 import { errorForLog } from "../../observability/logger";
 import type { WsDeps, WsEvent, WsResult } from "../ws-deps";
 import { wsEntry } from "../lambda-entry";
@@ -15,6 +17,7 @@ export function makeDisconnectHandler(deps: WsDeps): (event: WsEvent) => Promise
       if (!connection) return { statusCode: 200 };
       await deps.connections.remove(connection.sessionId, connectionId);
       await deps.sessions.touchActivity(connection.sessionId, deps.now()).catch(() => undefined);
+      if ((await deps.connections.list(connection.sessionId)).length === 0) await armIdleCheck(deps, connection.sessionId, "last client disconnected");
       deps.logger.info("client disconnected", { sessionId: connection.sessionId, connectionId });
       return { statusCode: 200 };
     } catch (err) {

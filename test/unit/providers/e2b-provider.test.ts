@@ -15,6 +15,7 @@ import { describeProviderContract } from "../../support/provider-contract";
 type Call = [string, ...unknown[]];
 interface FakeBox {
   id: string;
+  startedAt: Date;
   state: "running" | "paused" | "killed";
   metadata: Record<string, string>;
   commands: string[];
@@ -52,7 +53,7 @@ class FakeE2B implements E2BSdk {
     };
   }
   private info(box: FakeBox): SandboxInfo {
-    return { sandboxId: box.id, state: box.state === "paused" ? "paused" : "running", metadata: box.metadata } as SandboxInfo;
+    return { sandboxId: box.id, startedAt: box.startedAt, state: box.state === "paused" ? "paused" : "running", metadata: box.metadata } as SandboxInfo;
   }
   private live(id: string): FakeBox {
     const box = this.boxes.get(id);
@@ -64,7 +65,14 @@ class FakeE2B implements E2BSdk {
     this.calls.push(["create", template, opts]);
     this.fail("create");
     this.next += 1;
-    const box: FakeBox = { id: `e2b-${this.next}`, state: "running", metadata: opts.metadata ?? {}, commands: [], files: {} };
+    const box: FakeBox = {
+      id: `e2b-${this.next}`,
+      startedAt: new Date(NOW + this.next * 1_000),
+      state: "running",
+      metadata: opts.metadata ?? {},
+      commands: [],
+      files: {},
+    };
     this.boxes.set(box.id, box);
     return this.handle(box);
   }
@@ -115,7 +123,12 @@ class FakeE2B implements E2BSdk {
       get hasNext() {
         return i < pages.length;
       },
-      nextItems: async () => (pages[i++] ?? []).map((b) => this.info(b)),
+      nextItems: async () => {
+        this.calls.push(["list.nextItems", i]);
+        // The real paginator does the HTTP request here, so API errors surface from `nextItems`.
+        this.fail("list.nextItems");
+        return (pages[i++] ?? []).map((b) => this.info(b));
+      },
     };
   }
 }
@@ -226,7 +239,11 @@ describe("E2BSandboxProvider", () => {
     await provider.createSandbox(opts({ sessionId: "ses_zzzzzzzzzzzzzzzzzzzzzzzzzz" }));
     sdk.calls = [];
     expect(await provider.checkSandboxes(["e2b-2", "e2b-1", "e2b-9"])).toEqual(["e2b-2", "e2b-1"]);
-    expect(sdk.calls).toEqual([["list", { query: { metadata: { ...MANAGED_BY_METADATA }, state: ["running"] } }]]);
+    expect(sdk.calls).toEqual([
+      ["list", { query: { metadata: { ...MANAGED_BY_METADATA }, state: ["running"] } }],
+      ["list.nextItems", 0],
+      ["list.nextItems", 1],
+    ]);
   });
 
   it("auth errors are not retryable, rate limits are, and secrets in messages are redacted", async () => {
@@ -245,5 +262,56 @@ describe("E2BSandboxProvider", () => {
     const { provider } = setup();
     expect(provider.supportsMemorySnapshot).toBe(false);
     await expect(provider.memorySnapshot(SESSION, "e2b-1")).rejects.toMatchObject({ operation: "memorySnapshot" });
+  });
+
+  describe("listSandboxes", () => {
+    const OTHER = "ses_zzzzzzzzzzzzzzzzzzzzzzzzzz";
+
+    it("lists running and paused sandboxes by the managed-by metadata across pages, never connecting", async () => {
+      const { sdk, provider } = setup();
+      await provider.createSandbox(opts());
+      await provider.createSandbox(opts({ sessionId: OTHER }));
+      await provider.pause(OTHER, "e2b-2");
+      await provider.createSandbox(opts({ sessionId: "ses_killed_000000000000000000" }));
+      await provider.terminate("ses_killed_000000000000000000", "e2b-3");
+      // Not ours: no managed-by metadata.
+      await sdk.create("other-tpl", { metadata: { sessionId: "ses_foreign_00000000000000000" } });
+      // Ours, without a session id in its metadata.
+      await sdk.create("sandbox-tpl", { metadata: { ...MANAGED_BY_METADATA } });
+      sdk.calls = [];
+
+      expect(await provider.listSandboxes()).toEqual([
+        { sandboxId: "e2b-1", sessionId: SESSION, startedAt: NOW + 1_000, state: "running" },
+        { sandboxId: "e2b-2", sessionId: OTHER, startedAt: NOW + 2_000, state: "paused" },
+        { sandboxId: "e2b-5", sessionId: null, startedAt: NOW + 5_000, state: "running" },
+      ]);
+      expect(sdk.calls).toEqual([
+        ["list", { query: { metadata: { ...MANAGED_BY_METADATA }, state: ["running", "paused"] } }],
+        ["list.nextItems", 0],
+        ["list.nextItems", 1],
+      ]);
+      // Listing did not resume the paused sandbox.
+      expect(sdk.boxes.get("e2b-2")?.state).toBe("paused");
+    });
+
+    it("is empty when nothing is alive", async () => {
+      const { provider } = setup();
+      expect(await provider.listSandboxes()).toEqual([]);
+    });
+
+    it("maps SDK errors: auth is not retryable, rate limits are, and messages are redacted", async () => {
+      const auth = setup();
+      auth.sdk.failures.set("list.nextItems", new AuthenticationError("invalid API key e2b_0123456789abcdefghijklmnop"));
+      const err = (await auth.provider.listSandboxes().catch((e: unknown) => e)) as ProviderError;
+      expect(err).toBeInstanceOf(ProviderError);
+      expect(err).toMatchObject({ provider: "e2b", operation: "listSandboxes", retryable: false });
+      expect(err.context).toMatchObject({ kind: "auth" });
+      expect(`${err.message} ${(err.cause as Error).message}`).not.toContain("e2b_0123456789abcdefghijklmnop");
+
+      const limited = setup();
+      await limited.provider.createSandbox(opts());
+      limited.sdk.failures.set("list.nextItems", new RateLimitError("slow down"));
+      await expect(limited.provider.listSandboxes()).rejects.toMatchObject({ operation: "listSandboxes", retryable: true });
+    });
   });
 });

@@ -1,4 +1,4 @@
-import { AlreadyExistsError, NotFoundError, SandboxTimeoutError } from "modal";
+import { AlreadyExistsError, NotFoundError, SandboxTimeoutError, type SandboxListParams } from "modal";
 import { describe, expect, it } from "vitest";
 import { ProviderError } from "../../../functions/domain/errors";
 import {
@@ -26,6 +26,7 @@ class FakeModalSandbox implements ModalSandboxLike {
     private readonly sdk: FakeModal,
     readonly sandboxId: string,
     readonly name: string | undefined,
+    public tags: Record<string, string> = {},
   ) {}
   async exec(command: string[], params?: { workdir?: string; timeoutMs?: number }) {
     this.sdk.record("sandbox.exec", this.sandboxId, command, params);
@@ -60,6 +61,18 @@ class FakeModalSandbox implements ModalSandboxLike {
     this.sdk.record("sandbox.poll", this.sandboxId);
     return this.running ? null : 0;
   }
+  async setTags(tags: Record<string, string>) {
+    this.sdk.record("sandbox.setTags", this.sandboxId, tags);
+    this.sdk.maybeFail("setTags");
+    this.tags = { ...tags };
+  }
+  async getTags() {
+    this.sdk.record("sandbox.getTags", this.sandboxId);
+    this.sdk.maybeFail("getTags");
+    // Like the real SDK, a sandbox that ended after the listing is no longer found.
+    if (this.sdk.goneAfterListing.has(this.sandboxId)) throw grpcError(5, `Sandbox ${this.sandboxId} not found`);
+    return { ...this.tags };
+  }
 }
 
 /** Records every SDK call; `failures` injects an error on the named call. */
@@ -68,6 +81,10 @@ class FakeModal implements ModalSdk {
   byId = new Map<string, FakeModalSandbox>();
   failures = new Map<string, Error>();
   failingExec: string | null = null;
+  /** Ids whose `getTags` fails NOT_FOUND, as if the sandbox ended between the listing and the lookup. */
+  goneAfterListing = new Set<string>();
+  /** Sandboxes per listing page (the SDK pages with `beforeTimestamp` internally). */
+  listPageSize = 1;
   private next = 0;
 
   record(...call: Call) {
@@ -109,7 +126,7 @@ class FakeModal implements ModalSdk {
       if (name && [...this.byId.values()].some((s) => s.running && s.name === name)) {
         throw new AlreadyExistsError(`Sandbox with name '${name}' already exists`);
       }
-      return this.add(name);
+      return this.add(name, (params as { tags?: Record<string, string> } | undefined)?.tags);
     },
     fromId: async (sandboxId: string) => {
       this.record("sandboxes.fromId", sandboxId);
@@ -128,6 +145,10 @@ class FakeModal implements ModalSdk {
       this.maybeFail("experimentalFromSnapshot");
       return this.add(params?.name ?? undefined);
     },
+    list: (params?: SandboxListParams): AsyncIterable<ModalSandboxLike> => {
+      this.record("sandboxes.list", params);
+      return this.listPages(params);
+    },
   };
   sandboxSnapshots = {
     fromId: async (snapshotId: string) => {
@@ -137,9 +158,20 @@ class FakeModal implements ModalSdk {
     },
   };
 
-  private add(name: string | undefined) {
+  /** Like the real SDK: running sandboxes carrying all the given tags, fetched page by page. */
+  private async *listPages(params?: SandboxListParams): AsyncGenerator<ModalSandboxLike> {
+    const matching = [...this.byId.values()].filter(
+      (s) => s.running && Object.entries(params?.tags ?? {}).every(([k, v]) => s.tags[k] === v),
+    );
+    for (let page = 0; page * this.listPageSize < matching.length; page += 1) {
+      this.record("sandboxes.list page", page);
+      this.maybeFail("sandboxes.list");
+      yield* matching.slice(page * this.listPageSize, (page + 1) * this.listPageSize);
+    }
+  }
+  private add(name: string | undefined, tags: Record<string, string> = {}) {
     this.next += 1;
-    const sb = new FakeModalSandbox(this, `sb-${this.next}`, name);
+    const sb = new FakeModalSandbox(this, `sb-${this.next}`, name, { ...tags });
     this.byId.set(sb.sandboxId, sb);
     return sb;
   }
@@ -153,6 +185,8 @@ class FakeModal implements ModalSdk {
       experimentalSnapshot: gone,
       terminate: gone,
       poll: gone,
+      setTags: gone,
+      getTags: gone,
     };
   }
 }
@@ -184,7 +218,7 @@ function opts(over: Partial<CreateSandboxOpts> = {}): CreateSandboxOpts {
 describeProviderContract("modal (SDK double)", () => setup().provider);
 
 describe("ModalSandboxProvider", () => {
-  it("creates the sandbox with the session id as name, ports, timeout, env and snapshotting enabled", async () => {
+  it("creates the sandbox with the session id as name, control-plane tags, ports, timeout, env and snapshotting enabled", async () => {
     const { sdk, provider, fetches } = setup();
     const result = await provider.createSandbox(opts({ repos: [{ url: "https://github.com/acme/web.git", branch: "main" }] }));
 
@@ -197,6 +231,7 @@ describe("ModalSandboxProvider", () => {
         { tag: "ghcr.io/acme/sandbox:1" },
         {
           name: SESSION,
+          tags: { "control-plane": "sandbox-app", "session-id": SESSION },
           env: { ANTHROPIC_API_KEY: "sk-ant-api03-abcdefghijklmnopqrstuvwxyz", SESSION_ID: SESSION },
           timeoutMs: 3_600_000,
           cpu: 2,
@@ -285,13 +320,14 @@ describe("ModalSandboxProvider", () => {
     expect(sdk.callNames()).toContain("sandbox.snapshotFilesystem");
   });
 
-  it("restores a mem: snapshot with experimentalFromSnapshot, named after the session, without booting", async () => {
+  it("restores a mem: snapshot with experimentalFromSnapshot, named after the session and re-tagged, without booting", async () => {
     const { sdk, provider, fetches } = setup();
     const result = await provider.ensureSandbox(opts({ snapshotId: "mem:sn-42" }));
     expect(sdk.calls).toEqual([
       ["sandboxes.fromName", "sandbox-app", SESSION],
       ["sandboxSnapshots.fromId", "sn-42"],
       ["sandboxes.experimentalFromSnapshot", { snapshotId: "sn-42" }, { name: SESSION }],
+      ["sandbox.setTags", "sb-1", { "control-plane": "sandbox-app", "session-id": SESSION }],
       ["sandbox.tunnels", "sb-1", 30_000],
     ]);
     expect(sdk.byId.get("sb-1")?.execs).toEqual([]);
@@ -381,5 +417,90 @@ describe("ModalSandboxProvider", () => {
     const { sdk, provider } = setup();
     sdk.failures.set("apps.fromName", grpcError(16, "unauthenticated"));
     expect(await provider.health()).toBe(false);
+  });
+
+  it("a failed re-tag after a memory restore does not fail the restore", async () => {
+    const { sdk, provider } = setup();
+    sdk.failures.set("setTags", grpcError(14, "upstream connect error"));
+    await expect(provider.ensureSandbox(opts({ snapshotId: "mem:sn-42" }))).resolves.toMatchObject({ sandboxId: "sb-1" });
+    expect(sdk.byId.get("sb-1")?.running).toBe(true);
+  });
+
+  describe("listSandboxes", () => {
+    const OTHER = "ses_zzzzzzzzzzzzzzzzzzzzzzzzzz";
+
+    it("lists the app's sandboxes by control-plane tag across pages, with each session id from its tags", async () => {
+      const { sdk, provider } = setup();
+      await provider.createSandbox(opts());
+      await provider.createSandbox(opts({ sessionId: OTHER }));
+      await provider.createSandbox(opts({ sessionId: "ses_terminated_00000000000000" }));
+      await provider.terminate("ses_terminated_00000000000000", "sb-3");
+      // Not ours: no control-plane tag (e.g. created by hand in the same app).
+      await sdk.sandboxes.create({ appId: "ap-sandbox-app" }, {}, { name: "manual" });
+      // Ours, but with its session tag lost: listed with an unknown session.
+      await provider.ensureSandbox(opts({ sessionId: "ses_untagged_0000000000000000", snapshotId: "mem:sn-1" }));
+      const restored = sdk.byId.get("sb-5");
+      if (restored) restored.tags = { "control-plane": "sandbox-app" };
+      sdk.calls = [];
+
+      expect(await provider.listSandboxes()).toEqual([
+        { sandboxId: "sb-1", sessionId: SESSION, startedAt: null, state: "running" },
+        { sandboxId: "sb-2", sessionId: OTHER, startedAt: null, state: "running" },
+        { sandboxId: "sb-5", sessionId: null, startedAt: null, state: "running" },
+      ]);
+      expect(sdk.calls).toEqual([
+        ["apps.fromName", "sandbox-app"],
+        ["sandboxes.list", { appId: "ap-sandbox-app", tags: { "control-plane": "sandbox-app" } }],
+        ["sandboxes.list page", 0],
+        ["sandboxes.list page", 1],
+        ["sandboxes.list page", 2],
+        ["sandbox.getTags", "sb-1"],
+        ["sandbox.getTags", "sb-2"],
+        ["sandbox.getTags", "sb-5"],
+      ]);
+    });
+
+    it("is side-effect free and skips a sandbox that ended between the listing and its tag lookup", async () => {
+      const { sdk, provider } = setup();
+      await provider.createSandbox(opts());
+      await provider.createSandbox(opts({ sessionId: OTHER }));
+      sdk.goneAfterListing.add("sb-1");
+      sdk.calls = [];
+      expect(await provider.listSandboxes()).toEqual([{ sandboxId: "sb-2", sessionId: OTHER, startedAt: null, state: "running" }]);
+      expect(new Set(sdk.callNames())).toEqual(new Set(["apps.fromName", "sandboxes.list", "sandboxes.list page", "sandbox.getTags"]));
+    });
+
+    it("is empty when nothing is running", async () => {
+      const { provider } = setup();
+      expect(await provider.listSandboxes()).toEqual([]);
+    });
+
+    it("maps SDK errors like every other operation: transient is retryable, auth is not, messages redacted", async () => {
+      const unavailable = setup();
+      await unavailable.provider.createSandbox(opts());
+      unavailable.sdk.failures.set("sandboxes.list", grpcError(14, "upstream connect error"));
+      const err = (await unavailable.provider.listSandboxes().catch((e: unknown) => e)) as ProviderError;
+      expect(err).toBeInstanceOf(ProviderError);
+      expect(err).toMatchObject({ provider: "modal", operation: "listSandboxes", retryable: true });
+      expect(err.context).toMatchObject({ kind: "transient" });
+
+      const auth = setup();
+      auth.sdk.failures.set("apps.fromName", grpcError(16, "invalid token ak-ABCDEFGHIJKLMNOPQRST"));
+      const authErr = (await auth.provider.listSandboxes().catch((e: unknown) => e)) as ProviderError;
+      expect(authErr).toMatchObject({ operation: "listSandboxes", retryable: false });
+      expect(authErr.context).toMatchObject({ kind: "auth" });
+      expect(authErr.message).not.toContain("ak-ABCDEFGHIJKLMNOPQRST");
+
+      const denied = setup();
+      await denied.provider.createSandbox(opts());
+      denied.sdk.failures.set("getTags", grpcError(7, "permission denied"));
+      await expect(denied.provider.listSandboxes()).rejects.toMatchObject({ operation: "listSandboxes", retryable: false });
+
+      const missingApp = setup();
+      missingApp.sdk.failures.set("apps.fromName", new NotFoundError("App 'sandbox-app' not found"));
+      const notFound = (await missingApp.provider.listSandboxes().catch((e: unknown) => e)) as ProviderError;
+      expect(notFound).toMatchObject({ operation: "listSandboxes", retryable: false });
+      expect(notFound.context).toMatchObject({ kind: "not_found" });
+    });
   });
 });

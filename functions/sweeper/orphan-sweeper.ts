@@ -1,0 +1,179 @@
+/**
+ * The orphan sweeper (seed 002 §11, ARCHITECTURE.md §4 "the sweeper converges"): the backstop
+ * behind the event-driven idle checks, run every SWEEPER_INTERVAL_SECONDS (an EventBridge
+ * Scheduler rate schedule in AWS, a timer locally). It only ever starts the same
+ * `idle-snapshot` flow (same lease, same re-check, same CAS), or terminates sandboxes that no
+ * session references, so it can never conflict with a live relay or a running flow.
+ *
+ * Pass 1, every running session (skipping those a flow holds right now):
+ * - its sandbox is gone at the provider -> `idle-snapshot` with reason `sandbox_lost` (pause on
+ *   the last snapshot; prompts in flight go back to the queue);
+ * - no live relay lease and past its grace with nobody connected -> `orphaned`;
+ * - idle by the full predicate (an idle check that was lost) -> `inactivity`;
+ * - only the grace in the way -> the idle check is re-armed for when it runs out.
+ * Pass 2, every sandbox the providers list as ours:
+ * - referenced by no session (and older than ORPHAN_SANDBOX_MIN_AGE_SECONDS, with no flow holding
+ *   its session, since a flow may be about to commit it) -> terminated;
+ * - still referenced by a paused or stopped session whose terminate failed (seed 002 §5b step 8:
+ *   "keep sandboxId for sweeper retry") -> terminated, and the reference cleared under the lease.
+ */
+import type { SessionRecord, ProviderType } from "../domain/session";
+import type { FlowDeps } from "../flows/flow-deps";
+import { readIdleFacts } from "../idle/idle-check";
+import { evaluateIdle, type IdleMode } from "../idle/idle-predicate";
+import { errorForLog } from "../observability/logger";
+import { METRIC_NAMES } from "../ports/metrics-sink";
+import type { ListedSandbox, SandboxProvider } from "../ports/sandbox-provider";
+
+export interface SweepReport {
+  runningScanned: number;
+  started: { sessionId: string; mode: IdleMode; execution: string }[];
+  rearmed: number;
+  sandboxesListed: number;
+  terminated: { sandboxId: string; sessionId: string | null; why: "unreferenced" | "leftover" }[];
+  errors: number;
+}
+
+const PAGE = 100;
+
+async function runningSessions(deps: FlowDeps): Promise<SessionRecord[]> {
+  const out: SessionRecord[] = [];
+  let cursor: string | null = null;
+  do {
+    const page = await deps.sessions.listSessionsByStatus("running", { limit: PAGE, cursor });
+    out.push(...page.items);
+    cursor = page.nextCursor;
+  } while (cursor);
+  return out;
+}
+
+function leaseHeld(lease: { owner: string | null; expiresAt: number | null } | null, now: Date): boolean {
+  return Boolean(lease?.owner) && (lease?.expiresAt ?? 0) > now.getTime();
+}
+
+/** Live sandbox ids per provider, asked in one batch per provider. */
+async function aliveByProvider(deps: FlowDeps, sessions: SessionRecord[]): Promise<Map<ProviderType, Set<string> | null>> {
+  const byProvider = new Map<ProviderType, string[]>();
+  for (const s of sessions) if (s.sandboxId) byProvider.set(s.provider, [...(byProvider.get(s.provider) ?? []), s.sandboxId]);
+  const out = new Map<ProviderType, Set<string> | null>();
+  for (const [type, ids] of byProvider) {
+    try {
+      const provider = await deps.provider(type);
+      out.set(type, new Set(await provider.checkSandboxes(ids)));
+    } catch (err) {
+      // Unknown liveness is not death: nothing is declared lost on a provider outage.
+      deps.logger.warn("sweeper: liveness check failed", { provider: type, error: errorForLog(err) });
+      out.set(type, null);
+    }
+  }
+  return out;
+}
+
+async function startIdleSnapshot(deps: FlowDeps, report: SweepReport, session: SessionRecord, mode: IdleMode): Promise<void> {
+  const lease = await deps.sessions.readLease(session.id);
+  const { executionName } = await deps.flows.start({ flow: "idle-snapshot", sessionId: session.id, generation: lease?.fence ?? 0, actor: "sweeper", reason: mode });
+  report.started.push({ sessionId: session.id, mode, execution: executionName });
+}
+
+async function sweepRunning(deps: FlowDeps, report: SweepReport): Promise<void> {
+  const sessions = await runningSessions(deps);
+  report.runningScanned = sessions.length;
+  const alive = await aliveByProvider(deps, sessions);
+  for (const listed of sessions) {
+    try {
+      const now = deps.now();
+      if (leaseHeld(await deps.sessions.readLease(listed.id), now)) continue;
+      const facts = await readIdleFacts(deps, listed.id);
+      if (!facts || facts.session.status !== "running" || !facts.session.sandboxId) continue;
+      const session = facts.session as SessionRecord;
+      const live = alive.get(session.provider);
+      if (live && session.sandboxId && !live.has(session.sandboxId)) {
+        await startIdleSnapshot(deps, report, session, "sandbox_lost");
+        continue;
+      }
+      if (!facts.relayWatching && evaluateIdle(facts, "orphaned", deps.config).idle) {
+        deps.metrics.put(METRIC_NAMES.orphansFound, 1, "Count");
+        await startIdleSnapshot(deps, report, session, "orphaned");
+        continue;
+      }
+      const verdict = evaluateIdle(facts, "inactivity", deps.config);
+      if (verdict.idle) {
+        await startIdleSnapshot(deps, report, session, "inactivity");
+      } else if (verdict.recheckAt) {
+        await deps.scheduler.arm({ sessionId: session.id, purpose: "idle-check" }, verdict.recheckAt);
+        report.rearmed++;
+      }
+    } catch (err) {
+      report.errors++;
+      deps.logger.error("sweeper: session not swept", { sessionId: listed.id, error: errorForLog(err) });
+    }
+  }
+}
+
+async function terminateListed(deps: FlowDeps, provider: SandboxProvider, listed: ListedSandbox, report: SweepReport): Promise<void> {
+  const now = deps.now();
+  if (listed.startedAt !== null && now.getTime() - listed.startedAt < deps.config.ORPHAN_SANDBOX_MIN_AGE_SECONDS * 1000) return;
+  if (!listed.sessionId) return; // Not attributable to a session: never ours to judge.
+  const session = await deps.sessions.getSession(listed.sessionId);
+  if (session && session.sandboxId === listed.sandboxId) {
+    // Referenced: only a leftover that a pause or stop failed to terminate is swept.
+    const leftover = session.status === "stopped" || (session.status === "paused" && !provider.supportsPause);
+    if (!leftover) return;
+    const lease = await deps.sessions.acquireLease(session.id, `sweeper:${listed.sandboxId}`, now, deps.config.LEASE_TTL_SECONDS).catch(() => null);
+    if (!lease) return; // A flow holds the session: it decides, the next sweep looks again.
+    try {
+      const fresh = await deps.sessions.getSession(session.id);
+      if (!fresh || fresh.sandboxId !== listed.sandboxId || fresh.status !== session.status) return;
+      await provider.terminate(session.id, listed.sandboxId);
+      await deps.sessions.update(fresh, { sandboxId: null, openCodeUrl: null, sandboxExpiresAt: null }, deps.now(), lease);
+      report.terminated.push({ sandboxId: listed.sandboxId, sessionId: session.id, why: "leftover" });
+    } finally {
+      await deps.sessions.releaseLease(lease);
+    }
+    return;
+  }
+  // Unreferenced. A flow holding the session may be about to commit this very sandbox.
+  if (session && leaseHeld(await deps.sessions.readLease(session.id), now)) return;
+  await provider.terminate(listed.sessionId, listed.sandboxId);
+  deps.metrics.put(METRIC_NAMES.orphanSandboxesTerminated, 1, "Count");
+  report.terminated.push({ sandboxId: listed.sandboxId, sessionId: listed.sessionId, why: "unreferenced" });
+}
+
+async function sweepSandboxes(deps: FlowDeps, report: SweepReport): Promise<void> {
+  for (const type of deps.config.SANDBOX_PROVIDERS) {
+    let provider: SandboxProvider;
+    let listed: ListedSandbox[];
+    try {
+      provider = await deps.provider(type);
+      listed = await provider.listSandboxes();
+    } catch (err) {
+      report.errors++;
+      deps.logger.error("sweeper: sandboxes not listed", { provider: type, error: errorForLog(err) });
+      continue;
+    }
+    report.sandboxesListed += listed.length;
+    for (const sandbox of listed) {
+      try {
+        await terminateListed(deps, provider, sandbox, report);
+      } catch (err) {
+        report.errors++;
+        deps.logger.error("sweeper: sandbox not swept", { sandboxId: sandbox.sandboxId, error: errorForLog(err) });
+      }
+    }
+  }
+}
+
+export async function sweep(deps: FlowDeps): Promise<SweepReport> {
+  const report: SweepReport = { runningScanned: 0, started: [], rearmed: 0, sandboxesListed: 0, terminated: [], errors: 0 };
+  await sweepRunning(deps, report);
+  await sweepSandboxes(deps, report);
+  deps.logger.info("sweep done", {
+    runningScanned: report.runningScanned,
+    started: report.started.length,
+    rearmed: report.rearmed,
+    sandboxesListed: report.sandboxesListed,
+    terminated: report.terminated.length,
+    errors: report.errors,
+  });
+  return report;
+}

@@ -1,0 +1,442 @@
+/**
+ * Idle snapshotting (seed 002) through the real `idle-snapshot` ASL and step functions over
+ * dynalite, on the instant provider wrapped in the fault-injecting provider. Each test names the
+ * seed's verification scenario it covers. Two clocks are used:
+ * - "manual": a long grace (60 s); the flows' clock is moved past it and the idle check is run as
+ *   the schedule would run it (`runIdleCheck`), so nothing fires on its own;
+ * - "live": a sub-second grace and the real local scheduler, for the event-driven path itself.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { ProviderError } from "../../functions/domain/errors";
+import type { SessionRecord } from "../../functions/domain/session";
+import { runIdleCheck } from "../../functions/idle/idle-check";
+import { METRIC_NAMES } from "../../functions/ports/metrics-sink";
+import { sweep } from "../../functions/sweeper/orphan-sweeper";
+import { submitPrompt } from "../../functions/flows/submit-prompt";
+import { FaultInjectingProvider } from "../support/fault-injecting-provider";
+import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
+import { InstantSandboxProvider } from "../support/instant-provider";
+import { ScriptedAgent } from "../support/scripted-agent";
+
+let inner: InstantSandboxProvider;
+let provider: FaultInjectingProvider;
+let agent: ScriptedAgent;
+let h: FlowHarness;
+
+type Capability = "memory" | "pause" | "filesystem";
+
+async function setup(options: { capability?: Capability; env?: Record<string, string> } = {}): Promise<void> {
+  const capability = options.capability ?? "memory";
+  inner = new InstantSandboxProvider({ supportsPause: capability === "pause", supportsMemorySnapshot: capability === "memory" });
+  provider = new FaultInjectingProvider(inner);
+  agent = new ScriptedAgent();
+  h = await startFlowHarness({
+    provider,
+    agent,
+    env: { IDLE_SNAPSHOT_DELAY_SECONDS: "60", AUTOMATION_IDLE_GRACE_SECONDS: "30", IDLE_SNAPSHOT_RETRY_SECONDS: "30", ORPHAN_SANDBOX_MIN_AGE_SECONDS: "0", ...options.env },
+  });
+}
+
+afterEach(async () => {
+  await h.close();
+});
+
+async function runningSession(overrides: Partial<SessionRecord> = {}): Promise<SessionRecord> {
+  const s = await h.createSession(overrides);
+  await h.run("ensure-runtime", s.id);
+  return h.session(s.id);
+}
+
+/** The idle check as the schedule runs it, then the execution it started (if any) to its end. */
+async function idleCheck(sessionId: string) {
+  const result = await runIdleCheck(h.deps, { sessionId, at: h.deps.now() });
+  if (result.started) await h.runner.executions.get(result.started)?.done;
+  return result;
+}
+
+async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (done(value)) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last value ${JSON.stringify(value)}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+async function idleEvents(sessionId: string) {
+  return (await h.deps.events.list(sessionId, { limit: 100 })).items.filter((e) => e.flow === "idle-snapshot");
+}
+
+const GRACE_MS = 61_000;
+
+describe("the idle trigger and the snapshot by capability", () => {
+  it("verification 3: no clients, agent idle, grace elapsed: paused, inactivity, mem: snapshot, no sandbox, no endedAt (Modal)", async () => {
+    await setup({ capability: "memory" });
+    const s = await runningSession();
+    h.advance(GRACE_MS);
+    const check = await idleCheck(s.id);
+    expect(check.verdict?.idle).toBe(true);
+    const after = await h.session(s.id);
+    expect(after).toMatchObject({ status: "paused", pauseReason: "inactivity", sandboxId: null, endedAt: null, lastKnownAgentIdleAt: null });
+    expect(after.snapshotId).toMatch(/^mem:/);
+    expect(inner.live()).toEqual([]);
+    expect(provider.callsOf("snapshot")).toEqual([]);
+    // Constraint 7: no expiry and no idle check left for a session without a sandbox.
+    expect(h.scheduler.pending().filter((p) => p.name.endsWith(s.id))).toEqual([]);
+    expect((await idleEvents(s.id)).map((e) => [e.outcome, e.from, e.to, e.reason])).toEqual([["committed", "running", "paused", "inactivity"]]);
+    expect(h.metrics.values(METRIC_NAMES.idleSnapshots)).toEqual([1]);
+    expect(h.metrics.values(METRIC_NAMES.idleLag)).toHaveLength(1);
+    expect(h.metrics.values(METRIC_NAMES.idleSecondsAvoided)[0]).toBeGreaterThan(3000);
+  });
+
+  it("E2B: native pause, the paused sandbox stays referenced and is resumed under its own id (seed 002 §5b)", async () => {
+    await setup({ capability: "pause" });
+    const s = await runningSession();
+    h.advance(GRACE_MS);
+    await idleCheck(s.id);
+    const after = await h.session(s.id);
+    expect(after).toMatchObject({ status: "paused", pauseReason: "inactivity", sandboxId: s.sandboxId, snapshotId: s.sandboxId });
+    expect(provider.callsOf("terminate")).toEqual([]);
+    const resumed = await h.run("ensure-runtime", s.id);
+    expect(resumed).toMatchObject({ status: "running", sandboxId: s.sandboxId, pauseReason: null });
+  });
+
+  it("local: a filesystem snapshot, then terminate", async () => {
+    await setup({ capability: "filesystem" });
+    const s = await runningSession();
+    h.advance(GRACE_MS);
+    await idleCheck(s.id);
+    expect(await h.session(s.id)).toMatchObject({ status: "paused", sandboxId: null });
+    expect(provider.callsOf("snapshot")).toHaveLength(1);
+    expect(provider.callsOf("terminate")).toHaveLength(1);
+  });
+
+  it("the event-driven path: resumed with nobody connected, the armed check fires at grace expiry and snapshots (no polling)", async () => {
+    await setup({ env: { IDLE_SNAPSHOT_DELAY_SECONDS: "0.4" } });
+    const s = await runningSession();
+    const armed = h.scheduler.pending().find((p) => p.name === `idle-check-${s.id}`);
+    expect(armed?.at.getTime()).toBe(Date.parse(s.lastActivityAt) + 400);
+    const [event] = await waitFor(() => idleEvents(s.id), (e) => e.length > 0, "the idle snapshot");
+    expect(event).toMatchObject({ actor: "schedule:idle-check", outcome: "committed", to: "paused" });
+    expect((await h.session(s.id)).pauseReason).toBe("inactivity");
+  });
+
+  it("an automation session uses the short grace (AUTOMATION_IDLE_GRACE_SECONDS)", async () => {
+    await setup();
+    const s = await runningSession({ clientType: "automation" });
+    h.advance(31_000);
+    expect((await idleCheck(s.id)).verdict?.idle).toBe(true);
+    expect((await h.session(s.id)).status).toBe("paused");
+  });
+});
+
+describe("what keeps a session awake", () => {
+  it("verification 6: an open proxy connection (terminal) keeps it running; closing it lets it snapshot", async () => {
+    await setup();
+    const s = await runningSession();
+    const now = h.deps.now();
+    await h.deps.proxies.put({ proxyId: "term-1", sessionId: s.id, kind: "terminal", openedAt: now.toISOString(), expiresAt: new Date(now.getTime() + 600_000).toISOString() });
+    h.advance(GRACE_MS);
+    const check = await idleCheck(s.id);
+    expect(check).toMatchObject({ started: null, verdict: { idle: false, reason: "proxy_connected" } });
+    expect((await h.session(s.id)).status).toBe("running");
+    expect(await h.deps.proxies.remove(s.id, "term-1")).toBe(true);
+    expect((await idleCheck(s.id)).verdict?.idle).toBe(true);
+    expect((await h.session(s.id)).status).toBe("paused");
+  });
+
+  it("a proxy that stopped refreshing its registration no longer keeps the sandbox awake", async () => {
+    await setup();
+    const s = await runningSession();
+    const now = h.deps.now();
+    await h.deps.proxies.put({ proxyId: "vscode-1", sessionId: s.id, kind: "editor", openedAt: now.toISOString(), expiresAt: new Date(now.getTime() + 30_000).toISOString() });
+    h.advance(GRACE_MS);
+    expect((await idleCheck(s.id)).verdict?.idle).toBe(true);
+  });
+
+  it("a connected client keeps it running, whatever the grace", async () => {
+    await setup();
+    const s = await runningSession();
+    await h.addClient(s.id);
+    h.advance(10 * GRACE_MS);
+    expect((await idleCheck(s.id)).verdict?.reason).toBe("clients_connected");
+    expect((await h.session(s.id)).status).toBe("running");
+  });
+
+  it("verification 20: periodic heartbeats (preview in use, no WebSocket client) keep it running; the check re-arms lazily", async () => {
+    await setup();
+    const s = await runningSession();
+    for (let i = 0; i < 3; i++) {
+      h.advance(50_000);
+      await h.deps.sessions.touchActivity(s.id, h.deps.now()); // what POST /heartbeat does
+    }
+    h.advance(20_000);
+    const check = await idleCheck(s.id);
+    expect(check.verdict?.reason).toBe("in_grace");
+    const lastTouch = (await h.session(s.id)).lastActivityAt;
+    expect(check.rearmedAt?.toISOString()).toBe(new Date(Date.parse(lastTouch) + 60_000).toISOString());
+    expect(h.scheduler.pending().find((p) => p.name === `idle-check-${s.id}`)?.at.toISOString()).toBe(check.rearmedAt?.toISOString());
+    expect((await h.session(s.id)).status).toBe("running");
+    // Heartbeats stop: the next check at the new expiry snapshots.
+    h.advance(41_000);
+    expect((await idleCheck(s.id)).verdict?.idle).toBe(true);
+    expect((await h.session(s.id)).status).toBe("paused");
+  });
+
+  it("a busy agent (as the relay recorded it) keeps it running; agent-busy checks never touch lastActivityAt (constraint 4)", async () => {
+    await setup();
+    const s = await runningSession();
+    await h.deps.sessions.recordAgentState(s.id, s.sandboxId ?? "", { busy: true, at: h.deps.now() });
+    h.advance(GRACE_MS);
+    expect((await idleCheck(s.id)).verdict?.reason).toBe("agent_busy");
+    expect((await h.session(s.id)).lastActivityAt).toBe(s.lastActivityAt);
+  });
+
+  it("the flow's own look at the agent: busy although the record says idle -> it stands down and changes nothing", async () => {
+    await setup();
+    const s = await runningSession();
+    agent.setBusy(s.codingAgentSessionId ?? "", true);
+    h.advance(GRACE_MS);
+    await idleCheck(s.id);
+    expect(await h.session(s.id)).toMatchObject({ status: "running", sandboxId: s.sandboxId });
+    expect(provider.callsOf("memorySnapshot")).toEqual([]);
+    expect((await idleEvents(s.id)).map((e) => e.outcome)).toEqual(["skipped"]);
+    expect(await h.relayLeases.watched(s.id, h.deps.now())).toBe(false); // the relay lease it took is released
+  });
+});
+
+describe("races", () => {
+  it("verification 7: activity that arrives while the idle snapshot waits for the lease aborts it (touch before wait, re-check under the lease)", async () => {
+    await setup();
+    const s = await runningSession();
+    const hold = provider.hold("snapshot");
+    const blocker = await h.start("snapshot", s.id); // another flow holds the lease
+    await hold.reached;
+    h.advance(GRACE_MS);
+    const check = await runIdleCheck(h.deps, { sessionId: s.id, at: h.deps.now() });
+    expect(check.started).not.toBeNull();
+    // An HTTP request (resume, prompt, proxy) touches activity before it waits on anything.
+    await h.deps.sessions.touchActivity(s.id, h.deps.now());
+    hold.release();
+    await h.runner.executions.get(blocker.executionName)?.done;
+    await h.runner.executions.get(check.started ?? "")?.done;
+    expect(await h.session(s.id)).toMatchObject({ status: "running", sandboxId: s.sandboxId });
+    const [idle] = await idleEvents(s.id);
+    expect(idle).toMatchObject({ outcome: "skipped", reason: "inactivity" });
+    expect(idle?.message).toBe("not idle: in_grace");
+    expect(provider.callsOf("memorySnapshot")).toEqual([]);
+  });
+
+  it("verification 13: a prompt sent during the snapshot waits for it, then resumes the session from that snapshot and runs", async () => {
+    await setup();
+    const s = await runningSession();
+    const hold = provider.hold("memorySnapshot", "after");
+    h.advance(GRACE_MS);
+    const check = await runIdleCheck(h.deps, { sessionId: s.id, at: h.deps.now() });
+    await hold.reached;
+    const submitted = await submitPrompt(h.deps, await h.session(s.id), { content: "are you there?", source: "user:u" });
+    expect(submitted.delivery).toBe("deferred");
+    hold.release();
+    await h.runner.executions.get(check.started ?? "")?.done;
+    const resumed = await waitFor(() => h.session(s.id), (x) => x.status === "running" && x.sandboxId !== s.sandboxId, "the resume the prompt caused");
+    const snapshotId = (await idleEvents(s.id))[0]?.outcome === "committed" ? inner.sandbox(resumed.sandboxId ?? "")?.restoredFrom : null;
+    expect(snapshotId).toMatch(/^mem:/);
+    await waitFor(() => Promise.resolve(agent.prompts.map((p) => p.text)), (t) => t.includes("are you there?"), "the prompt reaching the agent");
+  });
+
+  it("verification 15: a flow that died mid-snapshot holding the lease: after the lease expires the sweeper converges to paused; the dead flow's commit affects nothing", async () => {
+    await setup();
+    const s = await runningSession();
+    h.advance(GRACE_MS);
+    const dead = await h.deps.sessions.acquireLease(s.id, "idle-snapshot-crashed", h.deps.now(), h.config.LEASE_TTL_SECONDS);
+    await provider.memorySnapshot(s.id, s.sandboxId ?? ""); // it got this far
+    const blocked = await sweep(h.deps);
+    expect(blocked.started).toEqual([]); // the lease is live: the sweeper leaves the session to its holder
+    h.advance(h.config.LEASE_TTL_SECONDS * 1000);
+    const report = await sweep(h.deps);
+    expect(report.started.map((x) => [x.sessionId, x.mode])).toEqual([[s.id, "inactivity"]]);
+    await h.runner.executions.get(report.started[0]?.execution ?? "")?.done;
+    const after = await h.session(s.id);
+    expect(after).toMatchObject({ status: "paused", pauseReason: "inactivity", sandboxId: null });
+    await expect(h.deps.sessions.transition(after, "paused", h.deps.now(), { snapshotId: "stale" }, dead)).rejects.toThrow();
+    expect((await h.session(s.id)).snapshotId).toBe(after.snapshotId);
+    expect(inner.live()).toEqual([]);
+  });
+
+  it("verification 17: a lease lost mid-snapshot means no terminate and no commit", async () => {
+    await setup();
+    const s = await runningSession();
+    const hold = provider.hold("memorySnapshot", "after");
+    h.advance(GRACE_MS);
+    const check = await runIdleCheck(h.deps, { sessionId: s.id, at: h.deps.now() });
+    await hold.reached;
+    h.advance(h.config.LEASE_TTL_SECONDS * 1000 + 1000);
+    const intruder = await h.deps.sessions.acquireLease(s.id, "intruder", h.deps.now(), 600);
+    hold.release();
+    await h.runner.executions.get(check.started ?? "")?.done;
+    expect(provider.callsOf("terminate")).toEqual([]);
+    expect(await h.session(s.id)).toMatchObject({ status: "running", sandboxId: s.sandboxId });
+    expect((await idleEvents(s.id)).map((e) => e.outcome)).toEqual(["superseded"]);
+    await h.deps.sessions.releaseLease(intruder);
+  });
+
+  it("verification 18: another actor resumed with a new sandbox while the stale snapshot ran: its commit affects 0 items", async () => {
+    await setup();
+    const s = await runningSession();
+    const hold = provider.hold("terminate", "after");
+    h.advance(GRACE_MS);
+    const check = await runIdleCheck(h.deps, { sessionId: s.id, at: h.deps.now() });
+    await hold.reached;
+    h.advance(h.config.LEASE_TTL_SECONDS * 1000 + 1000);
+    const intruder = await h.deps.sessions.acquireLease(s.id, "intruder", h.deps.now(), 600);
+    const replacement = await inner.createSandbox({ sessionId: s.id, repos: [], envVars: {} });
+    const swapped = await h.deps.sessions.update(await h.session(s.id), { sandboxId: replacement.sandboxId }, h.deps.now(), intruder);
+    hold.release();
+    await h.runner.executions.get(check.started ?? "")?.done;
+    expect(await h.session(s.id)).toMatchObject({ status: "running", sandboxId: replacement.sandboxId, version: swapped.version });
+    expect((await idleEvents(s.id)).map((e) => e.outcome)).toEqual(["superseded"]);
+    await h.deps.sessions.releaseLease(intruder);
+  });
+});
+
+describe("failures and the circuit breaker", () => {
+  const modalFailure = () => new ProviderError("modal", "memorySnapshot", "snapshot failed: sandbox is executing", { retryable: false });
+
+  it("verification 9: a failed memory snapshot keeps the session running, takes no filesystem fallback, and retries at the next check", async () => {
+    await setup({ capability: "memory" });
+    const s = await runningSession();
+    provider.failNext("memorySnapshot", modalFailure());
+    h.advance(GRACE_MS);
+    await idleCheck(s.id);
+    const after = await h.session(s.id);
+    expect(after).toMatchObject({ status: "running", sandboxId: s.sandboxId, idleSnapshotFailures: 1 });
+    expect(provider.callsOf("snapshot")).toEqual([]);
+    expect(provider.callsOf("terminate")).toEqual([]);
+    const retry = h.scheduler.pending().find((p) => p.name === `idle-check-${s.id}`);
+    expect(retry?.at.getTime()).toBeGreaterThanOrEqual(h.deps.now().getTime() + 29_000);
+    expect((await idleEvents(s.id)).map((e) => e.outcome)).toEqual(["failed"]);
+    // The next check succeeds and resets the count.
+    await idleCheck(s.id);
+    expect(await h.session(s.id)).toMatchObject({ status: "paused", idleSnapshotFailures: 0 });
+  });
+
+  it("verification 19: after 3 failures in a row the circuit breaker stops the session safely, with its reason and an alarm metric", async () => {
+    await setup({ capability: "memory" });
+    const s = await runningSession();
+    provider.failNext("memorySnapshot", modalFailure(), 10);
+    h.advance(GRACE_MS);
+    for (let i = 1; i <= 2; i++) {
+      await idleCheck(s.id);
+      expect(await h.session(s.id)).toMatchObject({ status: "running", idleSnapshotFailures: i });
+    }
+    await idleCheck(s.id);
+    const stopped = await waitFor(() => h.session(s.id), (x) => x.status === "stopped", "the circuit breaker's stop");
+    expect(stopped).toMatchObject({ stopReason: "idle_snapshot_failed", sandboxId: null });
+    expect(provider.callsOf("memorySnapshot")).toHaveLength(3);
+    expect(provider.callsOf("snapshot")).toEqual([]);
+    expect(inner.live()).toEqual([]);
+    expect(h.metrics.values(METRIC_NAMES.circuitBreakerTrips)).toEqual([1]);
+    expect(h.metrics.values(METRIC_NAMES.idleSnapshotFailures)).toEqual([1, 1, 1]);
+    const stop = (await h.deps.events.list(s.id, { limit: 50 })).items.find((e) => e.flow === "stop");
+    expect(stop).toMatchObject({ actor: "circuit-breaker", reason: "idle_snapshot_failed", outcome: "committed" });
+  });
+});
+
+describe("SSE and relay", () => {
+  it("verification 11: no relay watching but the agent known idle: the snapshot still fires", async () => {
+    await setup();
+    h.setRelayWatched("store");
+    const s = await runningSession();
+    await h.deps.sessions.recordAgentState(s.id, s.sandboxId ?? "", { busy: false, at: h.deps.now() });
+    h.advance(GRACE_MS);
+    expect((await idleCheck(s.id)).verdict?.idle).toBe(true);
+    expect((await h.session(s.id)).status).toBe("paused");
+  });
+
+  it("no relay and the agent never seen idle: the idle check waits (agent state unknown); the sweeper's orphan path handles it", async () => {
+    await setup();
+    h.setRelayWatched("store");
+    const s = await runningSession();
+    h.advance(GRACE_MS);
+    expect((await idleCheck(s.id)).verdict?.reason).toBe("agent_state_unknown");
+    const report = await sweep(h.deps);
+    expect(report.started.map((x) => x.mode)).toEqual(["orphaned"]);
+    await h.runner.executions.get(report.started[0]?.execution ?? "")?.done;
+    expect(await h.session(s.id)).toMatchObject({ status: "paused", pauseReason: "orphaned" });
+    expect(h.metrics.values(METRIC_NAMES.orphansFound)).toEqual([1]);
+  });
+
+  it("an orphan whose agent answers busy is left running (the probe decides, never a guess)", async () => {
+    await setup();
+    h.setRelayWatched("store");
+    const s = await runningSession();
+    agent.setBusy(s.codingAgentSessionId ?? "", true);
+    h.advance(GRACE_MS);
+    const report = await sweep(h.deps);
+    await h.runner.executions.get(report.started[0]?.execution ?? "")?.done;
+    expect(await h.session(s.id)).toMatchObject({ status: "running", sandboxId: s.sandboxId });
+  });
+
+  it("constraint 12: the idle snapshot takes the relay lease from the relay that holds it, and gives it back when done", async () => {
+    await setup({ capability: "pause" });
+    h.setRelayWatched("store");
+    const s = await runningSession();
+    const relay = await h.relayLeases.claim(s.id, "relay-a", h.deps.now(), 3600);
+    await h.deps.sessions.recordAgentState(s.id, s.sandboxId ?? "", { busy: false, at: h.deps.now() });
+    h.advance(GRACE_MS);
+    await idleCheck(s.id);
+    expect((await h.session(s.id)).status).toBe("paused");
+    // The relay's next renewal fails: it closes its stream and cancels its reconnects.
+    await expect(h.relayLeases.renew(relay ?? { sessionId: s.id, owner: "relay-a", fence: 0, expiresAt: 0 }, h.deps.now(), 30)).rejects.toThrow(/lost/);
+    expect(await h.relayLeases.watched(s.id, h.deps.now())).toBe(false);
+  });
+});
+
+describe("the sweeper", () => {
+  it("a sandbox that died under a running session: paused on its last snapshot, the in-flight prompt requeued and run after the resume", async () => {
+    await setup();
+    const s = await runningSession();
+    await h.addClient(s.id);
+    await submitPrompt(h.deps, await h.session(s.id), { content: "build it", source: "user:u" });
+    expect((await h.deps.prompts.list(s.id, "processing")).map((p) => p.content)).toEqual(["build it"]);
+    inner.kill(s.sandboxId ?? "");
+    const report = await sweep(h.deps);
+    expect(report.started.map((x) => x.mode)).toEqual(["sandbox_lost"]);
+    await h.runner.executions.get(report.started[0]?.execution ?? "")?.done;
+    const resumed = await waitFor(() => h.session(s.id), (x) => x.status === "running" && x.sandboxId !== s.sandboxId, "the resume for the requeued prompt");
+    expect(resumed.sandboxId).not.toBeNull();
+    const lost = (await idleEvents(s.id))[0];
+    expect(lost).toMatchObject({ outcome: "committed", to: "paused", reason: "sandbox_lost" });
+    await waitFor(() => Promise.resolve(agent.prompts.filter((p) => p.text === "build it").length), (n) => n === 2, "the prompt sent again");
+  });
+
+  it("terminates a sandbox no session references, and a leftover a stop could not terminate", async () => {
+    await setup({ capability: "filesystem" });
+    const kept = await runningSession();
+    const stray = await inner.createSandbox({ sessionId: kept.id, repos: [], envVars: {} });
+    const stoppedSession = await runningSession();
+    provider.failNext("terminate", new ProviderError("local", "terminate", "busy", { retryable: false }));
+    await h.run("stop", stoppedSession.id);
+    expect(await h.session(stoppedSession.id)).toMatchObject({ status: "stopped", sandboxId: stoppedSession.sandboxId });
+    const report = await sweep(h.deps);
+    expect(report.terminated.map((t) => [t.sandboxId, t.why]).sort()).toEqual(
+      [
+        [stray.sandboxId, "unreferenced"],
+        [stoppedSession.sandboxId, "leftover"],
+      ].sort(),
+    );
+    expect(inner.live()).toEqual([kept.sandboxId]);
+    expect((await h.session(stoppedSession.id)).sandboxId).toBeNull();
+    expect(h.metrics.values(METRIC_NAMES.orphanSandboxesTerminated)).toEqual([1]);
+  });
+
+  it("leaves young sandboxes alone (a flow may be about to commit one)", async () => {
+    await setup({ env: { ORPHAN_SANDBOX_MIN_AGE_SECONDS: "600" } });
+    const s = await runningSession();
+    await inner.createSandbox({ sessionId: s.id, repos: [], envVars: {} });
+    const report = await sweep(h.deps);
+    expect(report.terminated).toEqual([]);
+    expect(inner.live()).toHaveLength(2);
+  });
+});
