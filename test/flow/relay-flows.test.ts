@@ -8,122 +8,13 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { SessionRecord } from "../../functions/domain/session";
 import { submitPrompt } from "../../functions/flows/submit-prompt";
-import type { AgentClient, AgentEvent } from "../../functions/ports/agent-client";
 import type { RelayLeaseStore } from "../../functions/ports/relay";
-import type { AgentMessage, AgentMessageSource } from "../../functions/relay/agent-messages";
 import { StreamingRelay } from "../../functions/relay/relay";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
+import { FakeOpenCode } from "../support/fake-opencode";
 import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";
-
-/**
- * OpenCode as the relay sees it: `prompt_async` starts a turn (busy, the user message, an
- * assistant message streaming `echo: ` + text in two deltas) that stays open until `finish`.
- */
-class FakeOpenCode implements AgentClient, AgentMessageSource {
-  readonly prompts: { agentSessionId: string; text: string }[] = [];
-  private readonly subscribers = new Set<(event: AgentEvent) => void>();
-  private readonly state = new Map<string, { busy: boolean; messages: AgentMessage[] }>();
-  private sessionIds = 0;
-  private turns = 0;
-
-  subscriberCount(): number {
-    return this.subscribers.size;
-  }
-
-  ensureSession(_baseUrl: string, existingId?: string | null): Promise<string> {
-    const id = existingId ?? `ses_fake${++this.sessionIds}`;
-    if (!this.state.has(id)) this.state.set(id, { busy: false, messages: [] });
-    return Promise.resolve(id);
-  }
-
-  promptAsync(_baseUrl: string, agentSessionId: string, text: string): Promise<void> {
-    this.prompts.push({ agentSessionId, text });
-    const s = this.session(agentSessionId);
-    const n = ++this.turns;
-    const created = 1_000 * n;
-    const user: AgentMessage = { info: { id: `msg_${n}u`, role: "user", time: { created } }, parts: [{ id: `prt_${n}u`, type: "text", text }] };
-    const assistant: AgentMessage = { info: { id: `msg_${n}a`, role: "assistant", time: { created: created + 1 } }, parts: [{ id: `prt_${n}a`, type: "text", text: `echo: ${text}` }] };
-    s.busy = true;
-    s.messages.push(user, assistant);
-    const sid = { sessionID: agentSessionId };
-    this.emit({ type: "session.status", properties: { ...sid, status: { type: "busy" } } });
-    this.emit({ type: "message.updated", properties: { ...sid, info: { ...user.info, sessionID: agentSessionId } } });
-    this.emit({ type: "message.part.updated", properties: { ...sid, part: { ...user.parts[0], messageID: user.info.id, sessionID: agentSessionId } } });
-    this.emit({ type: "message.updated", properties: { ...sid, info: { ...assistant.info, sessionID: agentSessionId } } });
-    this.emit({ type: "message.part.updated", properties: { ...sid, part: { id: `prt_${n}a`, type: "text", text: "", messageID: assistant.info.id, sessionID: agentSessionId } } });
-    for (const delta of ["echo: ", text]) {
-      this.emit({ type: "message.part.delta", properties: { ...sid, messageID: assistant.info.id, partID: `prt_${n}a`, field: "text", delta } });
-    }
-    return Promise.resolve();
-  }
-
-  /** Ends the turn in progress: the full part text, the completed message, idle. */
-  finish(agentSessionId: string): void {
-    const s = this.session(agentSessionId);
-    const assistant = s.messages.at(-1);
-    if (!assistant || assistant.info.time.completed !== undefined) throw new Error("no turn in progress");
-    assistant.info.time.completed = assistant.info.time.created + 500;
-    const sid = { sessionID: agentSessionId };
-    this.emit({ type: "message.part.updated", properties: { ...sid, part: { ...assistant.parts[0], messageID: assistant.info.id, sessionID: agentSessionId } } });
-    this.emit({ type: "message.updated", properties: { ...sid, info: { ...assistant.info, sessionID: agentSessionId } } });
-    s.busy = false;
-    this.emit({ type: "session.status", properties: { ...sid, status: { type: "idle" } } });
-    this.emit({ type: "session.idle", properties: sid });
-  }
-
-  abort(_baseUrl: string, agentSessionId: string): Promise<void> {
-    if (this.session(agentSessionId).busy) this.finish(agentSessionId);
-    return Promise.resolve();
-  }
-
-  isBusy(_baseUrl: string, agentSessionId: string): Promise<boolean> {
-    return Promise.resolve(this.session(agentSessionId).busy);
-  }
-
-  listMessages(_baseUrl: string, agentSessionId: string): Promise<AgentMessage[]> {
-    return Promise.resolve(structuredClone(this.session(agentSessionId).messages));
-  }
-
-  async *events(_baseUrl: string, signal: AbortSignal): AsyncIterable<AgentEvent> {
-    const queue: AgentEvent[] = [];
-    let wake: (() => void) | null = null;
-    const subscriber = (event: AgentEvent) => {
-      queue.push(event);
-      wake?.();
-    };
-    const onAbort = () => wake?.();
-    this.subscribers.add(subscriber);
-    signal.addEventListener("abort", onAbort);
-    try {
-      yield { type: "server.connected", properties: {} };
-      while (!signal.aborted) {
-        const next = queue.shift();
-        if (next) {
-          yield next;
-          continue;
-        }
-        await new Promise<void>((resolve) => (wake = resolve));
-        wake = null;
-      }
-    } finally {
-      this.subscribers.delete(subscriber);
-      signal.removeEventListener("abort", onAbort);
-    }
-  }
-
-  /** A copy per subscriber, as if serialized: later changes to the stored messages must not leak into queued events. */
-  private emit(event: AgentEvent): void {
-    for (const s of this.subscribers) s(structuredClone(event));
-  }
-
-  private session(id: string) {
-    const s = this.state.get(id);
-    if (!s) throw new Error(`unknown agent session ${id}`);
-    return s;
-  }
-}
 
 const TTL = 30;
 let h: FlowHarness;

@@ -1,0 +1,43 @@
+/**
+ * The sidecar's configuration, parsed once from `process.env` (STYLE.md 4); a bad value fails
+ * start-up with a message naming the variable. `SIDECAR_TOKEN` may be absent: the sidecar still
+ * starts (so `/health` answers) and refuses every other route.
+ */
+import { dirname, join, resolve } from "node:path";
+import { z } from "zod";
+import type { SidecarOptions } from "./server";
+
+const optionalString = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === "" ? undefined : v));
+
+const EnvSchema = z.object({
+  SIDECAR_PORT: z.coerce.number().int().min(0).max(65535).default(4000),
+  SIDECAR_HOST: z.string().min(1).default("0.0.0.0"),
+  SIDECAR_TOKEN: optionalString,
+  /** seed 003 §4 "Sandbox Filesystem Layout": repos live under /home/user/workspace. */
+  WORKSPACE_DIR: z.string().min(1).default("/home/user/workspace"),
+  SIDECAR_STATE_DIR: optionalString,
+  CADDY_ADMIN_URL: optionalString.pipe(z.url().optional()),
+  SERVICES_FILE: optionalString,
+});
+
+export function sidecarOptionsFromEnv(env: NodeJS.ProcessEnv): SidecarOptions {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "env"}: ${i.message}`).join("; ");
+    throw new Error(`invalid sidecar configuration: ${issues}`);
+  }
+  const c = parsed.data;
+  const workspaceDir = resolve(c.WORKSPACE_DIR);
+  return {
+    port: c.SIDECAR_PORT,
+    host: c.SIDECAR_HOST,
+    token: c.SIDECAR_TOKEN,
+    workspaceDir,
+    stateDir: c.SIDECAR_STATE_DIR ? resolve(c.SIDECAR_STATE_DIR) : join(dirname(workspaceDir), ".sidecar"),
+    caddyAdminUrl: c.CADDY_ADMIN_URL,
+    servicesFile: c.SERVICES_FILE ? resolve(c.SERVICES_FILE) : undefined,
+  };
+}

@@ -1,0 +1,26 @@
+/**
+ * Process entry for the sidecar inside a sandbox (seed 003 §6.4 phase 2 step 5).
+ * Usage: `node --import tsx sandbox/sidecar/main.ts`, configured by SIDECAR_PORT, SIDECAR_HOST,
+ * SIDECAR_TOKEN, WORKSPACE_DIR, SIDECAR_STATE_DIR, CADDY_ADMIN_URL, SERVICES_FILE (config.ts).
+ * Prints one `sidecar listening on <url>` line once it accepts connections. SIGTERM closes the
+ * server; services keep running so a restarted sidecar adopts them.
+ */
+import { sidecarOptionsFromEnv } from "./config";
+import { startSidecar } from "./server";
+
+let options;
+try {
+  options = sidecarOptionsFromEnv(process.env);
+} catch (err) {
+  console.error(err instanceof Error ? err.message : String(err));
+  process.exit(2);
+}
+
+const sidecar = await startSidecar(options);
+console.log(`sidecar listening on ${sidecar.url}`);
+
+const stop = () => {
+  void sidecar.close().finally(() => process.exit(0));
+};
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);

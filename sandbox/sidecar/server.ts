@@ -1,0 +1,161 @@
+/**
+ * The in-sandbox sidecar API (seed 003 §6.8-6.10, issue 7 item 3): services, port exposure,
+ * git views and a PTY terminal, on port 4000. `/health` is open; every other route, and the
+ * terminal upgrade, needs `Authorization: Bearer <SIDECAR_TOKEN>`; no configured token refuses
+ * everything (secure by default). Started by `main.ts` in the sandbox and in-process by tests.
+ * Steps: open the service manager (adopt/restore from the state dir), load SERVICES_FILE
+ * definitions, listen, route; `close()` ends streams and terminals but leaves services running.
+ */
+import { randomUUID } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
+import { WebSocketServer } from "ws";
+import { z } from "zod";
+import { authorized } from "./auth";
+import { SidecarError, unauthorized } from "./errors";
+import { sendError, sendJson } from "./http-io";
+import { matchRoute, type RouteContext } from "./routes";
+import { ServiceManager } from "./service-manager";
+import { ServiceDefinitionSchema } from "./service-state";
+import { attachTerminal, type TerminalSession } from "./terminal";
+
+export interface SidecarOptions {
+  port?: number;
+  host?: string;
+  /** Bearer token; undefined means every authenticated route answers 401. */
+  token: string | undefined;
+  workspaceDir: string;
+  stateDir: string;
+  caddyAdminUrl?: string;
+  /** JSON file of `[{name, command, cwd?}]` defined at start (not started). */
+  servicesFile?: string;
+  /** Shell argv for the terminal; default `bash -l`. */
+  terminalCommand?: string[];
+  /** Stop every service on close (tests); in a sandbox services outlive a sidecar restart. */
+  stopServicesOnClose?: boolean;
+  stopGraceMs?: number;
+  log?: (message: string, fields?: Record<string, unknown>) => void;
+}
+
+export interface Sidecar {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** One JSON line per event on stdout; callers never pass the token or headers in `fields`. */
+export function jsonLineLog(message: string, fields: Record<string, unknown> = {}): void {
+  console.log(JSON.stringify({ time: new Date().toISOString(), service: "sidecar", message, ...fields }));
+}
+
+async function loadServicesFile(services: ServiceManager, file: string, log: NonNullable<SidecarOptions["log"]>): Promise<void> {
+  const parsed = z.array(ServiceDefinitionSchema).safeParse(JSON.parse(await readFile(file, "utf8")));
+  if (!parsed.success) throw new Error(`SERVICES_FILE ${file}: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+  for (const def of parsed.data) {
+    try {
+      await services.define(def);
+    } catch (err) {
+      // A running service with another definition keeps running; the file wins on its next restart.
+      log("service definition skipped", { service: def.name, error: err instanceof Error ? err.message : String(err) });
+    }
+  }
+}
+
+function rejectUpgrade(socket: Socket, status: number, code: string, message: string): void {
+  const body = JSON.stringify({ error: { code, message } });
+  const reason = status === 401 ? "Unauthorized" : status === 404 ? "Not Found" : "Bad Request";
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+/** Environment for services: the sidecar's own, minus its credential (services run repo code). */
+function serviceEnv(): NodeJS.ProcessEnv {
+  const { SIDECAR_TOKEN: _token, ...rest } = process.env;
+  return rest;
+}
+
+export async function startSidecar(options: SidecarOptions): Promise<Sidecar> {
+  const log = options.log ?? jsonLineLog;
+  const services = await ServiceManager.open({
+    workspaceDir: options.workspaceDir,
+    stateDir: options.stateDir,
+    env: serviceEnv(),
+    stopGraceMs: options.stopGraceMs,
+    log,
+  });
+  if (options.servicesFile) await loadServicesFile(services, options.servicesFile, log);
+  if (!options.token) log("SIDECAR_TOKEN is not set: every route but /health answers 401");
+
+  const ctx: RouteContext = { workspaceDir: options.workspaceDir, services, caddyAdminUrl: options.caddyAdminUrl, streams: new Set(), log };
+  const terminals = new Set<TerminalSession>();
+  let sidecarUrl = "";
+
+  const handle = async (req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> => {
+    if (url.pathname === "/health" && req.method === "GET") {
+      sendJson(res, 200, { ok: true });
+      return;
+    }
+    // Auth before routing: an unauthenticated caller learns nothing about which routes exist.
+    if (!authorized(req.headers.authorization, options.token)) throw unauthorized();
+    if (url.pathname === "/terminal") throw new SidecarError(400, "upgrade_required", "GET /terminal is a WebSocket upgrade");
+    const route = matchRoute(req.method ?? "GET", url.pathname);
+    if (!route) throw new SidecarError(404, "not_found", `no route ${req.method ?? ""} ${url.pathname}`);
+    await route.handler(req, res, ctx, route.params, url);
+  };
+
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://sidecar");
+    handle(req, res, url).catch((err: unknown) => {
+      if (err instanceof SidecarError) {
+        sendError(res, err.status, err.code, err.message);
+        return;
+      }
+      const requestId = randomUUID();
+      // Path only: a query string is client input and could carry anything.
+      log("request failed", { requestId, method: req.method, path: url.pathname, error: err instanceof Error ? err.message : String(err) });
+      sendError(res, 500, "internal", "internal error", { requestId });
+    });
+  });
+
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024 });
+  server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
+    const url = new URL(req.url ?? "/", "http://sidecar");
+    // Header auth only: a `?token=` would end up in proxy and browser logs (seed 003 §6.9).
+    if (!authorized(req.headers.authorization, options.token)) return rejectUpgrade(socket, 401, "unauthorized", "a valid bearer token is required");
+    if (url.pathname !== "/terminal") return rejectUpgrade(socket, 404, "not_found", `no WebSocket route ${url.pathname}`);
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      const session = attachTerminal(ws, {
+        cwd: options.workspaceDir,
+        command: options.terminalCommand ?? ["bash", "-l"],
+        // The terminal's user already holds the token: the in-sandbox CLI works from it.
+        env: { ...process.env, SIDECAR_URL: sidecarUrl, SIDECAR_TOKEN: options.token ?? "" },
+      });
+      terminals.add(session);
+      ws.on("close", () => terminals.delete(session));
+    });
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 4000, options.host ?? "0.0.0.0", () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  sidecarUrl = `http://127.0.0.1:${port}`;
+
+  return {
+    url: sidecarUrl,
+    port,
+    close: async () => {
+      for (const t of terminals) t.close();
+      for (const res of ctx.streams) res.end();
+      wss.close();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      await services.close({ stopServices: options.stopServicesOnClose });
+    },
+  };
+}

@@ -1,0 +1,274 @@
+/**
+ * The sidecar API over real sockets with a real git workspace: auth (missing, wrong, right token,
+ * and no token configured), traversal attempts on every path-taking route (`..`, absolute
+ * paths, a symlink inside the workspace pointing out), the git views and the 64 KB diff cap,
+ * port exposure through a fake Caddy admin API, and the body limit.
+ */
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { mkdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Sidecar } from "../../sandbox/sidecar/server";
+import { call, git, makeTree, startTestSidecar, TOKEN, type TestTree } from "./sidecar-harness";
+
+let tree: TestTree;
+let sidecar: Sidecar;
+
+beforeAll(async () => {
+  tree = await makeTree();
+  sidecar = await startTestSidecar(tree);
+});
+
+afterAll(async () => {
+  await sidecar?.close();
+  await tree?.cleanup();
+});
+
+const AUTHENTICATED_ROUTES: [string, string][] = [
+  ["GET", "/services"],
+  ["POST", "/services"],
+  ["POST", "/services/web/start"],
+  ["GET", "/services/web/logs"],
+  ["POST", "/expose"],
+  ["GET", "/git/repos"],
+  ["GET", "/git/status?repo=app"],
+  ["GET", "/git/diff?repo=app"],
+  ["GET", "/terminal"],
+  ["GET", "/no-such-route"],
+];
+
+describe("auth", () => {
+  it("answers /health without a token", async () => {
+    const res = await call(sidecar, "GET", "/health", { token: null });
+    expect(res).toEqual({ status: 200, body: { ok: true } });
+  });
+
+  it.each(AUTHENTICATED_ROUTES)("refuses %s %s without a token, with a wrong one, or with another scheme", async (method, path) => {
+    for (const token of [null, "wrong-token", `${TOKEN}x`, TOKEN.slice(0, -1), ""]) {
+      const res = await call(sidecar, method, path, { token });
+      expect(res.status).toBe(401);
+      expect(res.body).toEqual({ error: { code: "unauthorized", message: expect.any(String) } });
+    }
+    const basic = await fetch(`${sidecar.url}${path}`, { method, headers: { authorization: `Basic ${TOKEN}` } });
+    expect(basic.status).toBe(401);
+    await basic.body?.cancel();
+  });
+
+  it("never accepts the token in the query string", async () => {
+    const res = await call(sidecar, "GET", `/git/repos?token=${TOKEN}&access_token=${TOKEN}`, { token: null });
+    expect(res.status).toBe(401);
+  });
+
+  it("lets the right token through", async () => {
+    const res = await call(sidecar, "GET", "/git/repos");
+    expect(res.status).toBe(200);
+    const unknown = await call(sidecar, "GET", "/no-such-route");
+    expect(unknown.status).toBe(404);
+  });
+
+  it("refuses everything but /health when no token is configured (secure by default)", async () => {
+    const open = await startTestSidecar(tree, { token: undefined, stopServicesOnClose: false });
+    try {
+      expect((await call(open, "GET", "/health", { token: null })).status).toBe(200);
+      for (const token of [null, "", "undefined", TOKEN]) {
+        expect((await call(open, "GET", "/services", { token })).status).toBe(401);
+      }
+    } finally {
+      await open.close();
+    }
+  });
+});
+
+describe("traversal", () => {
+  const outsidePaths = () => [
+    "..",
+    "../outside",
+    "app/../../outside",
+    tree.outside,
+    "/etc",
+    "escape",
+    "escape/",
+    `${tree.workspace}/escape`,
+  ];
+
+  it.each(["status", "diff"])("git %s refuses every repo outside the workspace", async (view) => {
+    for (const repo of outsidePaths()) {
+      const res = await call(sidecar, "GET", `/git/${view}?repo=${encodeURIComponent(repo)}`);
+      expect(res.status, repo).toBe(400);
+      expect(res.body, repo).toEqual({ error: { code: "outside_workspace", message: expect.any(String) } });
+      expect(JSON.stringify(res.body)).not.toContain("outside-secret");
+    }
+  });
+
+  it("does not list a repo reached through a symlink", async () => {
+    const res = await call(sidecar, "GET", "/git/repos");
+    expect(res.body.repos).toEqual([{ path: "app", name: "app" }]);
+  });
+
+  it("refuses a service cwd outside the workspace", async () => {
+    for (const cwd of outsidePaths()) {
+      const res = await call(sidecar, "POST", "/services", { body: { name: "escapee", command: "cat secret.txt", cwd } });
+      expect(res.status, cwd).toBe(400);
+      expect((res.body.error as { code: string }).code, cwd).toBe("outside_workspace");
+    }
+    expect((await call(sidecar, "GET", "/services")).body.services).toEqual([]);
+  });
+
+  it("refuses a service name that tries to walk paths", async () => {
+    const res = await call(sidecar, "POST", "/services", { body: { name: "../../etc/passwd", command: "true" } });
+    expect(res.status).toBe(400);
+    const start = await call(sidecar, "POST", "/services/..%2F..%2Fetc/start");
+    expect(start.status).toBe(404);
+  });
+});
+
+describe("git views", () => {
+  it("reports status in structured porcelain v2", async () => {
+    const repo = join(tree.workspace, "app");
+    await writeFile(join(repo, "notes.txt"), "one\ntwo\n");
+    await writeFile(join(repo, "new file.txt"), "fresh\n");
+    const res = await call(sidecar, "GET", "/git/status?repo=app");
+    expect(res.status).toBe(200);
+    expect(res.body.branch).toMatchObject({ head: "main", oid: expect.stringMatching(/^[0-9a-f]{40}$/) });
+    expect(res.body.files).toEqual(
+      expect.arrayContaining([
+        { path: "notes.txt", kind: "changed", index: ".", worktree: "M" },
+        { path: "new file.txt", kind: "untracked", index: "?", worktree: "?" },
+      ]),
+    );
+  });
+
+  it("returns a small diff whole", async () => {
+    const res = await call(sidecar, "GET", "/git/diff?repo=app");
+    expect(res.status).toBe(200);
+    expect(res.body.truncated).toBe(false);
+    expect(res.body.diff).toBe(git(join(tree.workspace, "app"), "diff", "--no-color", "HEAD"));
+    expect(res.body.diff).toContain("+two");
+  });
+
+  it("caps a large diff at 64 KB and says so", async () => {
+    const repo = join(tree.workspace, "app");
+    // Multi-byte characters make the cut land inside one unless the cap respects UTF-8.
+    const line = (i: number) => `line ${i} é€😀 ${"x".repeat(60)}\n`;
+    await writeFile(join(repo, "big.txt"), Array.from({ length: 3_000 }, (_, i) => line(i)).join(""));
+    git(repo, "add", "big.txt");
+    const full = git(repo, "diff", "--no-color", "HEAD");
+    expect(Buffer.byteLength(full)).toBeGreaterThan(64 * 1024);
+
+    const res = await call(sidecar, "GET", "/git/diff?repo=app");
+    expect(res.status).toBe(200);
+    const diff = res.body.diff as string;
+    expect(res.body.truncated).toBe(true);
+    expect(res.body.bytes).toBe(Buffer.byteLength(diff));
+    expect(Buffer.byteLength(diff)).toBeLessThanOrEqual(64 * 1024);
+    expect(Buffer.byteLength(diff)).toBeGreaterThan(64 * 1024 - 4);
+    expect(diff).not.toContain("\uFFFD");
+    expect(full.startsWith(diff)).toBe(true);
+  });
+
+  it("diffs a repo with no commit yet against the empty tree", async () => {
+    const fresh = join(tree.workspace, "fresh");
+    await mkdir(fresh);
+    git(fresh, "init", "-q");
+    await writeFile(join(fresh, "a.txt"), "alpha\n");
+    git(fresh, "add", "a.txt");
+    const res = await call(sidecar, "GET", "/git/diff?repo=fresh");
+    expect(res.status).toBe(200);
+    expect(res.body.diff).toContain("+alpha");
+  });
+
+  it("answers 400 without a repo and 404 for a directory that is not one", async () => {
+    expect((await call(sidecar, "GET", "/git/status")).status).toBe(400);
+    expect((await call(sidecar, "GET", "/git/status?repo=nope")).status).toBe(404);
+    await mkdir(join(tree.workspace, "plain"), { recursive: true });
+    expect((await call(sidecar, "GET", "/git/diff?repo=plain")).status).toBe(404);
+  });
+});
+
+describe("expose", () => {
+  it("answers 503 with a clear message when no Caddy admin API is configured", async () => {
+    const res = await call(sidecar, "POST", "/expose", { body: { port: 3000 } });
+    expect(res.status).toBe(503);
+    expect((res.body.error as { message: string }).message).toMatch(/CADDY_ADMIN_URL/);
+  });
+
+  it("validates the port", async () => {
+    for (const body of [{ port: 0 }, { port: 70000 }, { port: "3000" }, {}]) {
+      expect((await call(sidecar, "POST", "/expose", { body })).status).toBe(400);
+    }
+  });
+
+  it("inserts its route first on the preview server, then patches it", async () => {
+    const caddy = await FakeCaddy.start();
+    const withCaddy = await startTestSidecar(tree, { caddyAdminUrl: caddy.url, stopServicesOnClose: false });
+    try {
+      const first = await call(withCaddy, "POST", "/expose", { body: { port: 3000 } });
+      expect(first).toEqual({ status: 200, body: { exposedPort: 3000 } });
+      const insert = caddy.requests.find((r) => r.method === "PUT");
+      expect(insert?.path).toBe("/config/apps/http/servers/preview/routes/0");
+      expect(insert?.body).toEqual({
+        "@id": "sidecar-expose",
+        handle: [{ handler: "reverse_proxy", upstreams: [{ dial: "127.0.0.1:3000" }] }],
+      });
+
+      const second = await call(withCaddy, "POST", "/expose", { body: { port: 5173 } });
+      expect(second.status).toBe(200);
+      const patch = caddy.requests.find((r) => r.method === "PATCH");
+      expect(patch?.path).toBe("/id/sidecar-expose");
+      expect(patch?.body).toMatchObject({ handle: [{ upstreams: [{ dial: "127.0.0.1:5173" }] }] });
+      expect((await call(withCaddy, "GET", "/services")).body.exposedPort).toBe(5173);
+    } finally {
+      await withCaddy.close();
+      await caddy.close();
+    }
+  });
+});
+
+describe("request limits", () => {
+  it("answers 413 past 64 KB and 400 for malformed JSON", async () => {
+    const big = await call(sidecar, "POST", "/services", { rawBody: JSON.stringify({ name: "big", command: "x".repeat(70 * 1024) }) });
+    expect(big.status).toBe(413);
+    expect(big.body).toEqual({ error: { code: "payload_too_large", message: expect.any(String) } });
+    const bad = await call(sidecar, "POST", "/services", { rawBody: "{not json" });
+    expect(bad.status).toBe(400);
+  });
+});
+
+/** A stand-in for Caddy's admin API: two servers, routes stored by `@id`. */
+class FakeCaddy {
+  readonly requests: { method: string; path: string; body: unknown }[] = [];
+  private readonly ids = new Set<string>();
+  private readonly server: Server = createServer((req, res) => {
+    void this.handle(req).then(([status, body]) => {
+      res.writeHead(status, { "content-type": "application/json" });
+      res.end(JSON.stringify(body));
+    });
+  });
+
+  static async start(): Promise<FakeCaddy> {
+    const fake = new FakeCaddy();
+    await new Promise<void>((resolve) => fake.server.listen(0, "127.0.0.1", resolve));
+    return fake;
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  private async handle(req: IncomingMessage): Promise<[number, unknown]> {
+    let text = "";
+    for await (const chunk of req) text += String(chunk);
+    const body = text ? (JSON.parse(text) as { "@id"?: string }) : undefined;
+    const path = req.url ?? "/";
+    this.requests.push({ method: req.method ?? "", path, body });
+    if (path.startsWith("/id/")) return this.ids.has(path.slice(4)) ? [200, {}] : [404, { error: "unknown object ID" }];
+    if (path === "/config/apps/http/servers") return [200, { admin: { listen: [":2019"] }, preview: { listen: [":20000"] } }];
+    if (req.method === "PUT" && body?.["@id"]) this.ids.add(body["@id"]);
+    return [200, {}];
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * The terminal WebSocket over a real socket and a real PTY: a keystroke round trip (text and
+ * binary frames), resize frames reaching the PTY (`stty size`), the shell starting in the
+ * workspace, header-only auth on the upgrade, and the shell's lifetime tied to the socket.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import type { Sidecar } from "../../sandbox/sidecar/server";
+import { makeTree, processExists, startTestSidecar, TOKEN, waitUntil, type TestTree } from "./sidecar-harness";
+
+let tree: TestTree;
+let sidecar: Sidecar;
+
+beforeAll(async () => {
+  tree = await makeTree();
+  sidecar = await startTestSidecar(tree);
+});
+
+afterAll(async () => {
+  await sidecar?.close();
+  await tree?.cleanup();
+});
+
+/** A terminal client that accumulates everything the PTY printed. */
+class TerminalClient {
+  output = "";
+  closeCode: number | null = null;
+
+  private constructor(readonly socket: WebSocket) {
+    socket.on("message", (data) => {
+      this.output += data.toString();
+    });
+    socket.on("close", (code) => {
+      this.closeCode = code;
+    });
+  }
+
+  static connect(path: string, headers: Record<string, string>): Promise<TerminalClient> {
+    return new Promise((resolve, reject) => {
+      const socket = new WebSocket(`${sidecar.url.replace(/^http/, "ws")}${path}`, { headers });
+      const client = new TerminalClient(socket);
+      socket.once("open", () => resolve(client));
+      socket.once("unexpected-response", (_req, res) => reject(new Error(`refused: ${res.statusCode}`)));
+      socket.once("error", reject);
+    });
+  }
+
+  type(text: string): void {
+    this.socket.send(text);
+  }
+
+  async waitFor(pattern: RegExp): Promise<RegExpExecArray> {
+    return waitUntil(() => pattern.exec(this.output), `terminal output ${pattern}`);
+  }
+}
+
+const auth = { authorization: `Bearer ${TOKEN}` };
+
+describe("terminal", () => {
+  it("round-trips keystrokes through a shell in the workspace", async () => {
+    const term = await TerminalClient.connect("/terminal", auth);
+    try {
+      // The typed line echoes as `$((6*7))`; only the shell's evaluation prints 42.
+      term.type("echo marker-$((6*7))\r");
+      await term.waitFor(/marker-42/);
+      term.socket.send(Buffer.from("echo binary-$((1+1)); pwd\r"), { binary: true });
+      const [, cwd] = await term.waitFor(/binary-2\r?\n(\S+)\r?\n/);
+      expect(cwd).toBe(tree.workspace);
+    } finally {
+      term.socket.close();
+    }
+  });
+
+  it("applies resize frames to the PTY", async () => {
+    const term = await TerminalClient.connect("/terminal", auth);
+    try {
+      term.type(JSON.stringify({ type: "resize", cols: 123, rows: 45 }));
+      term.type("echo size-$(stty size | tr ' ' x)\r");
+      await term.waitFor(/size-45x123/);
+      // An invalid resize is neither applied nor typed: typed, it would garble the next command.
+      term.type(JSON.stringify({ type: "resize", cols: 0, rows: 45 }));
+      term.type("echo again-$(stty size | tr ' ' x)\r");
+      await term.waitFor(/again-45x123/);
+    } finally {
+      term.socket.close();
+    }
+  });
+
+  it("hangs up the shell when the socket closes, and closes the socket when the shell exits", async () => {
+    const term = await TerminalClient.connect("/terminal", auth);
+    term.type("echo shell-pid-$$\r");
+    const [, pid] = await term.waitFor(/shell-pid-(\d+)/);
+    term.socket.close();
+    await waitUntil(() => !processExists(Number(pid)), "the shell to exit");
+
+    const exiting = await TerminalClient.connect("/terminal", auth);
+    exiting.type("exit 0\r");
+    await waitUntil(() => exiting.closeCode !== null, "the socket to close");
+    expect(exiting.closeCode).toBe(1000);
+  });
+
+  it.each([
+    ["no header", {}, ""],
+    ["a wrong token", { authorization: "Bearer wrong" }, ""],
+    ["the token in the query string only", {}, `?token=${TOKEN}`],
+    ["another scheme", { authorization: `Basic ${TOKEN}` }, ""],
+  ])("refuses the upgrade with %s (401)", async (_label, headers, query) => {
+    await expect(TerminalClient.connect(`/terminal${query}`, headers)).rejects.toThrow("refused: 401");
+  });
+
+  it("refuses upgrades on other paths (404) and a plain GET /terminal (400)", async () => {
+    await expect(TerminalClient.connect("/services", auth)).rejects.toThrow("refused: 404");
+    const res = await fetch(`${sidecar.url}/terminal`, { headers: auth });
+    expect(res.status).toBe(400);
+  });
+});
