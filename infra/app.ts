@@ -3,7 +3,8 @@
  * the CLI's environment at deploy time. Context: `deletionProtection` (default true),
  * `defaultSandboxProvider` (modal | e2b), `providerSecretArn` (complete ARN of an existing provider
  * credentials secret; default: the stack creates one), `webSocketAccessLogs` (default false: needs the
- * account's API Gateway CloudWatch Logs role). cdk-nag's AwsSolutions pack runs on every synth.
+ * account's API Gateway CloudWatch Logs role), `sweeperIntervalSeconds` (orphan sweeper period,
+ * default 600). cdk-nag's AwsSolutions pack runs on every synth.
  */
 import { App, Validations } from "aws-cdk-lib";
 import { AwsSolutionsChecks } from "cdk-nag";
@@ -15,11 +16,13 @@ export function buildApp(app = new App()): { app: App; stack: ControlPlaneStack 
   const provider = app.node.tryGetContext("defaultSandboxProvider");
   const providerSecretArn = app.node.tryGetContext("providerSecretArn");
   const webSocketAccessLogs = app.node.tryGetContext("webSocketAccessLogs");
+  const sweeperIntervalSeconds = app.node.tryGetContext("sweeperIntervalSeconds");
   const stack = new ControlPlaneStack(app, "SandboxControlPlane", {
     deletionProtection: deletionProtection === undefined ? true : String(deletionProtection) !== "false",
     ...(provider === "modal" || provider === "e2b" ? { defaultSandboxProvider: provider } : {}),
     ...(typeof providerSecretArn === "string" && providerSecretArn ? { providerSecretArn } : {}),
     webSocketAccessLogs: String(webSocketAccessLogs) === "true",
+    ...(sweeperIntervalSeconds === undefined ? {} : { sweeperIntervalSeconds: Number(sweeperIntervalSeconds) }),
   });
   return { app, stack };
 }

@@ -2,25 +2,28 @@
  * The control plane as one env-agnostic stack: the single table; the HTTP API with one Lambda
  * function per route (from the shared route table); the lifecycle flows (one state machine per
  * ASL file, one function per flow step from the shared step table); the lifecycle schedule group
- * and its target; the provider credentials secret; the WebSocket API with one function per route
- * (from the shared WebSocket route table) and the send-init function; the streaming relay on
- * Fargate. Every function has its own role, log group, least-privilege grants and an Errors alarm
+ * and its target; the orphan sweeper on a rate schedule; the provider credentials secret; the
+ * WebSocket API with one function per route (from the shared WebSocket route table) and the
+ * send-init function; the streaming relay on Fargate; alarms on the idle-snapshot metrics. Every
+ * function has its own role, log group, least-privilege grants and an Errors alarm
  * (handler-function.ts).
  */
 import { ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack, Validations, type StackProps } from "aws-cdk-lib";
 import { HttpApi, HttpMethod, HttpStage, LogGroupLogDestination, type WebSocketApi, type WebSocketRoute, type WebSocketStage } from "aws-cdk-lib/aws-apigatewayv2";
 import { HttpLambdaIntegration, WebSocketLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations";
+import { Alarm, ComparisonOperator, Metric, Stats, TreatMissingData } from "aws-cdk-lib/aws-cloudwatch";
 import { AttributeType, BillingMode, Table, TableEncryption } from "aws-cdk-lib/aws-dynamodb";
 import { PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import type { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
 import { LogGroup, RetentionDays } from "aws-cdk-lib/aws-logs";
-import { ScheduleGroup } from "aws-cdk-lib/aws-scheduler";
+import { CfnSchedule, ScheduleGroup } from "aws-cdk-lib/aws-scheduler";
 import { Secret } from "aws-cdk-lib/aws-secretsmanager";
 import type { StateMachine } from "aws-cdk-lib/aws-stepfunctions";
-import type { Construct } from "constructs";
+import type { Construct, IConstruct } from "constructs";
 import { FLOW_STEPS, stepArnVariable } from "../functions/flows/steps";
 import { HTTP_ROUTES } from "../functions/http/routes";
 import type { FlowName } from "../functions/ports/flow-runner";
+import { METRIC_NAMES } from "../functions/ports/metrics-sink";
 import { TABLE_DEFINITION } from "../functions/store/table-layout";
 import { SEND_INIT_ENTRY, WS_ROUTES } from "../functions/ws/routes";
 import { createHandlerFunction } from "./handler-function";
@@ -28,6 +31,29 @@ import { allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstr
 import { createRelayService, type RelayService } from "./relay-service";
 import { acknowledgePushWildcard, allowPush, createWebSocketApi, createWebSocketStage, pushGrant } from "./websocket-api";
 
+/** CloudWatch namespace of every metric the control plane publishes (POWERTOOLS_METRICS_NAMESPACE). */
+export const METRICS_NAMESPACE = "SandboxControlPlane";
+/** The Lambda functions' POWERTOOLS_SERVICE_NAME: the `service` dimension Powertools puts on their metrics. */
+export const FUNCTIONS_SERVICE_NAME = "sandbox-control-plane";
+/**
+ * schedule-fired's Lambda timeout: an idle check may be delivered up to
+ * IDLE_CHECK_MAX_EARLY_SECONDS (70 s by default, functions/config/config.ts) early and waits for
+ * its exact time, then reads the session and starts a flow or re-arms the check.
+ */
+export const SCHEDULE_FIRED_TIMEOUT_SECONDS = 100;
+/** Default period of the orphan sweeper (SWEEPER_INTERVAL_SECONDS' default, seed 002 §11). */
+export const DEFAULT_SWEEPER_INTERVAL_SECONDS = 600;
+
+/**
+ * The sweeper's rate in whole minutes (EventBridge Scheduler's finest rate unit), at least one.
+ * A period over a day is refused: the orphan alarm's period is the same, and CloudWatch caps it.
+ */
+export function sweeperRateMinutes(intervalSeconds: number): number {
+  if (!Number.isFinite(intervalSeconds) || intervalSeconds <= 0 || intervalSeconds > 86_400) {
+    throw new Error(`sweeperIntervalSeconds must be a number of seconds in (0, 86400], got ${intervalSeconds}`);
+  }
+  return Math.max(1, Math.round(intervalSeconds / 60));
+}
 
 export interface ControlPlaneStackProps extends StackProps {
   /** Protect the table from deletion (and retain it when the stack is deleted). Default true. */
@@ -46,6 +72,11 @@ export interface ControlPlaneStackProps extends StackProps {
    * Default: the stack creates `<stack>/sandbox-providers` with a placeholder to fill in.
    */
   providerSecretArn?: string;
+  /**
+   * Orphan sweeper period (SWEEPER_INTERVAL_SECONDS), rounded to whole minutes (at least one).
+   * Default 600. The OrphanSessionsFound alarm evaluates over the same period.
+   */
+  sweeperIntervalSeconds?: number;
 }
 
 export class ControlPlaneStack extends Stack {
@@ -54,15 +85,20 @@ export class ControlPlaneStack extends Stack {
   readonly webSocketApi: WebSocketApi;
   readonly webSocketStage: WebSocketStage;
   readonly relay: RelayService;
-  /** By HTTP route id, step id, `ScheduleFired`, WebSocket route id and `SendInit`. */
+  /** By HTTP route id, step id, `ScheduleFired`, `Sweeper`, WebSocket route id and `SendInit`. */
   readonly functions: Record<string, NodejsFunction> = {};
   /** One per flow with an ASL file. */
   readonly stateMachines: Partial<Record<FlowName, StateMachine>> = {};
+  /** The sweeper's rate schedule (EventBridge Scheduler). */
+  readonly sweeperSchedule: CfnSchedule;
+  /** Alarms on the idle-snapshot metrics the functions publish (EMF). */
+  readonly idleAlarms: { circuitBreakerTrips: Alarm; orphanSessions: Alarm };
 
   constructor(scope: Construct, id: string, props: ControlPlaneStackProps = {}) {
     super(scope, id, props);
     const deletionProtection = props.deletionProtection ?? true;
     const defaultProvider = props.defaultSandboxProvider ?? "modal";
+    const sweeperMinutes = sweeperRateMinutes(props.sweeperIntervalSeconds ?? DEFAULT_SWEEPER_INTERVAL_SECONDS);
 
     this.table = new Table(this, "SessionTable", {
       partitionKey: { name: TABLE_DEFINITION.partitionKey, type: AttributeType.STRING },
@@ -98,13 +134,13 @@ export class ControlPlaneStack extends Stack {
     const webSocket = createWebSocketApi(this, "WebSocketApi");
     this.webSocketApi = webSocket.api;
 
-    const metricsNamespace = "SandboxControlPlane";
+    const metricsNamespace = METRICS_NAMESPACE;
     const environment: Record<string, string> = {
       TABLE_NAME: this.table.tableName,
       DEFAULT_SANDBOX_PROVIDER: defaultProvider,
       SANDBOX_PROVIDERS: "modal,e2b",
       WS_URL: webSocket.url,
-      POWERTOOLS_SERVICE_NAME: "sandbox-control-plane",
+      POWERTOOLS_SERVICE_NAME: FUNCTIONS_SERVICE_NAME,
       POWERTOOLS_METRICS_NAMESPACE: metricsNamespace,
       POWERTOOLS_LOG_LEVEL: "INFO",
       NODE_OPTIONS: "--enable-source-maps",
@@ -132,44 +168,51 @@ export class ControlPlaneStack extends Stack {
     }
 
     // Lifecycle schedules (sandbox expiry, idle checks): one group, one role Scheduler assumes to
-    // invoke the schedule target and nothing else. The target has a fixed name so its ARN is
-    // known to the functions that arm schedules, itself included (see SCHEDULE_TARGET_ARN).
+    // invoke the schedule targets (schedule-fired, the sweeper) and nothing else. The target has a
+    // fixed name so its ARN is known to the functions that arm schedules, itself included (see
+    // SCHEDULE_TARGET_ARN).
     const scheduleGroupName = `${this.stackName}-lifecycle`;
     const scheduleGroup = new ScheduleGroup(this, "LifecycleSchedules", { scheduleGroupName, removalPolicy: RemovalPolicy.DESTROY });
     const schedulerRole = new Role(this, "SchedulerRole", {
       assumedBy: new ServicePrincipal("scheduler.amazonaws.com", { conditions: { StringEquals: { "aws:SourceAccount": this.account } } }),
-      description: "Assumed by EventBridge Scheduler to invoke the schedule-fired function",
+      description: "Assumed by EventBridge Scheduler to invoke the schedule-fired and sweeper functions",
     });
     const scheduleFiredName = `${this.stackName}-schedule-fired`;
     const scheduleTargetArn = this.formatArn({ service: "lambda", resource: "function", resourceName: scheduleFiredName, arnFormat: ArnFormat.COLON_RESOURCE_NAME });
-    const allowScheduling = (fn: NodejsFunction): void => {
-      fn.node.addDependency(scheduleGroup);
-      fn.addToRolePolicy(
-        new PolicyStatement({
-          actions: ["scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule", "scheduler:GetSchedule"],
-          resources: [this.formatArn({ service: "scheduler", resource: "schedule", resourceName: `${scheduleGroupName}/*` })],
-        }),
-      );
-      fn.addToRolePolicy(
-        new PolicyStatement({
-          actions: ["iam:PassRole"],
-          resources: [schedulerRole.roleArn],
-          conditions: { StringEquals: { "iam:PassedToService": "scheduler.amazonaws.com" } },
-        }),
-      );
-      Validations.of(fn.role ?? fn).acknowledge({
-        id: `AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/${scheduleGroupName}/*]`,
-        reason: "Schedules are named per session at run time; the grant is limited to this stack's lifecycle schedule group.",
-      });
-    };
-    // Every flow Lambda builds its dependencies (scheduler adapter included) from these at cold
-    // start (functions/flows/lambda-entry.ts); only orchestrating steps may use them.
-    const flowEnvironment: Record<string, string> = {
-      ...environment,
+    // What arming schedules takes (the scheduler adapter, lifecycleSchedulerFromEnv): the settings,
+    // the schedule actions on this group's schedules only, and passing the scheduler role to
+    // Scheduler and nobody else.
+    const scheduleEnvironment: Record<string, string> = {
       SCHEDULE_GROUP_NAME: scheduleGroup.scheduleGroupName,
       SCHEDULE_TARGET_ARN: scheduleTargetArn,
       SCHEDULE_ROLE_ARN: schedulerRole.roleArn,
     };
+    const schedulingStatements = (): PolicyStatement[] => [
+      new PolicyStatement({
+        actions: ["scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule", "scheduler:GetSchedule"],
+        resources: [this.formatArn({ service: "scheduler", resource: "schedule", resourceName: `${scheduleGroupName}/*` })],
+      }),
+      new PolicyStatement({
+        actions: ["iam:PassRole"],
+        resources: [schedulerRole.roleArn],
+        conditions: { StringEquals: { "iam:PassedToService": "scheduler.amazonaws.com" } },
+      }),
+    ];
+    const acknowledgeScheduleWildcard = (role: IConstruct): void => {
+      Validations.of(role).acknowledge({
+        id: `AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/${scheduleGroupName}/*]`,
+        reason: "Schedules are named per session at run time; the grant is limited to this stack's lifecycle schedule group.",
+      });
+    };
+    const allowScheduling = (fn: NodejsFunction): void => {
+      fn.node.addDependency(scheduleGroup);
+      for (const [name, value] of Object.entries(scheduleEnvironment)) fn.addEnvironment(name, value);
+      for (const statement of schedulingStatements()) fn.addToRolePolicy(statement);
+      acknowledgeScheduleWildcard(fn.role ?? fn);
+    };
+    // Every flow Lambda builds its dependencies (scheduler adapter included) from these at cold
+    // start (functions/flows/lambda-entry.ts); only the functions given allowScheduling may use them.
+    const flowEnvironment: Record<string, string> = { ...environment, ...scheduleEnvironment };
 
     for (const route of HTTP_ROUTES) {
       const fn = createHandlerFunction(this, {
@@ -185,6 +228,8 @@ export class ControlPlaneStack extends Stack {
       });
       allowStartingFlows(fn, route.startsFlows ?? [], `route ${route.id}`);
       if (route.agentAccess) allowProviderSecret(fn);
+      // The idle check when a proxy connection closes (functions/http/handlers/proxy-connections.ts).
+      if (route.armsSchedules) allowScheduling(fn);
       this.httpApi.addRoutes({
         path: route.path,
         methods: [HttpMethod[route.method]],
@@ -210,7 +255,8 @@ export class ControlPlaneStack extends Stack {
       if (step.sandboxAccess) allowProviderSecret(fn);
       if (step.push) allowPush(fn, webSocket);
       if (step.orchestrates) {
-        allowStartingFlows(fn, ["ensure-runtime"], `step ${step.id}`);
+        // Prompt wake-up (ensure-runtime) and the idle snapshot circuit breaker (stop).
+        allowStartingFlows(fn, ["ensure-runtime", "stop"], `step ${step.id}`);
         allowScheduling(fn);
       }
       stepFunctions.set(stepArnVariable(step), fn);
@@ -224,15 +270,57 @@ export class ControlPlaneStack extends Stack {
       alarmDescription: "schedule-fired threw in the last 5 minutes (Scheduler retries, then drops the firing)",
       environment: flowEnvironment,
       memorySize: 512,
-      timeout: Duration.seconds(30),
+      // An early idle-check delivery waits up to IDLE_CHECK_MAX_EARLY_SECONDS, then does the work.
+      timeout: Duration.seconds(SCHEDULE_FIRED_TIMEOUT_SECONDS),
       table: this.table,
       tableAccess: "read",
       functionName: scheduleFiredName,
     });
-    allowStartingFlows(scheduleFired, ["migrate"], "schedule-fired");
+    // Expiry -> migrate; idle check -> idle-snapshot, or the check re-armed for a moved grace.
+    allowStartingFlows(scheduleFired, ["migrate", "idle-snapshot"], "schedule-fired");
+    allowScheduling(scheduleFired);
     this.functions.ScheduleFired = scheduleFired;
     // The unqualified ARN only: schedules target the function, never a version or alias.
     schedulerRole.addToPrincipalPolicy(new PolicyStatement({ actions: ["lambda:InvokeFunction"], resources: [scheduleFired.functionArn] }));
+
+    // The orphan sweeper (functions/sweeper/): the backstop behind the event-driven idle checks.
+    // It lists and terminates sandboxes (provider credentials, like the sandbox steps), starts
+    // idle-snapshot and re-arms idle checks. A rate schedule in a group of its own: the lifecycle
+    // group's schedules are written and deleted at run time by every function that arms them.
+    const sweeper = createHandlerFunction(this, {
+      id: "Sweeper",
+      entry: "functions/sweeper/sweeper-fired.ts",
+      purpose: "the orphan sweeper (EventBridge Scheduler rate schedule)",
+      alarmDescription: "the orphan sweeper threw in the last 5 minutes (the next sweep runs on schedule)",
+      environment: { ...flowEnvironment, SWEEPER_INTERVAL_SECONDS: String(sweeperMinutes * 60) },
+      // Provider SDKs, like the sandbox steps.
+      memorySize: 1024,
+      // Every running session and every listed sandbox, one provider call after another.
+      timeout: Duration.seconds(300),
+      table: this.table,
+      tableAccess: "readwrite",
+    });
+    allowProviderSecret(sweeper);
+    allowStartingFlows(sweeper, ["idle-snapshot"], "the sweeper");
+    allowScheduling(sweeper);
+    this.functions.Sweeper = sweeper;
+    schedulerRole.addToPrincipalPolicy(new PolicyStatement({ actions: ["lambda:InvokeFunction"], resources: [sweeper.functionArn] }));
+    const maintenanceGroup = new ScheduleGroup(this, "MaintenanceSchedules", { scheduleGroupName: `${this.stackName}-maintenance`, removalPolicy: RemovalPolicy.DESTROY });
+    this.sweeperSchedule = new CfnSchedule(this, "SweeperSchedule", {
+      groupName: maintenanceGroup.scheduleGroupName,
+      description: "Runs the orphan sweeper every SWEEPER_INTERVAL_SECONDS",
+      scheduleExpression: `rate(${sweeperMinutes} ${sweeperMinutes === 1 ? "minute" : "minutes"})`,
+      flexibleTimeWindow: { mode: "OFF" },
+      state: "ENABLED",
+      target: {
+        arn: sweeper.functionArn,
+        roleArn: schedulerRole.roleArn,
+        // A firing older than the next one is worth nothing: the next sweep does the same work.
+        retryPolicy: { maximumRetryAttempts: 2, maximumEventAgeInSeconds: Math.max(60, sweeperMinutes * 60) },
+      },
+    });
+    // The role and its policy (the invoke grant above) exist before the first firing.
+    this.sweeperSchedule.node.addDependency(schedulerRole);
 
     // WebSocket handlers build the flow dependencies (functions/ws/lambda-entry.ts), so they get
     // the flow environment, and none needs provider credentials. All of them may push: $default
@@ -268,6 +356,8 @@ export class ControlPlaneStack extends Stack {
         tableAccess: "readwrite",
       });
       allowStartingFlows(fn, route.startsFlows, `WebSocket route ${route.routeKey}`);
+      // The idle check when the last client leaves ($disconnect).
+      if (route.armsSchedules) allowScheduling(fn);
       allowPush(fn, webSocket);
       if (route.routeKey === "$connect") {
         fn.addEnvironment("SEND_INIT_FUNCTION_NAME", sendInit.functionName);
@@ -285,14 +375,45 @@ export class ControlPlaneStack extends Stack {
 
     // The relay (functions/relay/service.ts) pushes every translated agent message to clients and
     // completes turns, which delivers the next prompt and may wake a paused session
-    // (flows/prompt-delivery.ts). It arms no schedules and builds no flow dependencies, so it gets
-    // the shared configuration, not the schedule settings.
+    // (flows/prompt-delivery.ts). It arms the idle check when the agent goes (or is found) idle
+    // (lifecycleSchedulerFromEnv), so it gets the schedule settings and the same scheduling grant
+    // as the functions that arm schedules; it builds no other flow dependencies.
     this.relay = createRelayService(this, { table: this.table, environment, metricsNamespace });
+    for (const [name, value] of Object.entries(scheduleEnvironment)) this.relay.container.addEnvironment(name, value);
+    for (const statement of schedulingStatements()) this.relay.taskDefinition.addToTaskRolePolicy(statement);
+    acknowledgeScheduleWildcard(this.relay.taskRole);
+    this.relay.service.node.addDependency(scheduleGroup);
     for (const grant of [pushGrant(webSocket), flowStartGrant(this, ["ensure-runtime"], "the relay")]) {
       for (const [name, value] of Object.entries(grant.environment)) this.relay.container.addEnvironment(name, value);
       this.relay.taskDefinition.addToTaskRolePolicy(grant.statement);
     }
     acknowledgePushWildcard(this.relay.taskRole, webSocket);
+
+    // Idle snapshotting's alarms, on the EMF metrics the functions publish (functions/ports/
+    // metrics-sink.ts) in the stack's namespace with Powertools' `service` dimension and nothing else.
+    const idleMetric = (metricName: string, period: Duration): Metric =>
+      new Metric({ namespace: metricsNamespace, metricName, dimensionsMap: { service: FUNCTIONS_SERVICE_NAME }, statistic: Stats.SUM, period });
+    const metricAlarm = (id: string, metric: Metric, alarmDescription: string): Alarm =>
+      new Alarm(this, id, {
+        metric,
+        threshold: 1,
+        evaluationPeriods: 1,
+        comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: TreatMissingData.NOT_BREACHING,
+        alarmDescription,
+      });
+    this.idleAlarms = {
+      circuitBreakerTrips: metricAlarm(
+        "IdleSnapshotCircuitBreakerAlarm",
+        idleMetric(METRIC_NAMES.circuitBreakerTrips, Duration.minutes(5)),
+        "Idle snapshot circuit breaker stopped a session (repeated idle snapshot failures) in the last 5 minutes",
+      ),
+      orphanSessions: metricAlarm(
+        "OrphanSessionsAlarm",
+        idleMetric(METRIC_NAMES.orphansFound, Duration.minutes(sweeperMinutes)),
+        "The orphan sweeper found running sessions nobody watched past their grace: the event-driven idle path lost them",
+      ),
+    };
 
     for (const flow of deployableFlows()) {
       const machine = createFlowStateMachine(this, { flow, stepFunctions });

@@ -94,8 +94,10 @@ describe("HTTP API", () => {
   });
 });
 
-// One function per HTTP route, per flow step, the schedule target, one per WebSocket route, and send-init.
-const FUNCTION_COUNT = HTTP_ROUTES.length + FLOW_STEPS.length + 1 + WS_ROUTES.length + 1;
+// One function per HTTP route, per flow step, the schedule target, the sweeper, one per WebSocket route, and send-init.
+const FUNCTION_COUNT = HTTP_ROUTES.length + FLOW_STEPS.length + 1 + 1 + WS_ROUTES.length + 1;
+// The idle snapshot circuit breaker and the orphan sessions the sweeper finds (flows.test.ts).
+const METRIC_ALARM_COUNT = 2;
 
 describe("functions", () => {
   it("run nodejs22.x on arm64 with the table name and provider configuration bound", () => {
@@ -154,8 +156,8 @@ describe("functions", () => {
     }
   });
 
-  it("each has an error alarm (and each state machine two: failed, timed out)", () => {
-    template.resourceCountIs("AWS::CloudWatch::Alarm", FUNCTION_COUNT + 2 * deployableFlows().length);
+  it("each has an error alarm (and each state machine two: failed, timed out; plus the idle-snapshot metric alarms)", () => {
+    template.resourceCountIs("AWS::CloudWatch::Alarm", FUNCTION_COUNT + 2 * deployableFlows().length + METRIC_ALARM_COUNT);
     const errorAlarms = Object.values(template.findResources("AWS::CloudWatch::Alarm", { Properties: { MetricName: "Errors", Namespace: "AWS/Lambda" } }));
     expect(errorAlarms).toHaveLength(FUNCTION_COUNT);
   });

@@ -1,6 +1,8 @@
 /**
  * Lifecycle flows in the stack: state machines bound to the right step functions, least-privilege
- * roles for the machines, the scheduler and the functions that start flows or arm schedules.
+ * roles for the machines, the scheduler and the functions that start flows or arm schedules, and
+ * idle snapshotting (seed 002): the idle-snapshot flow, the orphan sweeper on its rate schedule,
+ * the routes that arm idle checks, and the alarms on the metrics the functions publish.
  * Synthesized without bundling (the bundles and cdk-nag are covered by control-plane-stack.test.ts).
  */
 import { existsSync, readFileSync, readdirSync, rmSync } from "node:fs";
@@ -9,13 +11,23 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ArnFormat } from "aws-cdk-lib";
 import { Match, type Template } from "aws-cdk-lib/assertions";
 import type { IConstruct } from "constructs";
-import type { ControlPlaneStack } from "../../infra/control-plane-stack";
+import {
+  DEFAULT_SWEEPER_INTERVAL_SECONDS,
+  FUNCTIONS_SERVICE_NAME,
+  METRICS_NAMESPACE,
+  SCHEDULE_FIRED_TIMEOUT_SECONDS,
+  sweeperRateMinutes,
+  type ControlPlaneStack,
+} from "../../infra/control-plane-stack";
 import { deployableFlows, flowDefinitionPath, stateMachineArn, taskResources } from "../../infra/lifecycle-flows";
 import { stateMachineArnEnvName } from "../../functions/adapters/aws/sfn-flow-runner";
 import { FLOW_STEPS, stepArnVariable } from "../../functions/flows/steps";
 import { HTTP_ROUTES } from "../../functions/http/routes";
 import { FLOW_NAMES, type FlowName } from "../../functions/ports/flow-runner";
-import { actionsOf, asArray, getAtt, resourcesFor, stackQueries, synthWithoutBundling as synth, type Resources } from "./stack-queries";
+import { METRIC_NAMES } from "../../functions/ports/metrics-sink";
+import { parseConfig } from "../../functions/config/config";
+import { WS_ROUTES } from "../../functions/ws/routes";
+import { actionsOf, asArray, getAtt, resourcesFor, stackQueries, synthWithoutBundling as synth, type Resources, type Statement } from "./stack-queries";
 
 const STATE_MACHINES_DIR = path.resolve(import.meta.dirname, "../../statemachines");
 const STEP_VARIABLES = new Set(FLOW_STEPS.map(stepArnVariable));
@@ -46,6 +58,24 @@ const statementsOfFunction = (fnId: string) => q.statementsOfFunction(fnId);
 const envOf = (fnId: string) => q.envOf(fnId);
 
 const resolvedMachineArn = (flow: FlowName): unknown => stack.resolve(stateMachineArn(stack, flow));
+const sameSet = (actual: unknown[], expected: unknown[]): void =>
+  expect(new Set(actual.map((r) => JSON.stringify(r)))).toEqual(new Set(expected.map((r) => JSON.stringify(r))));
+const groupSchedules = (): unknown => stack.resolve(stack.formatArn({ service: "scheduler", resource: "schedule", resourceName: `${stack.stackName}-lifecycle/*` }));
+const SCHEDULE_SETTINGS = ["SCHEDULE_GROUP_NAME", "SCHEDULE_TARGET_ARN", "SCHEDULE_ROLE_ARN"];
+const SCHEDULE_ACTIONS = ["scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule", "scheduler:GetSchedule"];
+
+/** The scheduling grant (functions that arm idle or expiry checks): this group's schedules, the scheduler role passed to Scheduler only. */
+function expectSchedulingGrant(statements: Statement[], what: string): void {
+  for (const action of SCHEDULE_ACTIONS) expect(resourcesFor(statements, action), `${what} ${action}`).toEqual([groupSchedules()]);
+  expect(actionsOf(statements).filter((a) => a.startsWith("scheduler:")), what).toHaveLength(SCHEDULE_ACTIONS.length);
+  const passRole = statements.filter((s) => asArray(s.Action).includes("iam:PassRole"));
+  expect(passRole, what).toEqual([
+    expect.objectContaining({ Resource: getAtt(logicalIdOf(findRoleAssumedBy("scheduler.amazonaws.com"))), Condition: { StringEquals: { "iam:PassedToService": "scheduler.amazonaws.com" } } }),
+  ]);
+}
+function expectNoSchedulingGrant(statements: Statement[], what: string): void {
+  expect(actionsOf(statements).filter((a) => a.startsWith("scheduler:") || a === "iam:PassRole"), what).toEqual([]);
+}
 
 describe("ASL files", () => {
   const files = readdirSync(STATE_MACHINES_DIR).filter((f) => f.endsWith(".asl.json"));
@@ -169,23 +199,16 @@ describe("flow step functions", () => {
     }
   });
 
-  it("orchestrating steps start ensure-runtime and arm schedules in the lifecycle group only", () => {
+  it("orchestrating steps (FinishStep) start ensure-runtime and stop (the circuit breaker) and arm schedules in the lifecycle group only", () => {
     const orchestrators = FLOW_STEPS.filter((s) => s.orchestrates);
-    expect(orchestrators.length).toBeGreaterThan(0);
-    const schedulerRoleArn = envOf(orchestrators[0]?.id ?? "").SCHEDULE_ROLE_ARN;
-    const groupSchedules = stack.resolve(stack.formatArn({ service: "scheduler", resource: "schedule", resourceName: `${stack.stackName}-lifecycle/*` }));
+    expect(orchestrators.map((s) => s.id)).toContain("FinishStep");
     for (const step of orchestrators) {
       const statements = statementsOfFunction(step.id);
-      expect(resourcesFor(statements, "states:StartExecution")).toEqual([resolvedMachineArn("ensure-runtime")]);
+      sameSet(resourcesFor(statements, "states:StartExecution"), [resolvedMachineArn("ensure-runtime"), resolvedMachineArn("stop")]);
       expect(envOf(step.id)[stateMachineArnEnvName("ensure-runtime")]).toEqual(resolvedMachineArn("ensure-runtime"));
-      for (const action of ["scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule", "scheduler:GetSchedule"]) {
-        expect(resourcesFor(statements, action), action).toEqual([groupSchedules]);
-      }
-      const passRole = statements.filter((s) => asArray(s.Action).includes("iam:PassRole"));
-      expect(passRole).toEqual([
-        expect.objectContaining({ Resource: schedulerRoleArn, Condition: { StringEquals: { "iam:PassedToService": "scheduler.amazonaws.com" } } }),
-      ]);
-      expect(actionsOf(statements).filter((a) => a.startsWith("scheduler:"))).toHaveLength(4);
+      expect(envOf(step.id)[stateMachineArnEnvName("stop")]).toEqual(resolvedMachineArn("stop"));
+      expect(Object.keys(envOf(step.id)).filter((k) => k.startsWith("STATE_MACHINE_ARN_")).sort()).toEqual([stateMachineArnEnvName("ensure-runtime"), stateMachineArnEnvName("stop")].sort());
+      expectSchedulingGrant(statements, step.id);
     }
   });
 
@@ -201,7 +224,7 @@ describe("flow step functions", () => {
     const scheduleFired = logicalIdOf(stack.functions.ScheduleFired);
     expect(resources[scheduleFired]?.Properties.FunctionName).toBe(`${stack.stackName}-schedule-fired`);
     const targetArn = stack.resolve(stack.formatArn({ service: "lambda", resource: "function", resourceName: `${stack.stackName}-schedule-fired`, arnFormat: ArnFormat.COLON_RESOURCE_NAME }));
-    for (const id of [...FLOW_STEPS.map((s) => s.id), "ScheduleFired"]) {
+    for (const id of [...FLOW_STEPS.map((s) => s.id), "ScheduleFired", "Sweeper"]) {
       const env = envOf(id);
       expect(env.SCHEDULE_GROUP_NAME, id).toBe(`${stack.stackName}-lifecycle`);
       expect(env.SCHEDULE_TARGET_ARN, id).toEqual(targetArn);
@@ -224,7 +247,7 @@ describe("EventBridge Scheduler", () => {
     template.hasResourceProperties("AWS::Scheduler::ScheduleGroup", { Name: `${stack.stackName}-lifecycle` });
   });
 
-  it("assumes a role (same account only) that can invoke schedule-fired and nothing else", () => {
+  it("assumes a role (same account only) that can invoke schedule-fired and the sweeper and nothing else", () => {
     const roleId = logicalIdOf(findRoleAssumedBy("scheduler.amazonaws.com"));
     expect(resources[roleId]?.Properties.AssumeRolePolicyDocument).toMatchObject({
       Statement: [
@@ -237,18 +260,67 @@ describe("EventBridge Scheduler", () => {
       ],
     });
     const statements = statementsOfRole(roleId);
-    expect(actionsOf(statements)).toEqual(["lambda:InvokeFunction"]);
-    expect(resourcesFor(statements, "lambda:InvokeFunction")).toEqual([getAtt(logicalIdOf(stack.functions.ScheduleFired))]);
+    expect([...new Set(actionsOf(statements))]).toEqual(["lambda:InvokeFunction"]);
+    // Unqualified ARNs only: no version or alias wildcard.
+    sameSet(resourcesFor(statements, "lambda:InvokeFunction"), [getAtt(logicalIdOf(stack.functions.ScheduleFired)), getAtt(logicalIdOf(stack.functions.Sweeper))]);
   });
 
-  it("schedule-fired reads the table and starts migrate only", () => {
+  it("schedule-fired reads the table, starts migrate (expiry) and idle-snapshot (idle check), and re-arms idle checks", () => {
     const statements = statementsOfFunction("ScheduleFired");
-    expect(resourcesFor(statements, "states:StartExecution")).toEqual([resolvedMachineArn("migrate")]);
+    sameSet(resourcesFor(statements, "states:StartExecution"), [resolvedMachineArn("migrate"), resolvedMachineArn("idle-snapshot")]);
     expect(envOf("ScheduleFired")[stateMachineArnEnvName("migrate")]).toEqual(resolvedMachineArn("migrate"));
+    expect(envOf("ScheduleFired")[stateMachineArnEnvName("idle-snapshot")]).toEqual(resolvedMachineArn("idle-snapshot"));
     const actions = actionsOf(statements);
     expect(actions).toContain("dynamodb:GetItem");
     expect(actions).not.toContain("dynamodb:PutItem");
-    expect(actions.filter((a) => a.startsWith("scheduler:") || a === "iam:PassRole")).toEqual([]);
+    expectSchedulingGrant(statements, "ScheduleFired");
+  });
+
+  it("schedule-fired outlives an early idle-check delivery (it waits up to IDLE_CHECK_MAX_EARLY_SECONDS) plus the work", () => {
+    const maxEarly = parseConfig({ TABLE_NAME: "t" }).IDLE_CHECK_MAX_EARLY_SECONDS;
+    expect(SCHEDULE_FIRED_TIMEOUT_SECONDS).toBeGreaterThanOrEqual(maxEarly + 20);
+    expect(SCHEDULE_FIRED_TIMEOUT_SECONDS).toBe(100);
+    expect(resources[logicalIdOf(stack.functions.ScheduleFired)]?.Properties.Timeout).toBe(SCHEDULE_FIRED_TIMEOUT_SECONDS);
+    // Nothing overrides the default the timeout was sized for.
+    expect(envOf("ScheduleFired").IDLE_CHECK_MAX_EARLY_SECONDS).toBeUndefined();
+  });
+});
+
+describe("HTTP routes that arm schedules", () => {
+  it("the proxy connection routes exist: PUT refreshes, DELETE arms the idle check", () => {
+    const put = HTTP_ROUTES.find((r) => r.id === "PutProxyConnection");
+    const del = HTTP_ROUTES.find((r) => r.id === "DeleteProxyConnection");
+    expect(put).toMatchObject({ method: "PUT", path: "/v1/sessions/{id}/proxy-connections/{proxyId}", tableAccess: "readwrite" });
+    expect(del).toMatchObject({ method: "DELETE", path: "/v1/sessions/{id}/proxy-connections/{proxyId}", tableAccess: "readwrite", armsSchedules: true });
+    const routeKeys = Object.values(resources).filter((r) => r.Type === "AWS::ApiGatewayV2::Route").map((r) => r.Properties.RouteKey);
+    expect(routeKeys).toEqual(expect.arrayContaining(["PUT /v1/sessions/{id}/proxy-connections/{proxyId}", "DELETE /v1/sessions/{id}/proxy-connections/{proxyId}"]));
+  });
+
+  it("get the schedule settings and the scheduling grant exactly when they arm schedules", () => {
+    const stepEnv = envOf(FLOW_STEPS[0]?.id ?? "");
+    expect(HTTP_ROUTES.filter((r) => r.armsSchedules).map((r) => r.id)).toContain("DeleteProxyConnection");
+    for (const route of HTTP_ROUTES) {
+      const statements = statementsOfFunction(route.id);
+      const env = envOf(route.id);
+      if (route.armsSchedules) {
+        for (const name of SCHEDULE_SETTINGS) expect(env[name], `${route.id} ${name}`).toEqual(stepEnv[name]);
+        expectSchedulingGrant(statements, route.id);
+      } else {
+        for (const name of SCHEDULE_SETTINGS) expect(env[name], `${route.id} ${name}`).toBeUndefined();
+        expectNoSchedulingGrant(statements, route.id);
+      }
+    }
+  });
+});
+
+describe("WebSocket routes that arm schedules", () => {
+  it("$disconnect (the last client leaving) may arm schedules; the other routes may not", () => {
+    expect(WS_ROUTES.find((r) => r.routeKey === "$disconnect")?.armsSchedules).toBe(true);
+    for (const route of WS_ROUTES) {
+      if (route.armsSchedules) expectSchedulingGrant(statementsOfFunction(route.id), route.routeKey);
+      else expectNoSchedulingGrant(statementsOfFunction(route.id), route.routeKey);
+    }
+    expectNoSchedulingGrant(statementsOfFunction("SendInit"), "SendInit");
   });
 });
 
@@ -267,7 +339,12 @@ describe("HTTP routes that start flows", () => {
 });
 
 describe("provider credentials", () => {
-  const secretReaders = (): string[] => [...FLOW_STEPS.filter((s) => s.sandboxAccess).map((s) => s.id), ...HTTP_ROUTES.filter((r) => r.agentAccess).map((r) => r.id)];
+  const secretReaders = (): string[] => [
+    ...FLOW_STEPS.filter((s) => s.sandboxAccess).map((s) => s.id),
+    ...HTTP_ROUTES.filter((r) => r.agentAccess).map((r) => r.id),
+    // Lists and terminates sandboxes at the providers.
+    "Sweeper",
+  ];
 
   it("are a generated secret: no credential value in the template", () => {
     template.hasResourceProperties("AWS::SecretsManager::Secret", {
@@ -302,6 +379,115 @@ describe("provider credentials", () => {
       expect(stackQueries(other).envOf(step?.id ?? "").PROVIDER_SECRET_ARN).toBe(arn);
     } finally {
       rmSync(other.dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("idle snapshotting (seed 002)", () => {
+  it("the idle-snapshot flow has a state machine whose Task states are the step functions", () => {
+    expect(deployableFlows()).toContain("idle-snapshot");
+    const machine = resources[logicalIdOf(stack.stateMachines["idle-snapshot"])];
+    expect(machine?.Properties.StateMachineName).toBe(`${stack.stackName}-idle-snapshot`);
+    const substitutions = machine?.Properties.DefinitionSubstitutions as Record<string, unknown>;
+    const tasks = deepTasks(JSON.parse(machine?.Properties.DefinitionString as string) as unknown);
+    expect(tasks.length).toBeGreaterThan(0);
+    const stepIds = new Set<string>();
+    for (const task of tasks) {
+      const variable = /^\$\{([A-Za-z0-9_]+)\}$/.exec(String(task.Resource))?.[1] ?? "";
+      const step = FLOW_STEPS.find((s) => stepArnVariable(s) === variable);
+      expect(step, String(task.Resource)).toBeDefined();
+      expect(substitutions[variable]).toEqual(stack.resolve(stack.functions[step?.id ?? ""]?.functionArn));
+      stepIds.add(step?.id ?? "");
+    }
+    // It snapshots and always finishes (lease release, retry or circuit breaker).
+    expect([...stepIds]).toEqual(expect.arrayContaining(["BeginStep", "SnapshotStep", "FinishStep"]));
+  });
+
+  it("the sweeper function: 300 s, 1024 MB, table read/write, provider credentials, starts idle-snapshot only, arms schedules", () => {
+    const fn = resources[logicalIdOf(stack.functions.Sweeper)];
+    expect(fn?.Properties).toMatchObject({ Runtime: "nodejs22.x", Architectures: ["arm64"], Timeout: 300, MemorySize: 1024, Handler: "index.handler" });
+    const statements = statementsOfFunction("Sweeper");
+    expect(actionsOf(statements)).toEqual(expect.arrayContaining(["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:PutItem"]));
+    expect(resourcesFor(statements, "states:StartExecution")).toEqual([resolvedMachineArn("idle-snapshot")]);
+    expect(Object.keys(envOf("Sweeper")).filter((k) => k.startsWith("STATE_MACHINE_ARN_"))).toEqual([stateMachineArnEnvName("idle-snapshot")]);
+    expectSchedulingGrant(statements, "Sweeper");
+    const secret = Object.entries(resources).find(([, r]) => r.Type === "AWS::SecretsManager::Secret")?.[0] ?? "";
+    expect(resourcesFor(statements, "secretsmanager:GetSecretValue")).toEqual([{ Ref: secret }]);
+    expect(envOf("Sweeper").SWEEPER_INTERVAL_SECONDS).toBe(String(DEFAULT_SWEEPER_INTERVAL_SECONDS));
+    // It pushes nothing.
+    expect(actionsOf(statements).filter((a) => a.startsWith("execute-api:"))).toEqual([]);
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: "Errors",
+      Namespace: "AWS/Lambda",
+      Dimensions: [{ Name: "FunctionName", Value: { Ref: logicalIdOf(stack.functions.Sweeper) } }],
+    });
+  });
+
+  it("a rate schedule (every SWEEPER_INTERVAL_SECONDS, default 10 minutes, no flexible window) invokes the sweeper with the scheduler role", () => {
+    expect(DEFAULT_SWEEPER_INTERVAL_SECONDS).toBe(parseConfig({ TABLE_NAME: "t" }).SWEEPER_INTERVAL_SECONDS);
+    const schedules = Object.values(resources).filter((r) => r.Type === "AWS::Scheduler::Schedule");
+    expect(schedules).toHaveLength(1);
+    const schedule = schedules[0];
+    expect(schedule).toEqual(resources[logicalIdOf(stack.sweeperSchedule)]);
+    expect(schedule?.Properties).toMatchObject({
+      ScheduleExpression: "rate(10 minutes)",
+      FlexibleTimeWindow: { Mode: "OFF" },
+      State: "ENABLED",
+      Target: {
+        Arn: getAtt(logicalIdOf(stack.functions.Sweeper)),
+        RoleArn: getAtt(logicalIdOf(findRoleAssumedBy("scheduler.amazonaws.com"))),
+      },
+    });
+    // Not in the lifecycle group, whose schedules the functions create and delete at run time.
+    const groupName = schedule?.Properties.GroupName;
+    expect(groupName).not.toBe(`${stack.stackName}-lifecycle`);
+    template.hasResourceProperties("AWS::Scheduler::ScheduleGroup", { Name: groupName });
+  });
+
+  it("the sweeper interval is a stack setting in whole minutes, at least one (context sweeperIntervalSeconds)", () => {
+    expect(sweeperRateMinutes(600)).toBe(10);
+    expect(sweeperRateMinutes(60)).toBe(1);
+    expect(sweeperRateMinutes(20)).toBe(1);
+    expect(sweeperRateMinutes(150)).toBe(3);
+    expect(() => sweeperRateMinutes(0)).toThrow(/sweeperIntervalSeconds/);
+    expect(() => sweeperRateMinutes(Number.NaN)).toThrow(/sweeperIntervalSeconds/);
+    const other = synth({ sweeperIntervalSeconds: "60" });
+    try {
+      const q2 = stackQueries(other);
+      const all = Object.values(other.resources);
+      expect(all.find((r) => r.Type === "AWS::Scheduler::Schedule")?.Properties.ScheduleExpression).toBe("rate(1 minute)");
+      expect(q2.envOf("Sweeper").SWEEPER_INTERVAL_SECONDS).toBe("60");
+      const orphanAlarm = all.find((r) => r.Type === "AWS::CloudWatch::Alarm" && r.Properties.MetricName === METRIC_NAMES.orphansFound);
+      expect(orphanAlarm?.Properties.Period).toBe(60);
+    } finally {
+      rmSync(other.dir, { recursive: true, force: true });
+    }
+  });
+
+  it("alarms on circuit breaker trips (5 min) and on orphan sessions (one sweeper interval), as the functions publish them", () => {
+    // Powertools Metrics: the stack's namespace, and `service` = POWERTOOLS_SERVICE_NAME as the one dimension.
+    for (const id of ["FinishStep", "Sweeper"]) {
+      expect(envOf(id).POWERTOOLS_METRICS_NAMESPACE, id).toBe(METRICS_NAMESPACE);
+      expect(envOf(id).POWERTOOLS_SERVICE_NAME, id).toBe(FUNCTIONS_SERVICE_NAME);
+    }
+    const expected = [
+      { alarm: stack.idleAlarms.circuitBreakerTrips, metric: METRIC_NAMES.circuitBreakerTrips, period: 300 },
+      { alarm: stack.idleAlarms.orphanSessions, metric: METRIC_NAMES.orphansFound, period: DEFAULT_SWEEPER_INTERVAL_SECONDS },
+    ];
+    expect(expected.map((e) => e.metric)).toEqual(["IdleSnapshotCircuitBreakerTrips", "OrphanSessionsFound"]);
+    for (const { alarm, metric, period } of expected) {
+      expect(resources[logicalIdOf(alarm)]?.Properties, metric).toMatchObject({
+        Namespace: "SandboxControlPlane",
+        MetricName: metric,
+        Dimensions: [{ Name: "service", Value: "sandbox-control-plane" }],
+        Statistic: "Sum",
+        Period: period,
+        Threshold: 1,
+        EvaluationPeriods: 1,
+        ComparisonOperator: "GreaterThanOrEqualToThreshold",
+        TreatMissingData: "notBreaching",
+        AlarmDescription: expect.stringMatching(/.+/),
+      });
     }
   });
 });

@@ -185,8 +185,12 @@ describe("WebSocket functions", () => {
       for (const name of ["TABLE_NAME", "SCHEDULE_GROUP_NAME", "SCHEDULE_TARGET_ARN", "SCHEDULE_ROLE_ARN"]) expect(env[name], `${id} ${name}`).toEqual(stepEnv[name]);
       expect(env.PROVIDER_SECRET_ARN, id).toBeUndefined();
       expect(resourcesFor(q.statementsOfFunction(id), "secretsmanager:GetSecretValue"), id).toEqual([]);
-      // Building the scheduler adapter needs the settings, not the permissions: they arm no schedules.
-      expect(actionsOf(q.statementsOfFunction(id)).filter((a) => a.startsWith("scheduler:") || a === "iam:PassRole"), id).toEqual([]);
+      // Building the scheduler adapter needs the settings, not the permissions: only the routes
+      // that arm schedules ($disconnect: the idle check) get them (flows.test.ts).
+      const arms = WS_ROUTES.find((r) => r.id === id)?.armsSchedules ?? false;
+      const scheduling = actionsOf(q.statementsOfFunction(id)).filter((a) => a.startsWith("scheduler:") || a === "iam:PassRole");
+      if (arms) expect(scheduling, id).toEqual(expect.arrayContaining(["scheduler:CreateSchedule", "iam:PassRole"]));
+      else expect(scheduling, id).toEqual([]);
     }
   });
 
@@ -249,8 +253,9 @@ describe("streaming relay", () => {
     expect(existsSync(dockerCalls), "docker was called during synth").toBe(false);
   });
 
-  it("gets the configuration its service reads, and nothing it does not use", () => {
+  it("gets the configuration its service reads (schedule settings included: it arms idle checks), and nothing it does not use", () => {
     const env = relayEnv();
+    const stepEnv = q.envOf(FLOW_STEPS[0]?.id ?? "");
     expect(env).toMatchObject({
       TABLE_NAME: { Ref: q.logicalIdOf(stack.table) },
       STATE_MACHINE_ARN_ENSURE_RUNTIME: resolve(stateMachineArn(stack, "ensure-runtime")),
@@ -259,7 +264,9 @@ describe("streaming relay", () => {
       POWERTOOLS_SERVICE_NAME: RELAY_SERVICE_NAME,
       POWERTOOLS_METRICS_NAMESPACE: "SandboxControlPlane",
     });
-    expect(Object.keys(env).filter((k) => k.startsWith("SCHEDULE_") || k === "PROVIDER_SECRET_ARN")).toEqual([]);
+    expect(env.PROVIDER_SECRET_ARN).toBeUndefined();
+    expect(Object.keys(env).filter((k) => k.startsWith("SCHEDULE_")).sort()).toEqual(["SCHEDULE_GROUP_NAME", "SCHEDULE_ROLE_ARN", "SCHEDULE_TARGET_ARN"]);
+    for (const name of ["SCHEDULE_GROUP_NAME", "SCHEDULE_TARGET_ARN", "SCHEDULE_ROLE_ARN"]) expect(env[name], name).toEqual(stepEnv[name]);
     expect(Object.keys(env).filter((k) => k.startsWith("STATE_MACHINE_ARN_"))).toEqual(["STATE_MACHINE_ARN_ENSURE_RUNTIME"]);
   });
 
@@ -314,7 +321,7 @@ describe("streaming relay", () => {
     expect(HELD_STREAMS_TARGET).toBeLessThan(RELAY_MAX_SESSIONS);
   });
 
-  it("task role: this table only (no dynamodb:*), push, ensure-runtime, its own metrics; nothing else", () => {
+  it("task role: this table only (no dynamodb:*), push, ensure-runtime, idle-check schedules, its own metrics; nothing else", () => {
     const statements = relayStatements();
     const table = q.logicalIdOf(stack.table);
     const ownTable = new Set([JSON.stringify(getAtt(table)), JSON.stringify({ "Fn::Join": ["", [getAtt(table), "/index/*"]] })]);
@@ -330,8 +337,17 @@ describe("streaming relay", () => {
     expect(statements.filter((s) => asArray(s.Action).includes("cloudwatch:PutMetricData"))).toEqual([
       expect.objectContaining({ Resource: "*", Condition: { StringEquals: { "cloudwatch:namespace": "SandboxControlPlane" } } }),
     ]);
+    // Arming idle checks: the lifecycle group's schedules only, and the scheduler role passed to Scheduler only.
+    const groupSchedules = resolve(stack.formatArn({ service: "scheduler", resource: "schedule", resourceName: `${stack.stackName}-lifecycle/*` }));
+    for (const action of ["scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"]) {
+      expect(resourcesFor(statements, action), action).toEqual([groupSchedules]);
+    }
+    expect(statements.filter((s) => asArray(s.Action).includes("iam:PassRole"))).toEqual([
+      expect.objectContaining({ Resource: relayEnv().SCHEDULE_ROLE_ARN, Condition: { StringEquals: { "iam:PassedToService": "scheduler.amazonaws.com" } } }),
+    ]);
+    expect(actions.filter((a) => a.startsWith("iam:"))).toEqual(["iam:PassRole"]);
     const services = new Set(actions.map((a) => a.split(":")[0]));
-    expect([...services].sort()).toEqual(["cloudwatch", "dynamodb", "execute-api", "states"]);
+    expect([...services].sort()).toEqual(["cloudwatch", "dynamodb", "execute-api", "iam", "scheduler", "states"]);
     expect(resources[q.logicalIdOf(stack.relay.taskRole)]?.Properties.AssumeRolePolicyDocument).toMatchObject({
       Statement: [{ Principal: { Service: "ecs-tasks.amazonaws.com" }, Condition: { StringEquals: { "aws:SourceAccount": { Ref: "AWS::AccountId" } } } }],
     });
