@@ -70,6 +70,26 @@ async function idleEvents(sessionId: string) {
 
 const GRACE_MS = 61_000;
 
+/**
+ * An idle snapshot held right after `op` did its work while its lease expires and an intruder
+ * takes the session; `finish` lets the stale flow run to its end.
+ */
+async function leaseLostDuring(op: "memorySnapshot" | "terminate") {
+  await setup();
+  const s = await runningSession();
+  const hold = provider.hold(op, "after");
+  h.advance(GRACE_MS);
+  const check = await runIdleCheck(h.deps, { sessionId: s.id, at: h.deps.now() });
+  await hold.reached;
+  h.advance(h.config.LEASE_TTL_SECONDS * 1000 + 1000);
+  const intruder = await h.deps.sessions.acquireLease(s.id, "intruder", h.deps.now(), 600);
+  const finish = async () => {
+    hold.release();
+    await h.runner.executions.get(check.started ?? "")?.done;
+  };
+  return { s, intruder, finish };
+}
+
 describe("the idle trigger and the snapshot by capability", () => {
   it("verification 3: no clients, agent idle, grace elapsed: paused, inactivity, mem: snapshot, no sandbox, no endedAt (Modal)", async () => {
     await setup({ capability: "memory" });
@@ -265,16 +285,8 @@ describe("races", () => {
   });
 
   it("verification 17: a lease lost mid-snapshot means no terminate and no commit", async () => {
-    await setup();
-    const s = await runningSession();
-    const hold = provider.hold("memorySnapshot", "after");
-    h.advance(GRACE_MS);
-    const check = await runIdleCheck(h.deps, { sessionId: s.id, at: h.deps.now() });
-    await hold.reached;
-    h.advance(h.config.LEASE_TTL_SECONDS * 1000 + 1000);
-    const intruder = await h.deps.sessions.acquireLease(s.id, "intruder", h.deps.now(), 600);
-    hold.release();
-    await h.runner.executions.get(check.started ?? "")?.done;
+    const { s, intruder, finish } = await leaseLostDuring("memorySnapshot");
+    await finish();
     expect(provider.callsOf("terminate")).toEqual([]);
     expect(await h.session(s.id)).toMatchObject({ status: "running", sandboxId: s.sandboxId });
     expect((await idleEvents(s.id)).map((e) => e.outcome)).toEqual(["superseded"]);
@@ -282,18 +294,10 @@ describe("races", () => {
   });
 
   it("verification 18: another actor resumed with a new sandbox while the stale snapshot ran: its commit affects 0 items", async () => {
-    await setup();
-    const s = await runningSession();
-    const hold = provider.hold("terminate", "after");
-    h.advance(GRACE_MS);
-    const check = await runIdleCheck(h.deps, { sessionId: s.id, at: h.deps.now() });
-    await hold.reached;
-    h.advance(h.config.LEASE_TTL_SECONDS * 1000 + 1000);
-    const intruder = await h.deps.sessions.acquireLease(s.id, "intruder", h.deps.now(), 600);
+    const { s, intruder, finish } = await leaseLostDuring("terminate");
     const replacement = await inner.createSandbox({ sessionId: s.id, repos: [], envVars: {} });
     const swapped = await h.deps.sessions.update(await h.session(s.id), { sandboxId: replacement.sandboxId }, h.deps.now(), intruder);
-    hold.release();
-    await h.runner.executions.get(check.started ?? "")?.done;
+    await finish();
     expect(await h.session(s.id)).toMatchObject({ status: "running", sandboxId: replacement.sandboxId, version: swapped.version });
     expect((await idleEvents(s.id)).map((e) => e.outcome)).toEqual(["superseded"]);
     await h.deps.sessions.releaseLease(intruder);
