@@ -8,6 +8,7 @@
  * never touches the schedule); anything else -> nothing, because whatever clears that blocker
  * arms its own check. No session is ever polled; the sweeper is the backstop.
  */
+import type { SessionRecord } from "../domain/session";
 import type { FlowDeps } from "../flows/flow-deps";
 import { errorForLog } from "../observability/logger";
 import type { RelayLeaseStore } from "../ports/relay";
@@ -15,9 +16,13 @@ import { evaluateIdle, type IdleFacts, type IdleMode, type IdleVerdict } from ".
 
 export type IdleFactsDeps = Pick<FlowDeps, "sessions" | "connections" | "proxies" | "prompts" | "now"> & { relayLeases: Pick<RelayLeaseStore, "watched"> };
 
-/** The predicate's inputs from the session's partition (strongly consistent where it matters). Null: no session. */
-export async function readIdleFacts(deps: IdleFactsDeps, sessionId: string): Promise<IdleFacts | null> {
-  const session = await deps.sessions.getSession(sessionId);
+/**
+ * The predicate's inputs from the session's partition (strongly consistent where it matters).
+ * `session`: a record the caller has just read (under the lease), so it is not read twice.
+ * Null: no session.
+ */
+export async function readIdleFacts(deps: IdleFactsDeps, sessionId: string, known?: SessionRecord): Promise<IdleFacts | null> {
+  const session = known ?? (await deps.sessions.getSession(sessionId));
   if (!session) return null;
   const now = deps.now();
   const [clients, proxies, relayWatching, queued, processing] = await Promise.all([

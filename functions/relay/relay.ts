@@ -309,12 +309,14 @@ export class StreamingRelay {
       handler: {
         onConnected: (snapshot) => this.guarded(watch, () => this.connected(watch, snapshot)),
         onEvent: (event) => this.guarded(watch, () => this.event(watch, event)),
-        onDisconnected: ({ reason, error, retryInMs }) => {
-          this.deps.logger.info("relay stream lost: reconnecting", { sessionId, reason, retryInMs, ...(error ? { error: errorForLog(error) } : {}) });
-          // Seed 002 constraint 12: revalidate before the reconnect acts. The renewal re-reads the
-          // lease and the session: a lease an idle snapshot took, or a session no longer running,
-          // drops the watch, which cancels the pending reconnect.
-          void this.inControl(watch, () => this.renew(watch));
+        onDisconnected: ({ reason, error, retryInMs }) =>
+          this.deps.logger.info("relay stream lost: reconnecting", { sessionId, reason, retryInMs, ...(error ? { error: errorForLog(error) } : {}) }),
+        // Seed 002 constraint 12: revalidate after the backoff, before reconnecting. The renewal
+        // re-reads the lease and the session: a lease an idle snapshot took, or a session no
+        // longer running (or on another sandbox), drops this watch instead of reconnecting it.
+        beforeReconnect: async () => {
+          await this.inControl(watch, () => this.renew(watch));
+          return this.watches.get(sessionId) === watch;
         },
       },
     });

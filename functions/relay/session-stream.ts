@@ -34,6 +34,12 @@ export interface SessionStreamHandler {
   onEvent(event: AgentEvent): Promise<void>;
   /** The connection was lost; a reconnect is scheduled in `retryInMs`. */
   onDisconnected?(info: { reason: DisconnectReason; error?: unknown; retryInMs: number }): void;
+  /**
+   * Runs when the reconnect delay is over, before reconnecting (seed 002 constraint 12: revalidate
+   * after the wait, before any side effect). False: do not reconnect (the owner closes the stream).
+   * A throw reconnects, as without the check.
+   */
+  beforeReconnect?(): Promise<boolean>;
 }
 
 export interface SessionStreamOptions {
@@ -101,7 +107,13 @@ export class SessionStream {
       this.reconnectTimer = null;
       // seed 002 constraint 12: a reconnect scheduled for an older generation (closed since) does nothing.
       if (generation !== this.generation) return;
-      this.connect(generation);
+      const check = this.options.handler.beforeReconnect?.() ?? Promise.resolve(true);
+      void check
+        .catch(() => true)
+        .then((proceed) => {
+          // Closed while the check ran, or told not to: no reconnect.
+          if (proceed && generation === this.generation) this.connect(generation);
+        });
     }, retryInMs);
   }
 

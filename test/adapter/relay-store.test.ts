@@ -80,6 +80,27 @@ describe("claim", () => {
   });
 });
 
+describe("seize (an idle snapshot takes the stream away, seed 002 constraint 12)", () => {
+  it("takes a live lease from its holder with a larger fence: the holder's renew fails, no relay can claim until it is released", async () => {
+    const s = await running();
+    const holder = await leases.claim(s.id, "relay-a", at(0), TTL);
+    if (!holder) throw new Error("relay-a did not claim a free lease");
+    const flow = await leases.seize(s.id, "flow:idle-snapshot-1", at(1), 300);
+    expect(flow.fence).toBeGreaterThan(holder.fence);
+    await expect(leases.renew(holder, at(2), TTL)).rejects.toBeInstanceOf(LeaseLostError);
+    expect(await leases.claim(s.id, "relay-b", at(TTL + 1), TTL)).toBeNull();
+    expect(await leases.watched(s.id, at(2))).toBe(true);
+    await leases.release(flow);
+    expect(await leases.claim(s.id, "relay-b", at(3), TTL)).not.toBeNull();
+  });
+
+  it("an unknown session is NotFoundError and no half item is created", async () => {
+    const id = buildSession().id;
+    await expect(leases.seize(id, "flow:x", at(0), 300)).rejects.toBeInstanceOf(NotFoundError);
+    expect(await sessions.getSession(id)).toBeNull();
+  });
+});
+
 describe("independence from the flow lease and lifecycle writes", () => {
   it("a flow lease and a relay lease are held at once; lifecycle writes keep the relay lease", async () => {
     const s = await running();

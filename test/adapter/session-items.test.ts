@@ -8,7 +8,7 @@ import { QueryCommand } from "@aws-sdk/lib-dynamodb";
 import { ValidationError } from "../../functions/domain/errors";
 import { newSessionId, newSortableId } from "../../functions/domain/ids";
 import type { ClientConnection, LifecycleEvent, QueuedPrompt } from "../../functions/ports/session-items";
-import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue } from "../../functions/store/dynamo-session-items";
+import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue, DynamoProxyConnectionRegistry } from "../../functions/store/dynamo-session-items";
 import { keys } from "../../functions/store/table-layout";
 import { T0 } from "../support/builders";
 import { startTestTable, type TestTable } from "../support/dynalite";
@@ -17,6 +17,7 @@ let table: TestTable;
 let prompts: DynamoPromptQueue;
 let events: DynamoLifecycleEventLog;
 let connections: DynamoConnectionRegistry;
+let proxies: DynamoProxyConnectionRegistry;
 const at = (ms: number) => new Date(T0.getTime() + ms);
 
 beforeAll(async () => {
@@ -24,6 +25,7 @@ beforeAll(async () => {
   prompts = new DynamoPromptQueue(table.doc, table.tableName);
   events = new DynamoLifecycleEventLog(table.doc, table.tableName);
   connections = new DynamoConnectionRegistry(table.doc, table.tableName);
+  proxies = new DynamoProxyConnectionRegistry(table.doc, table.tableName);
 });
 afterAll(async () => table.close());
 
@@ -285,5 +287,41 @@ describe("DynamoConnectionRegistry: lookup and readiness", () => {
     await connections.add(c);
     await connections.remove(newSessionId(), "conn-owned");
     expect(await connections.lookup("conn-owned")).toEqual(c);
+  });
+});
+
+describe("DynamoProxyConnectionRegistry (seed 002 constraint 8, verification 8)", () => {
+  const proxy = (sessionId: string, proxyId: string, expiresInMs: number, openedMs = 0) => ({
+    proxyId,
+    sessionId,
+    kind: "terminal",
+    openedAt: at(openedMs).toISOString(),
+    expiresAt: at(openedMs + expiresInMs).toISOString(),
+  });
+
+  it("a set by id: registering twice keeps one entry (first openedAt, latest expiry); removing twice stays at zero", async () => {
+    const s = newSessionId();
+    await proxies.put(proxy(s, "term-1", 60_000));
+    await proxies.put(proxy(s, "term-1", 60_000, 30_000));
+    await proxies.put(proxy(s, "vscode-1", 60_000));
+    expect(await proxies.listLive(s, at(1_000))).toEqual([
+      { ...proxy(s, "term-1", 90_000), kind: "terminal" },
+      proxy(s, "vscode-1", 60_000),
+    ]);
+    expect(await proxies.remove(s, "term-1")).toBe(true);
+    expect(await proxies.remove(s, "term-1")).toBe(false);
+    expect(await proxies.remove(s, "never-opened")).toBe(false);
+    expect((await proxies.listLive(s, at(1_000))).map((p) => p.proxyId)).toEqual(["vscode-1"]);
+    expect(await rawItems(s, "PROXY#")).toHaveLength(1);
+  });
+
+  it("an expired registration is not live, and other sessions' proxies never show", async () => {
+    const s = newSessionId();
+    const other = newSessionId();
+    await proxies.put(proxy(s, "term-old", 10_000));
+    await proxies.put(proxy(other, "term-x", 600_000));
+    expect(await proxies.listLive(s, at(5_000))).toHaveLength(1);
+    expect(await proxies.listLive(s, at(10_000))).toEqual([]);
+    expect((await proxies.listLive(other, at(10_000))).map((p) => p.proxyId)).toEqual(["term-x"]);
   });
 });

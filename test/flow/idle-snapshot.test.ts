@@ -17,6 +17,9 @@ import { FaultInjectingProvider } from "../support/fault-injecting-provider";
 import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";
 import { ScriptedAgent } from "../support/scripted-agent";
+import { FakeOpenCode } from "../support/fake-opencode";
+import { StreamingRelay } from "../../functions/relay/relay";
+import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 
 let inner: InstantSandboxProvider;
 let provider: FaultInjectingProvider;
@@ -394,6 +397,45 @@ describe("SSE and relay", () => {
     // The relay's next renewal fails: it closes its stream and cancels its reconnects.
     await expect(h.relayLeases.renew(relay ?? { sessionId: s.id, owner: "relay-a", fence: 0, expiresAt: 0 }, h.deps.now(), 30)).rejects.toThrow(/lost/);
     expect(await h.relayLeases.watched(s.id, h.deps.now())).toBe(false);
+  });
+});
+
+describe("verification 16: the reconnect race", () => {
+  it("the SSE stream drops, a reconnect is scheduled, an idle snapshot runs meanwhile: the reconnect never undoes it", async () => {
+    const fake = new FakeOpenCode();
+    inner = new InstantSandboxProvider({ supportsPause: false, supportsMemorySnapshot: true });
+    provider = new FaultInjectingProvider(inner);
+    h = await startFlowHarness({ provider, agent: fake, env: { IDLE_SNAPSHOT_DELAY_SECONDS: "60" } });
+    h.setRelayWatched("store");
+    const transcript = new DynamoTranscriptStore(h.table.doc, h.table.tableName);
+    // Leases far longer than the test's clock jumps, so only the idle snapshot can take the session away.
+    const relay = new StreamingRelay({ ...h.deps, relayLeases: h.relayLeases, transcript, agentMessages: fake }, { ownerId: "relay-a", leaseTtlSeconds: 3600, scanIntervalMs: 50, backoffMs: [300] });
+    relay.start();
+    try {
+      const s = await runningSession();
+      await waitFor(() => h.session(s.id), (x) => x.lastKnownAgentIdleAt !== null && fake.subscriberCount() === 1, "the relay watching an idle agent");
+      const hold = provider.hold("memorySnapshot");
+      fake.dropStreams(); // the reconnect is now scheduled (300 ms)
+      h.advance(GRACE_MS);
+      const check = await runIdleCheck(h.deps, { sessionId: s.id, at: h.deps.now() });
+      await hold.reached;
+      // The reconnect comes due while the snapshot is in progress: it revalidates and stands down.
+      await new Promise((resolve) => setTimeout(resolve, 800));
+      expect(fake.subscriberCount()).toBe(0);
+      expect(relay.heldSessions()).not.toContain(s.id);
+      hold.release();
+      await h.runner.executions.get(check.started ?? "")?.done;
+      expect(await h.session(s.id)).toMatchObject({ status: "paused", sandboxId: null });
+      // Past the reconnect delay and several relay scans: nothing reconnected, claimed or resumed.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(fake.subscriberCount()).toBe(0);
+      expect(relay.heldSessions()).not.toContain(s.id);
+      expect(await h.session(s.id)).toMatchObject({ status: "paused", sandboxId: null });
+      expect([...h.runner.executions.values()].map((e) => e.flow)).toEqual(["ensure-runtime", "idle-snapshot"]);
+      expect(inner.live()).toEqual([]);
+    } finally {
+      await relay.kill();
+    }
   });
 });
 

@@ -9,9 +9,16 @@ import type { AgentMessage, AgentMessageSource } from "../../functions/relay/age
 export class FakeOpenCode implements AgentClient, AgentMessageSource {
   readonly prompts: { agentSessionId: string; text: string }[] = [];
   private readonly subscribers = new Set<(event: AgentEvent) => void>();
+  /** Ends every open event stream (the server side of an SSE connection dropping). */
+  private readonly enders = new Set<() => void>();
   private readonly state = new Map<string, { busy: boolean; messages: AgentMessage[] }>();
   private sessionIds = 0;
   private turns = 0;
+
+  /** Every open event stream ends, as when the network drops or the sandbox goes away. */
+  dropStreams(): void {
+    for (const end of [...this.enders]) end();
+  }
 
   subscriberCount(): number {
     return this.subscribers.size;
@@ -74,16 +81,22 @@ export class FakeOpenCode implements AgentClient, AgentMessageSource {
   async *events(_baseUrl: string, signal: AbortSignal): AsyncIterable<AgentEvent> {
     const queue: AgentEvent[] = [];
     let wake: (() => void) | null = null;
+    let ended = false;
     const subscriber = (event: AgentEvent) => {
       queue.push(event);
       wake?.();
     };
     const onAbort = () => wake?.();
+    const end = () => {
+      ended = true;
+      wake?.();
+    };
     this.subscribers.add(subscriber);
+    this.enders.add(end);
     signal.addEventListener("abort", onAbort);
     try {
       yield { type: "server.connected", properties: {} };
-      while (!signal.aborted) {
+      while (!signal.aborted && !ended) {
         const next = queue.shift();
         if (next) {
           yield next;
@@ -94,6 +107,7 @@ export class FakeOpenCode implements AgentClient, AgentMessageSource {
       }
     } finally {
       this.subscribers.delete(subscriber);
+      this.enders.delete(end);
       signal.removeEventListener("abort", onAbort);
     }
   }

@@ -184,6 +184,30 @@ describe("SessionStream heartbeat timeout", () => {
 });
 
 describe("SessionStream generations (seed 002 constraint 12)", () => {
+  it("beforeReconnect runs when the delay is over: false means no reconnect; a failing check reconnects as before", async () => {
+    const declined = new ScriptedStreamAgent(["refused", "silent"]);
+    const checks: number[] = [];
+    const handler = Object.assign(new RecordingHandler(), {
+      beforeReconnect: () => {
+        checks.push(Date.now());
+        return Promise.resolve(false);
+      },
+    });
+    const stream = streamWith(declined, handler);
+    stream.start();
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(checks).toEqual([1_000]);
+    expect(declined.attempts).toEqual([0]);
+    await stream.close();
+
+    const failing = new ScriptedStreamAgent(["refused", "silent"]);
+    const broken = streamWith(failing, Object.assign(new RecordingHandler(), { beforeReconnect: () => Promise.reject(new Error("store unreachable")) }));
+    broken.start();
+    await vi.advanceTimersByTimeAsync(1_500);
+    expect(gaps(failing.attempts)).toEqual([1_000]);
+    await broken.close();
+  });
+
   it("close() while a reconnect is pending: the reconnect never happens", async () => {
     const agent = new ScriptedStreamAgent(["refused", "silent"]);
     const stream = streamWith(agent);

@@ -19,8 +19,8 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
     if (!session) throw new NotFoundError(`session ${doc.sessionId} not found`);
     const connectedClients = doc.flow === "migrate" ? (await deps.connections.list(doc.sessionId)).length : 0;
     // Idle snapshots re-check the whole predicate from fresh state under the lease (seed 002 constraints 2, 13, 14).
-    const facts = doc.flow === "idle-snapshot" ? await readIdleFacts(deps, doc.sessionId) : null;
-    const idle = facts ? evaluateIdle({ ...facts, session }, idleModeOf(doc.reason), deps.config) : null;
+    const facts = doc.flow === "idle-snapshot" ? await readIdleFacts(deps, doc.sessionId, session) : null;
+    const idle = facts ? evaluateIdle(facts, idleModeOf(doc.reason), deps.config) : null;
     const plan = planFlow(doc.flow, session, { connectedClients, idle });
     // Constraint 12: take the relay lease before anything is snapshotted. The relay's next
     // renewal fails, so it closes the stream and cancels its reconnects, and no relay claims the
