@@ -345,7 +345,9 @@ describe("failures and the circuit breaker", () => {
     expect(inner.live()).toEqual([]);
     expect(h.metrics.values(METRIC_NAMES.circuitBreakerTrips)).toEqual([1]);
     expect(h.metrics.values(METRIC_NAMES.idleSnapshotFailures)).toEqual([1, 1, 1]);
-    const stop = (await h.deps.events.list(s.id, { limit: 50 })).items.find((e) => e.flow === "stop");
+    // The audit event is written by the stop flow's finish, just after its commit.
+    const events = await waitFor(() => h.deps.events.list(s.id, { limit: 50 }), (page) => page.items.some((e) => e.flow === "stop"), "the stop's audit event");
+    const stop = events.items.find((e) => e.flow === "stop");
     expect(stop).toMatchObject({ actor: "circuit-breaker", reason: "idle_snapshot_failed", outcome: "committed" });
   });
 });
