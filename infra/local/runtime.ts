@@ -223,6 +223,11 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     runSweep().catch((err: unknown) => logger.error("sweep failed", { error: errorForLog(err) }));
   }, Math.round(config.SWEEPER_INTERVAL_SECONDS * 1000));
   sweeperTimer.unref();
+  // With DATA_DIR, sessions may predate this process, and the schedules armed for them (timers)
+  // did not survive the restart: sweep once right away rather than after a whole interval.
+  if (options.dataDir) {
+    runSweep().catch((err: unknown) => logger.error("startup sweep failed", { error: errorForLog(err) }));
+  }
 
   return {
     url,

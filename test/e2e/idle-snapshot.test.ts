@@ -3,6 +3,9 @@
  * provider with real OpenCode, the in-process relay, the real local scheduler (event-driven idle
  * checks) and the same ASL the stack deploys. A short grace keeps it quick.
  */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OpenCodeMessageReader } from "../../functions/relay/agent-messages";
 import type { LocalRuntime } from "../../infra/local/runtime";
@@ -161,5 +164,44 @@ describe("idle snapshot on the local runtime", () => {
     expect((await api.request("POST", `/v1/sessions/${id}/heartbeat`)).status).toBe(204);
     await new Promise((resolve) => setTimeout(resolve, 1000));
     expect(await session(id)).toMatchObject({ status: "paused", sandboxId: null });
+  });
+});
+
+describe("a restart with DATA_DIR", () => {
+  it("schedules armed before the restart are gone; the startup sweep converges: the idle session is paused", async () => {
+    const dataDir = mkdtempSync(path.join(tmpdir(), "scp-idle-restart-"));
+    const env = { IDLE_SNAPSHOT_DELAY_SECONDS: "3", RELAY_SCAN_INTERVAL_SECONDS: "0.2", RELAY_LEASE_TTL_SECONDS: "1.5" };
+    try {
+      const first = await startRuntimeForTest({ dataDir, retryIntervalScale: 0.05, env: { ...env, IDLE_SNAPSHOT_DELAY_SECONDS: "600" } });
+      const created = await first.api.request("POST", "/v1/sessions", { body: {} });
+      const id = (created.body as { session: { id: string } }).session.id;
+      expect((await first.api.request("POST", `/v1/sessions/${id}/resume`)).status).toBe(202);
+      const deadline = Date.now() + 90_000;
+      while ((await first.runtime.flowDeps.sessions.getSession(id))?.status !== "running") {
+        if (Date.now() > deadline) throw new Error("never running");
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      await first.runtime.close(); // the sandbox outlives the process (DATA_DIR); its idle check does not
+
+      const second = await startRuntimeForTest({ dataDir, retryIntervalScale: 0.05, env });
+      try {
+        const until = Date.now() + 60_000;
+        for (;;) {
+          const s = await second.runtime.flowDeps.sessions.getSession(id);
+          if (s?.status === "paused") {
+            expect(s).toMatchObject({ pauseReason: "inactivity", sandboxId: null });
+            break;
+          }
+          if (Date.now() > until) throw new Error(`not paused after the restart: ${JSON.stringify(s)}`);
+          await new Promise((resolve) => setTimeout(resolve, 200));
+        }
+        const local = await second.runtime.flowDeps.provider("local");
+        expect(await local.listSandboxes()).toEqual([]);
+      } finally {
+        await second.runtime.close();
+      }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
