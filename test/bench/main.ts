@@ -4,7 +4,8 @@
  *   2. provider SDK packaging: SDK bundled into the function vs in a layer (sizes, cold import);
  *   3. control-plane HTTP overhead over the local runtime, DynamoDB requests and cost per request type;
  *   4. lifecycle flows on a zero-latency provider: flow overhead, AWS calls and cost per 1,000 session lifecycles;
- *   5. the streaming relay: streams held by one process, fan-out latency, memory per held stream.
+ *   5. the streaming relay: streams held by one process, fan-out latency, memory per held stream;
+ *   6. idle-detection lag: grace expiry -> idle snapshot start over the event-driven idle checks (p50, p99), checks per session.
  * layers/README.md records the packaging decision drawn from section 2.
  */
 // Quiet the runtime before anything loads it: static imports are hoisted, so the rest is imported dynamically.
@@ -39,6 +40,7 @@ try {
   await section("http overhead", async () => (await import("./http-overhead")).benchHttpOverhead());
   await section("lifecycle flows", async () => (await import("./lifecycle-flows")).benchLifecycleFlows());
   await section("relay", async () => (await import("./relay")).benchRelay());
+  await section("idle lag", async () => (await import("./idle-lag")).benchIdleLag());
 } finally {
   rmSync(tmpDir, { recursive: true, force: true });
 }

@@ -1,7 +1,7 @@
 /**
- * Child process of bench section 5 (relay.ts): dynalite with the project table
- * (test/support/dynalite.ts), out of the relay's process as DynamoDB is, so the relay process's
- * memory and event loop measure the relay alone. Reports `{endpoint, tableName}` over IPC, answers `stats` (RSS, CPU time); exits
+ * Child process of bench sections 5 (relay.ts) and 6 (idle-lag.ts): dynalite with the project
+ * table (test/support/dynalite.ts), out of the measured process as DynamoDB is, so that process's
+ * memory and event loop measure the relay (or the flows) alone. Reports `{endpoint, tableName}` over IPC, answers `stats` (RSS, CPU time); exits
  * when the parent disconnects.
  */
 import { startTestTable } from "../support/dynalite";
