@@ -86,12 +86,10 @@ async function settleIdleSnapshot(doc: FlowDocument, deps: FlowDeps, session: Se
       await deps.flows.start({ flow: "stop", sessionId: session.id, generation: lease?.fence ?? 0, actor: "circuit-breaker", reason: "idle_snapshot_failed" });
       return;
     }
-    const at = new Date(deps.now().getTime() + deps.config.IDLE_SNAPSHOT_RETRY_SECONDS * 1000);
-    await deps.scheduler.arm({ sessionId: session.id, purpose: "idle-check" }, at);
-    return;
   }
-  if (doc.standDown) {
-    // The agent answered busy: its idle boundary arms the next check; this one is the fallback.
+  if (outcome === "failed" || doc.standDown) {
+    // Retry later. A stand-down (the agent answered busy) is normally re-armed by the agent's idle
+    // boundary; this check is the fallback.
     const at = new Date(deps.now().getTime() + deps.config.IDLE_SNAPSHOT_RETRY_SECONDS * 1000);
     await deps.scheduler.arm({ sessionId: session.id, purpose: "idle-check" }, at);
     return;
