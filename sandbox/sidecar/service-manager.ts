@@ -234,9 +234,17 @@ export class ServiceManager {
     await mkdir(dirname(file), { recursive: true });
     const log = await open(file, "a", 0o600);
     let child: ChildProcess;
+    // A command that exits at once (`exit 3`) may do so before the start is recorded: its exit is
+    // held here and applied right after, never lost.
+    const exit: { recorded: boolean; early?: { code: number | null } } = { recorded: false };
     try {
       await log.write(`[sidecar] ${new Date(this.now()).toISOString()} starting ${rec.name}\n`);
       child = spawn("sh", ["-c", rec.command], { cwd, detached: true, stdio: ["ignore", log.fd, log.fd], env: this.opts.env });
+      const spawned = child;
+      spawned.once("exit", (code) => {
+        if (exit.recorded && spawned.pid !== undefined) this.onExit(rec, spawned, spawned.pid, code);
+        else exit.early = { code };
+      });
     } finally {
       await log.close();
     }
@@ -247,8 +255,9 @@ export class ServiceManager {
     }
     child.unref();
     this.children.set(rec.name, child);
-    child.once("exit", (code) => this.onExit(rec, child, pid, code));
     settle(rec, { pid, pgid: pid, startTime: processStartTime(pid), status: "running", desired: "running", startedAt: this.now(), exitCode: null });
+    exit.recorded = true;
+    if (exit.early) this.onExit(rec, child, pid, exit.early.code);
     await this.save();
     this.log("service started", { service: rec.name, pid });
   }
