@@ -69,10 +69,10 @@ async function aliveByProvider(deps: FlowDeps, sessions: SessionRecord[]): Promi
   return out;
 }
 
-async function startIdleSnapshot(deps: FlowDeps, report: SweepReport, session: SessionRecord, mode: IdleMode): Promise<void> {
-  const lease = await deps.sessions.readLease(session.id);
-  const { executionName } = await deps.flows.start({ flow: "idle-snapshot", sessionId: session.id, generation: lease?.fence ?? 0, actor: "sweeper", reason: mode });
-  report.started.push({ sessionId: session.id, mode, execution: executionName });
+async function startIdleSnapshot(deps: FlowDeps, report: SweepReport, sessionId: string, mode: IdleMode): Promise<void> {
+  const lease = await deps.sessions.readLease(sessionId);
+  const { executionName } = await deps.flows.start({ flow: "idle-snapshot", sessionId, generation: lease?.fence ?? 0, actor: "sweeper", reason: mode });
+  report.started.push({ sessionId, mode, execution: executionName });
 }
 
 async function sweepRunning(deps: FlowDeps, report: SweepReport): Promise<void> {
@@ -84,23 +84,23 @@ async function sweepRunning(deps: FlowDeps, report: SweepReport): Promise<void> 
       const now = deps.now();
       if (leaseHeld(await deps.sessions.readLease(listed.id), now)) continue;
       const facts = await readIdleFacts(deps, listed.id);
-      if (!facts || facts.session.status !== "running" || !facts.session.sandboxId) continue;
-      const session = facts.session as SessionRecord;
-      const live = alive.get(session.provider);
-      if (live && session.sandboxId && !live.has(session.sandboxId)) {
-        await startIdleSnapshot(deps, report, session, "sandbox_lost");
+      const sandboxId = facts?.session.status === "running" ? facts.session.sandboxId : null;
+      if (!facts || !sandboxId) continue;
+      const live = alive.get(listed.provider);
+      if (live && !live.has(sandboxId)) {
+        await startIdleSnapshot(deps, report, listed.id, "sandbox_lost");
         continue;
       }
       if (!facts.relayWatching && evaluateIdle(facts, "orphaned", deps.config).idle) {
         deps.metrics.put(METRIC_NAMES.orphansFound, 1, "Count");
-        await startIdleSnapshot(deps, report, session, "orphaned");
+        await startIdleSnapshot(deps, report, listed.id, "orphaned");
         continue;
       }
       const verdict = evaluateIdle(facts, "inactivity", deps.config);
       if (verdict.idle) {
-        await startIdleSnapshot(deps, report, session, "inactivity");
+        await startIdleSnapshot(deps, report, listed.id, "inactivity");
       } else if (verdict.recheckAt) {
-        await deps.scheduler.arm({ sessionId: session.id, purpose: "idle-check" }, verdict.recheckAt);
+        await deps.scheduler.arm({ sessionId: listed.id, purpose: "idle-check" }, verdict.recheckAt);
         report.rearmed++;
       }
     } catch (err) {
