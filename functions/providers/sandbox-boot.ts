@@ -1,36 +1,32 @@
 /**
- * The boot sequence the cloud providers (Modal, E2B) run inside a fresh sandbox (seed 003 §6.4),
- * expressed as argv steps over whatever exec API the provider's SDK has. Deliberately small:
- * a later issue replaces `bootSteps` with the sandbox image's own boot script, so the providers
- * only depend on `runBootSequence(exec, steps)` and `waitForOpenCodeReady`.
+ * How the cloud providers (Modal, E2B) boot a sandbox created from the image
+ * (sandbox/image/Dockerfile): they hand the image's boot (sandbox/boot, the same boot the
+ * local provider runs) a spec with the image's layout, run `boot start` over their exec API,
+ * and then wait for OpenCode through their tunnel. Providers differ only in how the spec
+ * reaches the sandbox (Modal: stdin; E2B: a file) and in how they exec.
  */
-import type { RepoSpec } from "../domain/session";
-import { metadataAfterPull, shouldPullOnRestore, type GitFreshnessConfig, type SessionMetadata } from "../domain/git-freshness";
+import { BOOT_SPEC_VERSION, type BootSpec } from "../../sandbox/boot/boot-spec";
+import { IMAGE_PATHS, IMAGE_PORTS, imageLayout, sandboxFiles } from "../../sandbox/boot/layout";
+import { httpProbe, waitUntilReady } from "../../sandbox/boot/readiness";
+import type { GitFreshnessConfig } from "../domain/git-freshness";
 import type { CreateSandboxOpts, ExecResult } from "../ports/sandbox-provider";
 
-/** seed 003 §4 "Standard Ports": OpenCode and preview are HTTPS tunnels, SSH is raw TCP. */
-export const SANDBOX_PORTS = { opencode: 4096, preview: 20000, ssh: 22 } as const;
+/** seed 003 §4 "Standard Ports": OpenCode and preview are HTTPS tunnels, SSH is raw TCP, the sidecar is internal. */
+export const SANDBOX_PORTS = IMAGE_PORTS;
 
-/** seed 003 §4 "Sandbox Filesystem Layout". */
+/** seed 003 §4 "Sandbox Filesystem Layout", as the image's boot lays it out. */
 export const SANDBOX_PATHS = {
-  workspace: "/home/user/workspace",
-  globalOpencodeConfig: "/home/user/.config/opencode/opencode.json",
-  localOpencodeConfig: "/home/user/workspace/opencode.json",
-  instructions: "/home/user/workspace/.opencode/instructions.md",
-  metadata: "/home/user/.proliferate/metadata.json",
-  triggerContext: "/home/user/workspace/.proliferate/trigger-context.json",
-  authorizedKeys: "/home/user/.ssh/authorized_keys",
-  envJson: "/tmp/.proliferate_env.json",
-  envProfile: "/home/user/.env.proliferate",
-  opencodeLog: "/tmp/opencode.log",
+  workspace: IMAGE_PATHS.workspace,
+  bootEntry: IMAGE_PATHS.bootEntry,
+  /** Where E2B writes the boot spec before `boot start` (Modal streams it on stdin). */
+  bootRequest: `${sandboxFiles(imageLayout()).stateDir}/boot-request.json`,
+  ...sandboxFiles(imageLayout()),
 } as const;
 
-export type SandboxExec = (argv: string[], opts?: { cwd?: string; timeoutMs?: number }) => Promise<ExecResult>;
+export type SandboxExec = (argv: string[], opts?: { cwd?: string; timeoutMs?: number; stdin?: string }) => Promise<ExecResult>;
 
-export interface BootStep {
-  name: string;
-  argv: string[];
-}
+/** `boot start` waits for clones and readiness itself (boot-plan.ts `phase1DeadlineMs`); this only bounds a hung exec. */
+export const BOOT_EXEC_TIMEOUT_MS = 15 * 60_000;
 
 /** POSIX single-quote escaping: the only safe way to put user-provided values in `sh -c`. */
 export function shellQuote(value: string): string {
@@ -46,102 +42,68 @@ export function buildSandboxEnv(opts: Pick<CreateSandboxOpts, "sessionId" | "env
   return { ...opts.envVars, SESSION_ID: opts.sessionId };
 }
 
-/** Where a repo is cloned: `workspacePath` when given ("." is the workspace itself), else the repo name. */
-export function repoDir(repo: RepoSpec): string {
-  const path = repo.workspacePath ?? repoName(repo.url);
-  return path === "." ? SANDBOX_PATHS.workspace : `${SANDBOX_PATHS.workspace}/${path}`;
-}
-
-function repoName(url: string): string {
-  const last = url.replace(/\/+$/, "").split(/[/:]/).pop() ?? "repo";
-  return last.replace(/\.git$/, "") || "repo";
-}
-
-export function opencodeConfig(opts: Pick<CreateSandboxOpts, "agentConfig" | "systemPrompt">): Record<string, unknown> {
+/**
+ * The boot spec of an image sandbox. `restored` means the filesystem came from a session
+ * snapshot: repos and metadata are there, processes are not, so the boot skips the clones and
+ * starts everything again.
+ */
+export function imageBootSpec(
+  opts: CreateSandboxOpts,
+  context: { restored: boolean; now: number; gitFreshness: GitFreshnessConfig | null },
+): BootSpec {
   return {
-    $schema: "https://opencode.ai/config.json",
-    ...(opts.agentConfig?.modelId ? { model: opts.agentConfig.modelId } : {}),
-    ...(opts.systemPrompt ? { instructions: [".opencode/instructions.md"] } : {}),
+    version: BOOT_SPEC_VERSION,
+    request: {
+      sessionId: opts.sessionId,
+      sessionType: opts.sessionType ?? "coding",
+      repos: opts.repos,
+      restored: context.restored,
+      now: context.now,
+      systemPrompt: opts.systemPrompt || null,
+      modelId: opts.agentConfig?.modelId ?? null,
+      snapshotHasDeps: opts.snapshotHasDeps ?? false,
+      serviceCommands: opts.serviceCommands ?? [],
+      sshPublicKey: opts.sshPublicKey ?? null,
+      triggerContext: opts.triggerContext ?? null,
+      gitFreshness: context.gitFreshness,
+    },
+    layout: imageLayout(),
   };
 }
 
-function writeFileStep(name: string, path: string, content: string, mode: "write" | "append" = "write"): BootStep {
-  const dir = path.slice(0, path.lastIndexOf("/"));
-  // base64 keeps arbitrary content (quotes, newlines) out of the shell's parser.
-  const b64 = Buffer.from(content, "utf8").toString("base64");
-  const redirect = mode === "append" ? ">>" : ">";
-  return { name, argv: ["sh", "-c", `mkdir -p ${shellQuote(dir)} && printf %s ${b64} | base64 -d ${redirect} ${shellQuote(path)}`] };
+/** `node /opt/sandbox/boot.mjs <mode> --spec <file|->` (sandbox/boot/main.ts). */
+export function bootCommand(mode: "start" | "resume", specArg: string): string[] {
+  return ["node", SANDBOX_PATHS.bootEntry, mode, "--spec", specArg];
 }
 
-function backgroundStep(name: string, command: string, cwd: string, log: string): BootStep {
-  return { name, argv: ["sh", "-c", `cd ${shellQuote(cwd)} && nohup sh -c ${shellQuote(command)} > ${shellQuote(log)} 2>&1 &`] };
+/** The boot's own explanation (its last JSON line on stderr), else the raw tail. */
+function bootFailure(mode: string, result: ExecResult): Error {
+  const lines = result.stderr.trim().split("\n").reverse();
+  for (const line of lines) {
+    try {
+      const parsed = JSON.parse(line) as { error?: unknown };
+      if (typeof parsed.error === "string") return new Error(`boot ${mode}: ${parsed.error}`);
+    } catch {
+      // not a JSON line
+    }
+  }
+  const tail = (result.stderr.trim() || result.stdout.trim()).slice(-800);
+  return new Error(`boot ${mode} exited ${result.exitCode}: ${tail}`);
 }
 
 /**
- * The essential boot (seed 003 §6.4 phase 1). `restored` means the filesystem came from a
- * snapshot: repos and metadata are already there, but processes are not, so config is rewritten
- * and OpenCode restarted. Service commands only auto-start when the snapshot has deps
- * (seed 000 "snapshotHasDeps gates service auto-start").
+ * Runs the image's boot over the provider's exec. `start` returns once phase 1 ended (OpenCode
+ * answers inside the sandbox) and throws with the failed step otherwise; the boot keeps running
+ * in the sandbox after the exec returns.
  */
-export function bootSteps(opts: CreateSandboxOpts, context: { restored: boolean; now: number }): BootStep[] {
-  const steps: BootStep[] = [];
-  if (!context.restored) {
-    for (const repo of opts.repos) {
-      const dir = shellQuote(repoDir(repo));
-      const url = shellQuote(repo.url);
-      // seed 003 §6.2 edge case: a branch that fails to clone falls back to the default branch.
-      const clone = repo.branch
-        ? `git clone --depth 1 --branch ${shellQuote(repo.branch)} ${url} ${dir} || git clone --depth 1 ${url} ${dir}`
-        : `git clone --depth 1 ${url} ${dir}`;
-      steps.push({ name: `clone ${repoName(repo.url)}`, argv: ["sh", "-c", `mkdir -p ${shellQuote(SANDBOX_PATHS.workspace)} && ${clone}`] });
-    }
-    const first = opts.repos[0];
-    const metadata: SessionMetadata = {
-      sessionId: opts.sessionId,
-      repoDir: first ? repoDir(first) : SANDBOX_PATHS.workspace,
-      createdAt: context.now,
-    };
-    steps.push(writeFileStep("write metadata", SANDBOX_PATHS.metadata, JSON.stringify(metadata)));
-  }
-  const config = JSON.stringify(opencodeConfig(opts), null, 2);
-  steps.push(writeFileStep("write opencode config", SANDBOX_PATHS.globalOpencodeConfig, config));
-  steps.push(writeFileStep("write local opencode config", SANDBOX_PATHS.localOpencodeConfig, config));
-  if (opts.systemPrompt) steps.push(writeFileStep("write instructions", SANDBOX_PATHS.instructions, opts.systemPrompt));
-  if (opts.sshPublicKey) steps.push(writeFileStep("write ssh key", SANDBOX_PATHS.authorizedKeys, `${opts.sshPublicKey.trim()}\n`, "append"));
-  if (opts.triggerContext) {
-    steps.push(writeFileStep("write trigger context", SANDBOX_PATHS.triggerContext, JSON.stringify(opts.triggerContext)));
-  }
-  steps.push(
-    backgroundStep(
-      "start opencode",
-      `opencode serve --port ${SANDBOX_PORTS.opencode} --hostname 0.0.0.0`,
-      SANDBOX_PATHS.workspace,
-      SANDBOX_PATHS.opencodeLog,
-    ),
-  );
-  if (opts.snapshotHasDeps) {
-    for (const svc of opts.serviceCommands ?? []) {
-      const cwd = svc.cwd ? `${SANDBOX_PATHS.workspace}/${svc.cwd.replace(/^\/+/, "")}` : SANDBOX_PATHS.workspace;
-      steps.push(backgroundStep(`start service ${svc.name}`, svc.command, cwd, `/tmp/service-${svc.name.replace(/[^A-Za-z0-9_-]/g, "_")}.log`));
-    }
-  }
-  return steps;
-}
-
-const MAX_STDERR_IN_ERROR = 2_000;
-
-/** Runs steps in order; the first non-zero exit fails the boot with that step's name. */
-export async function runBootSequence(exec: SandboxExec, steps: BootStep[]): Promise<void> {
-  for (const step of steps) {
-    const result = await exec(step.argv);
-    if (result.exitCode !== 0) {
-      throw new Error(`boot step "${step.name}" exited ${result.exitCode}: ${result.stderr.slice(0, MAX_STDERR_IN_ERROR)}`);
-    }
-  }
+export async function runImageBoot(exec: SandboxExec, mode: "start" | "resume", delivery: { stdin: string } | { file: string }): Promise<void> {
+  const argv = bootCommand(mode, "stdin" in delivery ? "-" : delivery.file);
+  const result = await exec(argv, { timeoutMs: BOOT_EXEC_TIMEOUT_MS, ...("stdin" in delivery ? { stdin: delivery.stdin } : {}) });
+  if (result.exitCode !== 0) throw bootFailure(mode, result);
 }
 
 export interface ReadinessDeps {
-  fetch: (url: string) => Promise<{ ok: boolean }>;
+  fetch: (url: string) => Promise<{ ok: boolean; status?: number }>;
   sleep: (ms: number) => Promise<void>;
 }
 
@@ -151,70 +113,10 @@ export const defaultReadinessDeps: ReadinessDeps = {
 };
 
 /**
- * Polls OpenCode's `/session` until it answers (seed 003 §5 "Reliability": 30 s budget, backoff
- * 200 ms × 1.5 capped at 2 s). The bound is the sum of the sleeps, not a clock read, so tests
- * with an instant `sleep` are deterministic.
+ * Polls OpenCode's `/session` through the tunnel with the boot's readiness backoff (seed 003 §5:
+ * 200 ms × 1.5 capped at 2 s, 30 s budget of sleeps). The boot already waited inside the
+ * sandbox; this covers the tunnel. A timeout is a `TimeoutError` (transient for both providers).
  */
 export async function waitForOpenCodeReady(baseUrl: string, deps: ReadinessDeps, budgetMs = 30_000): Promise<void> {
-  let waited = 0;
-  let delay = 200;
-  let lastError = "not ready";
-  for (;;) {
-    try {
-      const res = await deps.fetch(`${baseUrl.replace(/\/+$/, "")}/session`);
-      if (res.ok) return;
-      lastError = "non-2xx response";
-    } catch (err) {
-      lastError = err instanceof Error ? err.message : String(err);
-    }
-    if (waited >= budgetMs) break;
-    await deps.sleep(delay);
-    waited += delay;
-    delay = Math.min(Math.round(delay * 1.5), 2_000);
-  }
-  // Named like the SDKs' timeout errors so both providers classify it as transient (retryable).
-  const timeout = new Error(`OpenCode did not become ready within ${budgetMs}ms (${lastError})`);
-  timeout.name = "TimeoutError";
-  throw timeout;
-}
-
-/**
- * seed 003 §6.7: on restore from a snapshot, `git pull --ff-only` every repo when the gate says
- * so, and advance `lastGitFetchAt` only when every pull succeeded. Best effort: a failed pull
- * never fails the restore, it just leaves the cadence so the next restore retries.
- */
-export async function pullReposOnRestore(
-  exec: SandboxExec,
-  repos: RepoSpec[],
-  config: GitFreshnessConfig,
-  now: number,
-): Promise<{ pulled: boolean; allSucceeded: boolean }> {
-  if (!config.enabled || repos.length === 0) return { pulled: false, allSucceeded: false };
-  const read = await exec(["cat", SANDBOX_PATHS.metadata]);
-  let metadata: SessionMetadata | null = null;
-  try {
-    metadata = read.exitCode === 0 ? (JSON.parse(read.stdout) as SessionMetadata) : null;
-  } catch {
-    metadata = null;
-  }
-  const pull = shouldPullOnRestore({
-    enabled: config.enabled,
-    cadenceSeconds: config.cadenceSeconds,
-    hasSnapshot: true,
-    repoCount: repos.length,
-    lastGitFetchAt: metadata?.lastGitFetchAt ?? null,
-    now,
-  });
-  if (!pull) return { pulled: false, allSucceeded: false };
-  const results: boolean[] = [];
-  for (const repo of repos) {
-    const r = await exec(["git", "-C", repoDir(repo), "pull", "--ff-only"]);
-    results.push(r.exitCode === 0);
-  }
-  const allSucceeded = results.every(Boolean);
-  if (metadata) {
-    const next = metadataAfterPull(metadata, results, now);
-    if (next !== metadata) await runBootSequence(exec, [writeFileStep("write metadata", SANDBOX_PATHS.metadata, JSON.stringify(next))]);
-  }
-  return { pulled: true, allSucceeded };
+  await waitUntilReady(httpProbe(`${baseUrl.replace(/\/+$/, "")}/session`, deps.fetch), { sleep: deps.sleep, budgetMs, what: "OpenCode" });
 }

@@ -90,7 +90,8 @@ describe("idle snapshot on the local runtime", () => {
     expect(paused.snapshotId).toEqual(expect.stringMatching(/^lsnap_/));
     const local = await runtime.flowDeps.provider("local");
     expect((await local.listSandboxes()).map((s) => s.sandboxId)).not.toContain(sandboxId);
-    expect(runtime.relay().heldSessions()).not.toContain(id);
+    // The relay lets go at its next reconnect check (it stands down: its lease was taken).
+    await waitForSession(id, () => !runtime.relay().heldSessions().includes(id), "the relay to let go", 15_000);
 
     // Verification 16: the relay's stream dropped when the sandbox went; nothing reconnects or resumes it.
     await new Promise((resolve) => setTimeout(resolve, 1500));
@@ -148,9 +149,10 @@ describe("idle snapshot on the local runtime", () => {
 
   it("verification 6 over HTTP: an open terminal proxy keeps a running session awake past its grace; closing it lets it pause", async () => {
     const id = await createSession();
+    // Open before the sandbox is up: provisioning may take longer than the 2 s grace.
+    expect((await api.request("PUT", `/v1/sessions/${id}/proxy-connections/t-9`, { body: { kind: "terminal" } })).status).toBe(200);
     expect((await api.request("POST", `/v1/sessions/${id}/resume`)).status).toBe(202);
     await waitForSession(id, (s) => s.status === "running", "running", 90_000);
-    expect((await api.request("PUT", `/v1/sessions/${id}/proxy-connections/t-9`, { body: { kind: "terminal" } })).status).toBe(200);
     await new Promise((resolve) => setTimeout(resolve, (GRACE_SECONDS + 2) * 1000));
     expect((await session(id)).status).toBe("running");
     expect((await api.request("DELETE", `/v1/sessions/${id}/proxy-connections/t-9`)).status).toBe(204);

@@ -5,8 +5,10 @@
  *
  * SDK calls (e2b@2.x):
  *   create:   Sandbox.create(template, {envs, metadata, timeoutMs, lifecycle, apiKey?, domain?})
- *             → commands.run(boot steps) → getHost(4096/20000) → readiness poll
+ *             → files.write(boot spec) → commands.run("node /opt/sandbox/boot.mjs start --spec <file>")
+ *             (sandbox/boot: phase 1 blocks the command) → getHost(4096/20000) → readiness poll
  *   resume:   Sandbox.connect(snapshotId, {timeoutMs}) → files.write(env JSON) → commands.run(jq export)
+ *             → [git freshness] files.write(boot spec) → commands.run("node /opt/sandbox/boot.mjs resume --spec <file>")
  *   ensure:   Sandbox.getInfo(currentSandboxId) (running + same sessionId) → Sandbox.connect(id) → getHost
  *   pause:    Sandbox.pause(sandboxId, {keepMemory: true})
  *   snapshot: Sandbox.createSnapshot(sandboxId) → `e2b-snapshot:` + snapshotId (restored with Sandbox.create)
@@ -31,11 +33,10 @@ import { toProviderError, type ProviderFailureKind } from "../provider-errors";
 import {
   SANDBOX_PATHS,
   SANDBOX_PORTS,
-  bootSteps,
   buildSandboxEnv,
   defaultReadinessDeps,
-  pullReposOnRestore,
-  runBootSequence,
+  imageBootSpec,
+  runImageBoot,
   shellJoin,
   waitForOpenCodeReady,
   type ReadinessDeps,
@@ -171,12 +172,10 @@ export class E2BSandboxProvider implements SandboxProvider {
         timeoutMs: this.timeoutMs(),
         lifecycle: { onTimeout: "pause" },
       });
-      const exec = execVia(sandbox);
-      const restored = Boolean(opts.snapshotId);
-      await runBootSequence(exec, bootSteps(opts, { restored, now: this.now() }));
-      if (restored && this.config.gitFreshness) {
-        await pullReposOnRestore(exec, opts.repos, this.config.gitFreshness, this.now()).catch(() => undefined);
-      }
+      // The image's boot (sandbox/boot): phase 1 blocks this exec, phase 2 runs on in the sandbox.
+      const spec = imageBootSpec(opts, { restored: Boolean(opts.snapshotId), now: this.now(), gitFreshness: this.config.gitFreshness ?? null });
+      await sandbox.files.write(SANDBOX_PATHS.bootRequest, JSON.stringify(spec));
+      await runImageBoot(execVia(sandbox), "start", { file: SANDBOX_PATHS.bootRequest });
       const urls = this.urls(sandbox);
       await waitForOpenCodeReady(urls.tunnelUrl, this.readiness);
       return { sandboxId: sandbox.sandboxId, ...urls, expiresAt: this.expiresAt() };
@@ -198,9 +197,13 @@ export class E2BSandboxProvider implements SandboxProvider {
       const exportEnv =
         `jq -r 'to_entries[] | "export \\(.key)=\\(.value | @sh)"' ${SANDBOX_PATHS.envJson} > ${SANDBOX_PATHS.envProfile}` +
         ` && (grep -qs 'env.proliferate' /home/user/.bashrc || echo '. ${SANDBOX_PATHS.envProfile}' >> /home/user/.bashrc)`;
-      await runBootSequence(exec, [{ name: "export env", argv: ["sh", "-c", exportEnv] }]);
+      const exported = await exec(["sh", "-c", exportEnv]);
+      if (exported.exitCode !== 0) throw new Error(`export env exited ${exported.exitCode}: ${exported.stderr.slice(0, 2_000)}`);
       if (this.config.gitFreshness) {
-        await pullReposOnRestore(exec, opts.repos, this.config.gitFreshness, this.now()).catch(() => undefined);
+        const spec = imageBootSpec(opts, { restored: true, now: this.now(), gitFreshness: this.config.gitFreshness });
+        await sandbox.files.write(SANDBOX_PATHS.bootRequest, JSON.stringify(spec));
+        // Best effort (seed 003 §6.7): a failed pull never fails the resume; the cadence stays, so the next one retries.
+        await runImageBoot(exec, "resume", { file: SANDBOX_PATHS.bootRequest }).catch(() => undefined);
       }
       const urls = this.urls(sandbox);
       await waitForOpenCodeReady(urls.tunnelUrl, this.readiness);

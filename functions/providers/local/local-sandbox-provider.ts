@@ -5,16 +5,24 @@
  * reads the per-sandbox registry file, so any provider instance can check, recover or kill any
  * sandbox. No pause and no memory snapshots; `snapshot` copies workspace + home.
  *
- * Expiry: the sandbox enforces `sandboxTimeoutSeconds` itself (a watchdog inside the group
- * SIGTERMs the group), so it holds even when the control plane is down.
+ * Boot: the sandbox's process-group leader is the boot process (sandbox/boot/main.ts `run`,
+ * the same boot the image runs): it clones the repos, writes OpenCode's config, plugin and
+ * tools, starts OpenCode (and the development model) and reports over IPC once `/session`
+ * answers; it lives exactly as long as OpenCode, so "leader alive" means "sandbox alive".
+ *
+ * Expiry: the sandbox enforces `sandboxTimeoutSeconds` itself (the boot SIGTERMs its own group
+ * at expiry), so it holds even when the control plane is down.
  */
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdir, open, readFile, stat, writeFile } from "node:fs/promises";
+import { mkdir, open, readFile, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, resolve, sep } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { awaitBootOutcome, describeOutcome } from "../../../sandbox/boot/boot-outcome";
+import { phase1DeadlineMs } from "../../../sandbox/boot/boot-plan";
 import { ProviderError } from "../../domain/errors";
+import type { GitFreshnessConfig } from "../../domain/git-freshness";
 import { redactSecrets } from "../../observability/redact-secrets";
 import type {
   CreateSandboxOpts,
@@ -27,7 +35,7 @@ import type {
   SnapshotResult,
 } from "../../ports/sandbox-provider";
 import { copyAgentState, removeDir, repointSessions, writeSnapshotMeta } from "./filesystem-snapshot";
-import { chooseModel, homeEnv, launchArgs, openCodeConfig, readinessFromLog, repoDirName, sandboxEnv, sandboxPaths } from "./opencode-launch";
+import { homeEnv, localBootSpec, sandboxEnv, sandboxPaths, usesDevModel } from "./opencode-launch";
 import { allocatePort, groupPresent, killGroup, leaderAlive, pidPresent, processStartTime, run } from "./process-group";
 import { listSandboxRecords, readSandboxRecord, writeSandboxRecord, type SandboxRecord } from "./sandbox-registry";
 
@@ -40,12 +48,16 @@ export interface LocalSandboxProviderOptions {
   readyTimeoutMs?: number;
   /** Default 3600; fractional seconds accepted. */
   sandboxTimeoutSeconds?: number;
+  /** Start the sidecar (sandbox/sidecar) in every sandbox, on an allocated port. Default false: nothing local calls it yet. */
+  sidecar?: boolean;
+  /** seed 003 §6.7 on restore; default off. */
+  gitFreshness?: GitFreshnessConfig;
 }
 
 const PROVIDER = "local";
 const here = dirname(fileURLToPath(import.meta.url));
 const repoRoot = resolve(here, "../../..");
-const DEV_MODEL_MAIN = resolve(repoRoot, "sandbox/dev-model/main.ts");
+const BOOT_MAIN = resolve(repoRoot, "sandbox/boot/main.ts");
 const DEFAULT_OPENCODE_BIN = resolve(repoRoot, "node_modules/.bin/opencode");
 
 function tsxLoaderUrl(): string {
@@ -83,6 +95,8 @@ export class LocalSandboxProvider implements SandboxProvider {
   private readonly env: Record<string, string>;
   private readonly readyTimeoutMs: number;
   private readonly timeoutSeconds: number;
+  private readonly sidecar: boolean;
+  private readonly gitFreshness: GitFreshnessConfig | null;
 
   constructor(options: LocalSandboxProviderOptions) {
     this.dataDir = resolve(options.dataDir);
@@ -90,6 +104,8 @@ export class LocalSandboxProvider implements SandboxProvider {
     this.env = options.env ?? {};
     this.readyTimeoutMs = options.readyTimeoutMs ?? 60_000;
     this.timeoutSeconds = options.sandboxTimeoutSeconds ?? 3600;
+    this.sidecar = options.sidecar ?? false;
+    this.gitFreshness = options.gitFreshness ?? null;
   }
 
   async ensureSandbox(opts: CreateSandboxOpts): Promise<EnsureSandboxResult> {
@@ -116,7 +132,6 @@ export class LocalSandboxProvider implements SandboxProvider {
       if (restoreFrom) await this.restoreInto(restoreFrom, paths);
       await mkdir(paths.workspace, { recursive: true });
       await mkdir(paths.home, { recursive: true });
-      await this.cloneRepos(opts, paths.workspace, sandboxId);
       return this.resultOf(await this.boot(opts, sandboxId, paths, restoreFrom));
     } catch (err) {
       await this.destroy(sandboxId);
@@ -229,32 +244,33 @@ export class LocalSandboxProvider implements SandboxProvider {
     if (typeof meta.workspace === "string") await repointSessions(paths.home, meta.workspace, paths.workspace);
   }
 
-  private async cloneRepos(opts: CreateSandboxOpts, workspace: string, sandboxId: string): Promise<void> {
-    for (const repo of opts.repos) {
-      const dest = this.insideWorkspace(workspace, repoDirName(repo.url, repo.workspacePath), "createSandbox");
-      // A restored workspace already holds the clone (with the agent's edits): keep it.
-      if (await stat(dest).then(() => true, () => false)) continue;
-      const args = ["clone", "--quiet", ...(repo.branch ? ["--branch", repo.branch] : []), "--", repo.url, dest];
-      let result;
-      try {
-        result = await run("git", args, { env: { PATH: process.env.PATH ?? "/usr/bin:/bin", GIT_TERMINAL_PROMPT: "0", HOME: workspace }, timeoutMs: 300_000 });
-      } catch (err) {
-        throw fail("createSandbox", `git clone ${repo.url}: ${errorText(err)}`, { cause: err, sandboxId });
-      }
-      if (result.exitCode !== 0) {
-        throw fail("createSandbox", `git clone ${repo.url} exited ${result.exitCode}: ${result.stderr.trim()}`, { sandboxId });
-      }
-    }
-  }
-
+  /**
+   * Spawns the boot as the leader of a new process group and waits for its phase-1 report. The
+   * record is written before the wait, so a boot that fails or hangs is still found and killed.
+   */
   private async boot(opts: CreateSandboxOpts, sandboxId: string, paths: { root: string; workspace: string; home: string }, restoredFrom: string | null): Promise<SandboxRecord> {
-    const devModelPort = await allocatePort();
-    const model = chooseModel(this.env, opts.agentConfig?.modelId, devModelPort);
-    let instructionsPath: string | null = null;
-    if (opts.systemPrompt) {
-      instructionsPath = `${paths.root}/instructions.md`;
-      await writeFile(instructionsPath, opts.systemPrompt);
-    }
+    const devModelPort = usesDevModel(this.env) ? await allocatePort() : null;
+    const openCodePort = await allocatePort();
+    const sidecarPort = this.sidecar ? await allocatePort() : null;
+    const createdAt = Date.now();
+    const spec = localBootSpec({
+      opts,
+      paths,
+      // A base layer has no repos yet: only a session snapshot counts as restored.
+      restored: Boolean(opts.snapshotId),
+      now: createdAt,
+      repoRoot,
+      node: { bin: process.execPath, tsxLoaderUrl: tsxLoaderUrl() },
+      opencodeBin: this.opencodeBin,
+      openCodePort,
+      devModelPort,
+      sidecarPort,
+      readinessBudgetMs: this.readyTimeoutMs,
+      timeoutSeconds: this.timeoutSeconds,
+      gitFreshness: this.gitFreshness,
+    });
+    const specPath = `${paths.root}/boot-spec.json`;
+    await writeFile(specPath, JSON.stringify(spec), { mode: 0o600 });
     const env = sandboxEnv({
       hostPath: process.env.PATH ?? "/usr/bin:/bin",
       home: paths.home,
@@ -262,37 +278,22 @@ export class LocalSandboxProvider implements SandboxProvider {
       sandboxId,
       providerEnv: this.env,
       envVars: opts.envVars,
-      config: openCodeConfig(model, instructionsPath),
     });
-    const openCodePort = await allocatePort();
-    const createdAt = Date.now();
     const logPath = `${paths.root}/sandbox.log`;
     // The log is a file, not a pipe: the sandbox must outlive the process that started it.
     const log = await open(logPath, "a");
-    const child = spawn(
-      "/bin/sh",
-      launchArgs({
-        nodeBin: process.execPath,
-        tsxLoaderUrl: tsxLoaderUrl(),
-        devModelMain: model.kind === "dev" ? DEV_MODEL_MAIN : null,
-        devModelPort,
-        timeoutSeconds: this.timeoutSeconds,
-        opencodeBin: this.opencodeBin,
-        opencodePort: openCodePort,
-      }),
-      { cwd: paths.workspace, env, detached: true, stdio: ["ignore", log.fd, log.fd] },
-    );
+    const child = spawn(process.execPath, ["--import", tsxLoaderUrl(), BOOT_MAIN, "run", "--spec", specPath], {
+      cwd: paths.workspace,
+      env,
+      detached: true,
+      stdio: ["ignore", log.fd, log.fd, "ipc"],
+    });
     await log.close();
-    let exited: string | null = null;
-    child.once("exit", (code, signal) => {
-      exited = `exited with ${signal ?? code}`;
-    });
-    child.once("error", (err) => {
-      exited = `could not start: ${err.message}`;
-    });
-    child.unref();
     const pgid = child.pid;
-    if (pgid === undefined) throw fail("createSandbox", "the sandbox process did not start", { retryable: true, sandboxId });
+    if (pgid === undefined) {
+      await awaitBootOutcome(child, 1_000);
+      throw fail("createSandbox", "the boot process did not start", { retryable: true, sandboxId });
+    }
     const record: SandboxRecord = {
       sandboxId,
       sessionId: opts.sessionId,
@@ -300,30 +301,21 @@ export class LocalSandboxProvider implements SandboxProvider {
       leaderStartTime: processStartTime(pgid),
       openCodePort,
       openCodeUrl: `http://127.0.0.1:${openCodePort}`,
-      devModelPort: model.kind === "dev" ? devModelPort : null,
+      devModelPort,
+      sidecarPort,
       workspace: paths.workspace,
       home: paths.home,
       createdAt,
       expiresAt: createdAt + Math.round(this.timeoutSeconds * 1000),
       restoredFrom,
     };
-    // Registered before readiness so a failed boot is still found and killed by terminate.
     await writeSandboxRecord(this.dataDir, record);
-    const deadline = Date.now() + this.readyTimeoutMs;
-    for (;;) {
-      const text = await readFile(logPath, "utf8").catch(() => "");
-      const ready = readinessFromLog(text, model.kind === "dev");
-      if (ready) {
-        const final = { ...record, openCodeUrl: ready.openCodeUrl };
-        await writeSandboxRecord(this.dataDir, final);
-        return final;
-      }
-      if (exited !== null || Date.now() >= deadline) {
-        const why = exited ?? `not ready after ${this.readyTimeoutMs} ms`;
-        throw fail("createSandbox", `OpenCode ${why}; log tail: ${text.slice(-800)}`, { retryable: true, sandboxId });
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const outcome = await awaitBootOutcome(child, phase1DeadlineMs(spec));
+    if (outcome.type === "boot.ready") return record;
+    const tail = redactSecrets((await readFile(logPath, "utf8").catch(() => "")).slice(-800));
+    // A step that failed (a missing repository) is the caller's; a boot that died or hung may pass on retry.
+    const retryable = outcome.type !== "boot.failed" || outcome.step.startsWith("wait for");
+    throw fail("createSandbox", `${describeOutcome(outcome)}; log tail: ${tail}`, { retryable, sandboxId });
   }
 
   /** Kills the group (if any), then removes the sandbox directory. Unknown ids are a no-op. */

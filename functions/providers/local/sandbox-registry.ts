@@ -15,6 +15,8 @@ export const SandboxRecord = z.object({
   openCodePort: z.number().int().positive(),
   openCodeUrl: z.string(),
   devModelPort: z.number().int().positive().nullable(),
+  /** The sidecar's port when the provider runs one; absent in records written before it existed. */
+  sidecarPort: z.number().int().positive().nullable().default(null),
   workspace: z.string(),
   home: z.string(),
   createdAt: z.number(),

@@ -5,7 +5,8 @@
  *
  * SDK calls (modal@0.11):
  *   create:  apps.fromName(appName) → images.fromId | images.fromRegistry → sandboxes.create(app, image, params{name, tags})
- *            → sandbox.tunnels() → sandbox.exec(boot steps) → readiness poll
+ *            → sandbox.tunnels() → sandbox.exec(["node", "/opt/sandbox/boot.mjs", "start", "--spec", "-"]) with the
+ *            boot spec on stdin (sandbox/boot: phase 1 blocks the exec) → readiness poll through the tunnel
  *   ensure:  sandboxes.fromName(appName, sessionId) → sandbox.poll() (null = running) → sandbox.tunnels()
  *   mem restore: sandboxSnapshots.fromId(id) → sandboxes.experimentalFromSnapshot(snap, {name}) → sandbox.setTags(tags)
  *            → tunnels → readiness
@@ -32,11 +33,10 @@ import type {
 import { failureKindOf, toProviderError, type ProviderFailureKind } from "../provider-errors";
 import {
   SANDBOX_PORTS,
-  bootSteps,
   buildSandboxEnv,
   defaultReadinessDeps,
-  pullReposOnRestore,
-  runBootSequence,
+  imageBootSpec,
+  runImageBoot,
   waitForOpenCodeReady,
   type ReadinessDeps,
   type SandboxExec,
@@ -67,6 +67,7 @@ export interface ModalTunnelLike {
 }
 
 export interface ModalProcessLike {
+  stdin: { writeText(text: string): Promise<void>; close(): Promise<void> };
   stdout: { readText(): Promise<string> };
   stderr: { readText(): Promise<string> };
   wait(): Promise<number>;
@@ -210,12 +211,9 @@ export class ModalSandboxProvider implements SandboxProvider {
       const image = await this.resolveImage(opts);
       sandbox = await this.sdk.sandboxes.create(app, image, this.createParams(opts));
       const urls = await this.tunnelUrls(sandbox);
-      const exec = execVia(sandbox);
-      const restored = Boolean(opts.snapshotId);
-      await runBootSequence(exec, bootSteps(opts, { restored, now: this.now() }));
-      if (restored && this.config.gitFreshness) {
-        await pullReposOnRestore(exec, opts.repos, this.config.gitFreshness, this.now()).catch(() => undefined);
-      }
+      // The image's boot (sandbox/boot): phase 1 blocks this exec, phase 2 runs on in the sandbox.
+      const spec = imageBootSpec(opts, { restored: Boolean(opts.snapshotId), now: this.now(), gitFreshness: this.config.gitFreshness ?? null });
+      await runImageBoot(execVia(sandbox), "start", { stdin: JSON.stringify(spec) });
       await waitForOpenCodeReady(urls.tunnelUrl, this.readiness);
       return { sandboxId: sandbox.sandboxId, ...urls, expiresAt: this.expiresAt() };
     } catch (err) {
@@ -442,6 +440,11 @@ function execVia(sandbox: ModalSandboxLike): SandboxExec {
       ...(opts.cwd ? { workdir: opts.cwd } : {}),
       ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}),
     });
+    // Stdin, not argv: no length limit, and nothing shows in the sandbox's process list.
+    if (opts.stdin !== undefined) {
+      await proc.stdin.writeText(opts.stdin);
+      await proc.stdin.close();
+    }
     const [stdout, stderr, exitCode] = await Promise.all([proc.stdout.readText(), proc.stderr.readText(), proc.wait()]);
     return { stdout, stderr, exitCode };
   };

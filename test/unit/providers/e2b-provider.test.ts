@@ -10,6 +10,8 @@ import {
   type E2BSdk,
 } from "../../../functions/providers/e2b/e2b-provider";
 import type { CreateSandboxOpts } from "../../../functions/ports/sandbox-provider";
+import { parseBootSpec, type BootSpec } from "../../../sandbox/boot/boot-spec";
+import { imageLayout } from "../../../sandbox/boot/layout";
 import { describeProviderContract } from "../../support/provider-contract";
 
 type Call = [string, ...unknown[]];
@@ -27,6 +29,9 @@ class FakeE2B implements E2BSdk {
   calls: Call[] = [];
   boxes = new Map<string, FakeBox>();
   failures = new Map<string, Error>();
+  /** A command containing this text exits 1 (e2b throws `CommandExitError` carrying the result). */
+  failingCommand: string | null = null;
+  commandStderr = "boom";
   private next = 0;
 
   private fail(method: string) {
@@ -47,6 +52,9 @@ class FakeE2B implements E2BSdk {
         run: async (cmd, opts) => {
           this.calls.push(["commands.run", box.id, cmd, opts]);
           box.commands.push(cmd);
+          if (this.failingCommand && cmd.includes(this.failingCommand)) {
+            throw Object.assign(new Error(`exit status 1`), { name: "CommandExitError", exitCode: 1, stdout: "", stderr: this.commandStderr });
+          }
           return { exitCode: 0, stdout: "", stderr: "" };
         },
       },
@@ -137,9 +145,18 @@ const NOW = 1_750_000_000_000;
 const config: E2BProviderConfig = { template: "sandbox-tpl", timeoutSeconds: 3600 };
 const SESSION = "ses_0123456789abcdefghjkmnpqrs";
 
-function setup(ready = true) {
+const SPEC_PATH = "/home/user/.proliferate/boot-request.json";
+
+/** The boot spec the provider wrote for the image's boot, parsed as the boot parses it. */
+function bootSpecOf(sdk: FakeE2B, sandboxId: string): BootSpec {
+  const raw = sdk.boxes.get(sandboxId)?.files[SPEC_PATH];
+  if (raw === undefined) throw new Error(`no boot spec was written to ${sandboxId}`);
+  return parseBootSpec(JSON.parse(raw));
+}
+
+function setup(ready = true, overrides: Partial<E2BProviderConfig> = {}) {
   const sdk = new FakeE2B();
-  const provider = new E2BSandboxProvider(sdk, config, {
+  const provider = new E2BSandboxProvider(sdk, { ...config, ...overrides }, {
     now: () => NOW,
     readiness: { fetch: async () => ({ ok: ready }), sleep: async () => undefined },
   });
@@ -171,7 +188,25 @@ describe("E2BSandboxProvider", () => {
       previewUrl: "https://20000-e2b-1.e2b.app",
       expiresAt: NOW + 3_600_000,
     });
-    expect(sdk.boxes.get("e2b-1")?.commands.at(-1)).toContain("opencode serve --port 4096");
+    // The image's boot reads the spec from a file; one command runs phase 1.
+    expect(sdk.calls[1]).toEqual(["files.write", "e2b-1", SPEC_PATH, expect.any(String)]);
+    expect(sdk.calls[2]).toEqual(["commands.run", "e2b-1", `node /opt/sandbox/boot.mjs start --spec ${SPEC_PATH}`, { timeoutMs: 900_000 }]);
+    expect(sdk.boxes.get("e2b-1")?.commands).toHaveLength(1);
+    const spec = bootSpecOf(sdk, "e2b-1");
+    expect(spec.request).toMatchObject({ sessionId: SESSION, repos: [], restored: false, now: NOW, sessionType: "coding" });
+    expect(spec.layout).toEqual(imageLayout());
+    expect(sdk.boxes.get("e2b-1")?.files[SPEC_PATH]).not.toContain("ghp_");
+  });
+
+  it("a failing boot fails the create with the boot's explanation and kills the sandbox", async () => {
+    const { sdk, provider } = setup();
+    sdk.failingCommand = "boot.mjs start";
+    sdk.commandStderr = `${JSON.stringify({ type: "boot.failed", step: "clone web", error: 'boot step "clone web" failed: git clone exited 128' })}\n`;
+    const err = (await provider.createSandbox(opts()).catch((e: unknown) => e)) as ProviderError;
+    expect(err).toBeInstanceOf(ProviderError);
+    expect(err).toMatchObject({ operation: "createSandbox" });
+    expect(err.message).toContain('boot step "clone web" failed');
+    expect(sdk.boxes.get("e2b-1")?.state).toBe("killed");
   });
 
   it("pause is native: keepMemory, and the sandbox id is the snapshot id", async () => {
@@ -201,7 +236,21 @@ describe("E2BSandboxProvider", () => {
     ]);
     expect(sdk.calls[3]?.[2]).toContain("jq -r");
     expect(sdk.calls.map((c) => c[0])).not.toContain("create");
-    expect(sdk.boxes.get("e2b-1")?.commands.some((c) => c.includes("opencode serve"))).toBe(true); // only from the first boot
+    // Processes survived the pause: no boot, and without git freshness no resume step either.
+    expect(sdk.calls.filter((c) => c[0] === "commands.run")).toHaveLength(1);
+  });
+
+  it("on resume with git freshness, runs the boot's resume mode; a failed pull never fails the resume", async () => {
+    const { sdk, provider } = setup(true, { gitFreshness: { enabled: true, cadenceSeconds: 0 } });
+    await provider.createSandbox(opts({ repos: [{ url: "https://github.com/acme/web.git" }] }));
+    await provider.pause(SESSION, "e2b-1");
+    sdk.calls = [];
+    sdk.failingCommand = "boot.mjs resume";
+    const resumed = await provider.ensureSandbox(opts({ snapshotId: "e2b-1", currentSandboxId: "e2b-1", repos: [{ url: "https://github.com/acme/web.git" }] }));
+    expect(resumed).toMatchObject({ sandboxId: "e2b-1", recovered: false });
+    const commands = sdk.calls.filter((c) => c[0] === "commands.run").map((c) => c[2]);
+    expect(commands.at(-1)).toBe(`node /opt/sandbox/boot.mjs resume --spec ${SPEC_PATH}`);
+    expect(bootSpecOf(sdk, "e2b-1").request).toMatchObject({ restored: true, gitFreshness: { enabled: true, cadenceSeconds: 0 } });
   });
 
   it("a failed resume is reported and never replaced by a fresh sandbox (seed 003 §9)", async () => {

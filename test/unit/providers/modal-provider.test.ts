@@ -10,6 +10,8 @@ import {
   type ModalTunnelLike,
 } from "../../../functions/providers/modal/modal-provider";
 import type { CreateSandboxOpts } from "../../../functions/ports/sandbox-provider";
+import { parseBootSpec, type BootSpec } from "../../../sandbox/boot/boot-spec";
+import { imageLayout } from "../../../sandbox/boot/layout";
 import { describeProviderContract } from "../../support/provider-contract";
 
 /** nice-grpc's ClientError shape (name + numeric status code), as the Modal SDK rethrows it. */
@@ -22,6 +24,8 @@ type Call = [string, ...unknown[]];
 class FakeModalSandbox implements ModalSandboxLike {
   running = true;
   execs: string[][] = [];
+  /** What each exec received on stdin (closed streams only). */
+  stdins: string[] = [];
   constructor(
     private readonly sdk: FakeModal,
     readonly sandboxId: string,
@@ -32,7 +36,20 @@ class FakeModalSandbox implements ModalSandboxLike {
     this.sdk.record("sandbox.exec", this.sandboxId, command, params);
     this.execs.push(command);
     const exitCode = this.sdk.execExitCode(command);
-    return { stdout: { readText: async () => "" }, stderr: { readText: async () => (exitCode ? "boom" : "") }, wait: async () => exitCode };
+    let input = "";
+    return {
+      stdin: {
+        writeText: async (text: string) => {
+          input += text;
+        },
+        close: async () => {
+          this.stdins.push(input);
+        },
+      },
+      stdout: { readText: async () => "" },
+      stderr: { readText: async () => (exitCode ? this.sdk.execStderr : "") },
+      wait: async () => exitCode,
+    };
   }
   async tunnels(timeoutMs?: number): Promise<Record<number, ModalTunnelLike>> {
     this.sdk.record("sandbox.tunnels", this.sandboxId, timeoutMs);
@@ -81,6 +98,7 @@ class FakeModal implements ModalSdk {
   byId = new Map<string, FakeModalSandbox>();
   failures = new Map<string, Error>();
   failingExec: string | null = null;
+  execStderr = "boom";
   /** Ids whose `getTags` fails NOT_FOUND, as if the sandbox ended between the listing and the lookup. */
   goneAfterListing = new Set<string>();
   /** Sandboxes per listing page (the SDK pages with `beforeTimestamp` internally). */
@@ -215,6 +233,13 @@ function opts(over: Partial<CreateSandboxOpts> = {}): CreateSandboxOpts {
   return { sessionId: SESSION, repos: [], envVars: { ANTHROPIC_API_KEY: "sk-ant-api03-abcdefghijklmnopqrstuvwxyz" }, ...over };
 }
 
+/** The boot spec the provider streamed to `boot start` in the sandbox, parsed as the boot parses it. */
+function bootSpecOf(sdk: FakeModal, sandboxId: string): BootSpec {
+  const raw = sdk.byId.get(sandboxId)?.stdins[0];
+  if (raw === undefined) throw new Error(`no boot spec was sent to ${sandboxId}`);
+  return parseBootSpec(JSON.parse(raw));
+}
+
 describeProviderContract("modal (SDK double)", () => setup().provider);
 
 describe("ModalSandboxProvider", () => {
@@ -251,9 +276,21 @@ describe("ModalSandboxProvider", () => {
       sshPort: 40022,
       expiresAt: NOW + 3_600_000,
     });
-    const execs = sdk.byId.get("sb-1")?.execs.map((argv) => argv.join(" ")) ?? [];
-    expect(execs[0]).toContain("git clone --depth 1 --branch 'main' 'https://github.com/acme/web.git' '/home/user/workspace/web'");
-    expect(execs.at(-1)).toContain("opencode serve --port 4096");
+    // One exec: the image's boot, with the spec on stdin; it returns when phase 1 is over.
+    expect(sdk.calls[4]).toEqual(["sandbox.exec", "sb-1", ["node", "/opt/sandbox/boot.mjs", "start", "--spec", "-"], { timeoutMs: 900_000 }]);
+    expect(sdk.byId.get("sb-1")?.execs).toHaveLength(1);
+    const spec = bootSpecOf(sdk, "sb-1");
+    expect(spec.request).toMatchObject({
+      sessionId: SESSION,
+      sessionType: "coding",
+      repos: [{ url: "https://github.com/acme/web.git", branch: "main" }],
+      restored: false,
+      now: NOW,
+      gitFreshness: null,
+    });
+    expect(spec.layout).toEqual(imageLayout());
+    // Secrets reach the sandbox through its env, never through the spec.
+    expect(sdk.byId.get("sb-1")?.stdins[0]).not.toContain("sk-ant-api03");
     expect(fetches).toEqual(["https://sb-1-4096.modal.run/session"]);
   });
 
@@ -261,10 +298,8 @@ describe("ModalSandboxProvider", () => {
     const a = setup({ baseSnapshotId: "im-base" });
     await a.provider.createSandbox(opts({ snapshotId: "im-session" }));
     expect(a.sdk.calls[1]).toEqual(["images.fromId", "im-session"]);
-    // A restored filesystem already has the repos: no clone, but OpenCode is started again.
-    const execs = a.sdk.byId.get("sb-1")?.execs.map((x) => x.join(" ")) ?? [];
-    expect(execs.some((e) => e.includes("git clone"))).toBe(false);
-    expect(execs.some((e) => e.includes("opencode serve"))).toBe(true);
+    // A restored filesystem already has the repos: the boot reads the metadata instead of cloning.
+    expect(bootSpecOf(a.sdk, "sb-1").request.restored).toBe(true);
 
     const b = setup({ baseSnapshotId: "im-base" });
     await b.provider.createSandbox(opts());
@@ -398,11 +433,39 @@ describe("ModalSandboxProvider", () => {
     expect(sdk.byId.get("sb-1")?.running).toBe(false);
   });
 
-  it("a failing boot step fails the create with the step name", async () => {
-    const { sdk, provider } = setup();
-    sdk.failingExec = "opencode serve";
+  it("a failing boot step fails the create with the boot's own explanation and terminates the sandbox", async () => {
+    const { sdk, provider, fetches } = setup();
+    sdk.failingExec = "boot.mjs start";
+    // What `boot start` writes on stderr when phase 1 fails (sandbox/boot/main.ts).
+    sdk.execStderr = `${JSON.stringify({ type: "boot.failed", step: "clone web", error: 'boot step "clone web" failed: git clone exited 128: not found' })}\n`;
     const err = (await provider.createSandbox(opts()).catch((e: unknown) => e)) as ProviderError;
-    expect(err.message).toContain('boot step "start opencode" exited 1');
+    expect(err).toBeInstanceOf(ProviderError);
+    expect(err.message).toContain('boot step "clone web" failed: git clone exited 128');
+    expect(sdk.byId.get("sb-1")?.running).toBe(false);
+    expect(fetches).toEqual([]);
+  });
+
+  it("passes the session type, snapshot facts and git freshness to the boot", async () => {
+    const { sdk, provider } = setup({ gitFreshness: { enabled: true, cadenceSeconds: 60 } });
+    await provider.createSandbox(
+      opts({
+        snapshotId: "im-prebuild",
+        sessionType: "setup",
+        snapshotHasDeps: true,
+        serviceCommands: [{ name: "web", command: "npm run dev" }],
+        systemPrompt: "fix it",
+        agentConfig: { modelId: "anthropic/claude-opus-4-5" },
+      }),
+    );
+    expect(bootSpecOf(sdk, "sb-1").request).toMatchObject({
+      sessionType: "setup",
+      restored: true,
+      snapshotHasDeps: true,
+      serviceCommands: [{ name: "web", command: "npm run dev" }],
+      systemPrompt: "fix it",
+      modelId: "anthropic/claude-opus-4-5",
+      gitFreshness: { enabled: true, cadenceSeconds: 60 },
+    });
   });
 
   it("checkSandboxes only polls (no terminate, no create)", async () => {

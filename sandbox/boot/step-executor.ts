@@ -1,0 +1,212 @@
+/**
+ * The I/O behind each boot step kind (boot-plan.ts decides which steps run). Children get the
+ * boot's own environment (the session's env vars and secrets arrive there) plus the step's.
+ */
+import { constants } from "node:fs";
+import { access, appendFile, mkdir, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
+import { dirname } from "node:path";
+import { metadataAfterPull, shouldPullOnRestore, type SessionMetadata } from "../../functions/domain/git-freshness";
+import { CLONE_TIMEOUT_MS, type BootStep, type FileOp } from "./boot-plan";
+import type { StepExecutor, StepOutcome } from "./boot-runner";
+import type { ProcessTable, RunResult } from "./processes";
+import { runToCompletion } from "./processes";
+import { httpProbe, waitUntilReady } from "./readiness";
+
+export interface ExecutorDeps {
+  /** The boot's environment, inherited by every child. */
+  env: NodeJS.ProcessEnv;
+  processes: ProcessTable;
+  sleep: (ms: number) => Promise<void>;
+  fetch: (url: string) => Promise<{ ok: boolean; status?: number }>;
+}
+
+const GIT_PULL_TIMEOUT_MS = 120_000;
+const TAIL = 800;
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await access(path, constants.F_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function nonEmptyDir(path: string): Promise<boolean> {
+  try {
+    return (await readdir(path)).length > 0;
+  } catch {
+    return false;
+  }
+}
+
+function tail(text: string): string {
+  const t = text.trim();
+  return t.length > TAIL ? `...${t.slice(-TAIL)}` : t;
+}
+
+function failure(what: string, r: RunResult): Error {
+  return new Error(`${what} exited ${r.exitCode}: ${tail(r.stderr) || tail(r.stdout)}`);
+}
+
+async function applyFileOp(op: FileOp): Promise<void> {
+  switch (op.op) {
+    case "mkdir":
+      await mkdir(op.path, { recursive: true });
+      return;
+    case "write":
+      await mkdir(dirname(op.path), { recursive: true });
+      await writeFile(op.path, op.content, op.mode === undefined ? {} : { mode: op.mode });
+      return;
+    case "append-line": {
+      await mkdir(dirname(op.path), { recursive: true });
+      const current = await readFile(op.path, "utf8").catch(() => "");
+      if (current.split("\n").includes(op.line)) return;
+      const sep = current === "" || current.endsWith("\n") ? "" : "\n";
+      await appendFile(op.path, `${sep}${op.line}\n`, op.mode === undefined ? {} : { mode: op.mode });
+      return;
+    }
+    case "symlink":
+      await mkdir(dirname(op.path), { recursive: true });
+      await rm(op.path, { force: true, recursive: true });
+      await symlink(op.target, op.path);
+      return;
+    case "remove":
+      await rm(op.path, { force: true, recursive: true });
+      return;
+  }
+}
+
+async function readMetadata(path: string): Promise<SessionMetadata | null> {
+  try {
+    const parsed = JSON.parse(await readFile(path, "utf8")) as Partial<SessionMetadata>;
+    if (typeof parsed.sessionId !== "string" || typeof parsed.createdAt !== "number") return null;
+    return parsed as SessionMetadata;
+  } catch {
+    return null;
+  }
+}
+
+async function writeMetadata(path: string, metadata: SessionMetadata): Promise<void> {
+  await mkdir(dirname(path), { recursive: true });
+  await writeFile(path, `${JSON.stringify(metadata, null, 2)}\n`);
+}
+
+export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
+  const gitEnv = (): NodeJS.ProcessEnv => ({ ...deps.env, GIT_TERMINAL_PROMPT: "0" });
+
+  async function clone(step: Extract<BootStep, { kind: "clone" }>): Promise<StepOutcome> {
+    // Idempotent (seed 004 step 4): a directory that already has content is kept as it is.
+    if (await nonEmptyDir(step.dir)) return { status: "skipped", reason: `${step.dir} already has content` };
+    await mkdir(dirname(step.dir), { recursive: true });
+    const attempt = (branch: string | null) =>
+      runToCompletion("git", ["clone", "--quiet", "--depth", "1", ...(branch ? ["--branch", branch] : []), "--", step.url, step.dir], {
+        env: gitEnv(),
+        timeoutMs: CLONE_TIMEOUT_MS,
+      });
+    const first = await attempt(step.branch);
+    if (first.exitCode === 0) return { status: "ok" };
+    if (step.branch) {
+      // seed 003 §6.2 edge case: a branch that fails to clone falls back to the default branch.
+      const fallback = await attempt(null);
+      if (fallback.exitCode === 0) return { status: "ok", detail: { branchFallback: true, branchError: tail(first.stderr) } };
+      throw failure(`git clone ${step.url}`, fallback);
+    }
+    throw failure(`git clone ${step.url}`, first);
+  }
+
+  async function gitPull(step: Extract<BootStep, { kind: "git-pull" }>): Promise<StepOutcome> {
+    const metadata = await readMetadata(step.metadataPath);
+    const pull = shouldPullOnRestore({
+      enabled: step.enabled,
+      cadenceSeconds: step.cadenceSeconds,
+      hasSnapshot: true,
+      repoCount: step.dirs.length,
+      lastGitFetchAt: metadata?.lastGitFetchAt ?? null,
+      now: step.now,
+    });
+    if (!pull) return { status: "skipped", reason: "cadence not elapsed" };
+    const results: boolean[] = [];
+    const errors: string[] = [];
+    for (const dir of step.dirs) {
+      const r = await runToCompletion("git", ["-C", dir, "pull", "--ff-only", "--quiet"], { env: gitEnv(), timeoutMs: GIT_PULL_TIMEOUT_MS });
+      results.push(r.exitCode === 0);
+      if (r.exitCode !== 0) errors.push(`${dir}: ${tail(r.stderr)}`);
+    }
+    // seed 003 §2: the cadence advances only when every pull succeeded.
+    if (metadata) {
+      const next = metadataAfterPull(metadata, results, step.now);
+      if (next !== metadata) await writeMetadata(step.metadataPath, next);
+    }
+    if (errors.length > 0) throw new Error(`git pull --ff-only failed for ${errors.join("; ")}`);
+    return { status: "ok", detail: { pulled: results.length } };
+  }
+
+  async function waitHttp(step: Extract<BootStep, { kind: "wait-http" }>): Promise<StepOutcome> {
+    if (!deps.processes.has(step.process)) return { status: "skipped", reason: `${step.process} was not started` };
+    const get = httpProbe(step.url, (url) => deps.fetch(url));
+    const result = await waitUntilReady(
+      async () => {
+        const exit = deps.processes.exitOf(step.process);
+        if (exit) return { ready: false, fatal: true, reason: `exited with ${exit.signal ?? exit.code}` };
+        return get();
+      },
+      { sleep: deps.sleep, budgetMs: step.budgetMs, what: step.process },
+    );
+    return { status: "ok", detail: { attempts: result.attempts } };
+  }
+
+  return async (step) => {
+    switch (step.kind) {
+      case "clone":
+        return clone(step);
+      case "write-metadata":
+        await writeMetadata(step.path, step.metadata);
+        return { status: "ok" };
+      case "restore-metadata": {
+        const previous = await readMetadata(step.path);
+        const next: SessionMetadata = {
+          ...step.metadata,
+          ...(previous?.lastGitFetchAt !== undefined ? { lastGitFetchAt: previous.lastGitFetchAt } : {}),
+        };
+        await writeMetadata(step.path, next);
+        return { status: "ok", detail: { found: previous !== null } };
+      }
+      case "files":
+        for (const op of step.ops) await applyFileOp(op);
+        return { status: "ok", detail: { files: step.ops.length } };
+      case "start-dev-model": {
+        // Imported only when used: the image never runs the development model.
+        const { startDevModelServer } = await import("../dev-model/server");
+        const server = await startDevModelServer({ port: step.port });
+        deps.processes.onStop(() => server.close());
+        return { status: "ok", detail: { url: server.url } };
+      }
+      case "spawn": {
+        if (step.command.requires && !(await exists(step.command.requires))) {
+          return { status: "skipped", reason: `${step.command.requires} is not installed` };
+        }
+        const pid = await deps.processes.start(step.process, step.command.argv, {
+          cwd: step.cwd,
+          env: { ...deps.env, ...step.env },
+          log: step.log,
+        });
+        return { status: "ok", detail: { pid } };
+      }
+      case "wait-http":
+        return waitHttp(step);
+      case "git-pull":
+        return gitPull(step);
+      case "run": {
+        if (step.command.requires && !(await exists(step.command.requires))) {
+          return { status: "skipped", reason: `${step.command.requires} is not installed` };
+        }
+        const [file, ...args] = step.command.argv;
+        if (!file) throw new Error("empty command");
+        const r = await runToCompletion(file, args, { cwd: step.cwd, env: { ...deps.env, ...step.env }, timeoutMs: step.timeoutMs });
+        if (r.exitCode !== 0) throw failure(step.name, r);
+        return { status: "ok" };
+      }
+    }
+  };
+}

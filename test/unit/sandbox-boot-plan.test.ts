@@ -1,0 +1,215 @@
+/**
+ * The boot plan (sandbox/boot/boot-plan.ts) as data: which steps run in which phase for fresh
+ * and restored sandboxes, which tools a session type gets, when services start.
+ */
+import { describe, expect, it } from "vitest";
+import { planBoot, planResume, type BootStep, type FileOp } from "../../sandbox/boot/boot-plan";
+import { BOOT_SPEC_VERSION, parseBootSpec, type BootLayoutInput, type BootRequestInput, type BootSpec } from "../../sandbox/boot/boot-spec";
+import { imageLayout } from "../../sandbox/boot/layout";
+import { AGENT_TOOLS, DEFAULT_MODEL_ID } from "../../sandbox/boot/opencode-files";
+
+const NOW = 1_750_000_000_000;
+const HOME = "/sb/home";
+const WORKSPACE = "/sb/workspace";
+
+function spec(request: Partial<BootRequestInput> = {}, layout: Partial<BootLayoutInput> = {}): BootSpec {
+  return parseBootSpec({
+    version: BOOT_SPEC_VERSION,
+    request: { sessionId: "ses_1", repos: [], restored: false, now: NOW, ...request },
+    layout: { home: HOME, workspace: WORKSPACE, logDir: "/sb", opencode: { bin: "opencode", port: 4100, hostname: "127.0.0.1" }, ...layout },
+  });
+}
+
+const names = (steps: BootStep[]) => steps.map((s) => s.name);
+function step<K extends BootStep["kind"]>(steps: BootStep[], name: string): Extract<BootStep, { kind: K }> {
+  const found = steps.find((s) => s.name === name);
+  if (!found) throw new Error(`no step ${name} in ${names(steps).join(", ")}`);
+  return found as Extract<BootStep, { kind: K }>;
+}
+function writtenPaths(ops: FileOp[]): string[] {
+  return ops.filter((o) => o.op === "write").map((o) => o.path);
+}
+function removedPaths(ops: FileOp[]): string[] {
+  return ops.filter((o) => o.op === "remove").map((o) => o.path);
+}
+
+const REPOS = [
+  { url: "https://github.com/acme/web.git", branch: "main" },
+  { url: "git@github.com:acme/api.git", workspacePath: "services/api" },
+];
+
+describe("phase 1", () => {
+  it("fresh: clones every repo inside the workspace, writes metadata, config, plugin, tools, then starts and waits for OpenCode", () => {
+    const { phase1 } = planBoot(spec({ repos: REPOS, systemPrompt: "be brief" }));
+    expect(names(phase1)).toEqual([
+      "clone web",
+      "clone services/api",
+      "write metadata",
+      "write opencode config",
+      "write plugin",
+      "write tools",
+      "write instructions",
+      "start opencode",
+      "wait for opencode",
+    ]);
+    expect(step<"clone">(phase1, "clone web")).toMatchObject({ url: REPOS[0]?.url, branch: "main", dir: `${WORKSPACE}/web` });
+    expect(step<"clone">(phase1, "clone services/api")).toMatchObject({ branch: null, dir: `${WORKSPACE}/services/api` });
+    expect(step<"write-metadata">(phase1, "write metadata").metadata).toEqual({ sessionId: "ses_1", repoDir: `${WORKSPACE}/web`, createdAt: NOW });
+    expect(step<"wait-http">(phase1, "wait for opencode")).toMatchObject({ url: "http://127.0.0.1:4100/session", budgetMs: 30_000, process: "opencode" });
+  });
+
+  it("restored: reads the snapshot's metadata instead of cloning, and still starts OpenCode", () => {
+    const { phase1 } = planBoot(spec({ repos: REPOS, restored: true }));
+    expect(phase1.some((s) => s.kind === "clone")).toBe(false);
+    expect(names(phase1).slice(0, 1)).toEqual(["read snapshot metadata"]);
+    expect(step<"restore-metadata">(phase1, "read snapshot metadata").metadata.repoDir).toBe(`${WORKSPACE}/web`);
+    expect(names(phase1).slice(-2)).toEqual(["start opencode", "wait for opencode"]);
+  });
+
+  it("a scratch session (no repos) uses the workspace itself", () => {
+    const { phase1 } = planBoot(spec());
+    expect(phase1.some((s) => s.kind === "clone")).toBe(false);
+    expect(step<"write-metadata">(phase1, "write metadata").metadata.repoDir).toBe(WORKSPACE);
+  });
+
+  it("refuses a repo path that leaves the workspace", () => {
+    expect(() => planBoot(spec({ repos: [{ url: "https://x/y.git", workspacePath: "../escape" }] }))).toThrow(/leaves the workspace/);
+  });
+
+  it("setup-only tools only for setup sessions; other sessions get them removed (a setup snapshot must not leak them)", () => {
+    const toolDir = `${HOME}/.config/opencode/tool`;
+    const coding = step<"files">(planBoot(spec({ sessionType: "coding" })).phase1, "write tools").ops;
+    expect(writtenPaths(coding)).toEqual([`${toolDir}/verify.ts`, `${toolDir}/save_snapshot.ts`, `${toolDir}/request_env_variables.ts`]);
+    expect(removedPaths(coding)).toEqual([`${toolDir}/save_service_commands.ts`, `${toolDir}/save_env_files.ts`]);
+
+    const setup = step<"files">(planBoot(spec({ sessionType: "setup" })).phase1, "write tools").ops;
+    expect(writtenPaths(setup)).toEqual(AGENT_TOOLS.map((t) => `${toolDir}/${t.name}.ts`));
+    expect(removedPaths(setup)).toEqual([]);
+
+    const terminal = step<"files">(planBoot(spec({ sessionType: "terminal" })).phase1, "write tools").ops;
+    expect(writtenPaths(terminal)).toEqual(writtenPaths(coding));
+  });
+
+  it("the OpenCode config names the dev model when the layout runs it, else the session's model or the default", () => {
+    const configOf = (s: BootSpec) => {
+      const start = step<"spawn">(planBoot(s).phase1, "start opencode");
+      const written = step<"files">(planBoot(s).phase1, "write opencode config").ops.find((o) => o.op === "write" && o.path.endsWith("opencode.json"));
+      // The file and OPENCODE_CONFIG_CONTENT are the same config.
+      expect(written && written.op === "write" ? JSON.parse(written.content) : null).toEqual(JSON.parse(start.env.OPENCODE_CONFIG_CONTENT ?? "null"));
+      return JSON.parse(start.env.OPENCODE_CONFIG_CONTENT ?? "{}") as Record<string, unknown>;
+    };
+    const dev = configOf(spec({ modelId: "anthropic/x" }, { devModel: { port: 4200 } }));
+    expect(dev.model).toBe("dev/echo");
+    expect(JSON.stringify(dev.provider)).toContain("http://127.0.0.1:4200/v1");
+    expect(configOf(spec({ modelId: "anthropic/claude-opus-4-5" })).model).toBe("anthropic/claude-opus-4-5");
+    expect(configOf(spec()).model).toBe(DEFAULT_MODEL_ID);
+    const withPrompt = configOf(spec({ systemPrompt: "hi" }));
+    expect(withPrompt.instructions).toEqual([`${HOME}/.config/opencode/instructions.md`]);
+    expect(configOf(spec()).instructions).toBeUndefined();
+  });
+
+  it("OpenCode's config dir is seeded so it never downloads its plugin package; tools resolve zod from the layout's modules", () => {
+    const ops = step<"files">(planBoot(spec({}, { toolModules: "/opt/mods" })).phase1, "write opencode config").ops;
+    const dir = `${HOME}/.config/opencode`;
+    expect(writtenPaths(ops)).toEqual([`${dir}/opencode.json`, `${dir}/package.json`, `${dir}/package-lock.json`]);
+    expect(ops).toContainEqual({ op: "mkdir", path: `${dir}/node_modules` });
+    expect(ops).toContainEqual({ op: "symlink", path: `${dir}/node_modules/zod`, target: "/opt/mods/zod" });
+    const lock = ops.find((o) => o.op === "write" && o.path.endsWith("package-lock.json"));
+    const pkg = ops.find((o) => o.op === "write" && o.path.endsWith("/package.json"));
+    if (lock?.op !== "write" || pkg?.op !== "write") throw new Error("package files missing");
+    const declared = Object.keys((JSON.parse(pkg.content) as { dependencies: object }).dependencies);
+    const locked = Object.keys((JSON.parse(lock.content) as { packages: { "": { dependencies: object } } }).packages[""].dependencies);
+    expect(locked).toEqual(declared);
+  });
+
+  it("SSH key, trigger context and the dev model only when asked for", () => {
+    const bare = names(planBoot(spec()).phase1);
+    expect(bare).not.toContain("write ssh key");
+    expect(bare).not.toContain("write trigger context");
+    expect(bare).not.toContain("start dev model");
+    const full = planBoot(spec({ sshPublicKey: "ssh-ed25519 AAAA me\n", triggerContext: { source: "slack" } }, { devModel: { port: 4200 } })).phase1;
+    expect(step<"files">(full, "write ssh key").ops).toEqual([{ op: "append-line", path: `${HOME}/.ssh/authorized_keys`, line: "ssh-ed25519 AAAA me", mode: 0o600 }]);
+    expect(names(full)).toContain("write trigger context");
+    // The dev model answers before OpenCode needs it.
+    expect(names(full).indexOf("start dev model")).toBeLessThan(names(full).indexOf("start opencode"));
+  });
+});
+
+describe("phase 2", () => {
+  const image = (request: Partial<BootRequestInput> = {}) =>
+    planBoot(parseBootSpec({ version: BOOT_SPEC_VERSION, request: { sessionId: "ses_1", restored: false, now: NOW, ...request }, layout: imageLayout() }));
+
+  it("in the image: infrastructure services, Caddy, the sidecar, in that order; nothing else by default", () => {
+    expect(names(image().phase2)).toEqual([
+      "start infrastructure services",
+      "start caddy",
+      "wait for caddy",
+      "write service definitions",
+      "start sidecar",
+      "wait for sidecar",
+    ]);
+    const sidecar = step<"spawn">(image().phase2, "start sidecar");
+    expect(sidecar.env).toMatchObject({
+      SIDECAR_PORT: "4000",
+      SIDECAR_HOST: "127.0.0.1",
+      WORKSPACE_DIR: "/home/user/workspace",
+      CADDY_ADMIN_URL: "http://127.0.0.1:2019",
+      SERVICES_FILE: "/home/user/.proliferate/services.json",
+    });
+    // The token comes from the boot's environment at run time, never from the plan.
+    expect(sidecar.env.SIDECAR_TOKEN).toBeUndefined();
+  });
+
+  it("service commands start only when the snapshot has the dependencies (and there are commands)", () => {
+    const services = [{ name: "web", command: "npm run dev", cwd: "app" }];
+    expect(names(image({ serviceCommands: services }).phase2)).not.toContain("start service commands");
+    expect(names(image({ snapshotHasDeps: true }).phase2)).not.toContain("start service commands");
+    const withDeps = image({ snapshotHasDeps: true, serviceCommands: services }).phase2;
+    expect(names(withDeps).at(-1)).toBe("start service commands");
+    expect(step<"run">(withDeps, "start service commands").command.argv).toEqual(["node", "/opt/sandbox/cli.mjs", "services", "start"]);
+    // Defined either way, so the sidecar lists them.
+    const defs = step<"files">(image({ serviceCommands: services }).phase2, "write service definitions").ops[0];
+    expect(defs && defs.op === "write" ? JSON.parse(defs.content) : null).toEqual(services);
+  });
+
+  it("no sidecar or no CLI in the layout: service commands cannot start", () => {
+    const local = planBoot(spec({ snapshotHasDeps: true, serviceCommands: [{ name: "web", command: "x" }] }));
+    expect(names(local.phase2)).toEqual([]);
+  });
+
+  it("env files are applied through the CLI when the request has a spec", () => {
+    const envFiles = [{ path: ".env", keys: [{ name: "A" }] }];
+    const steps = image({ envFiles }).phase2;
+    expect(names(steps)).toContain("apply env files");
+    expect(step<"run">(steps, "apply env files").command.argv).toEqual(["node", "/opt/sandbox/cli.mjs", "env", "apply", "--spec", "/home/user/.proliferate/env-spec.json"]);
+    expect(names(image().phase2)).not.toContain("apply env files");
+  });
+
+  it("git freshness pull first, only for a restored sandbox with repos and the gate enabled", () => {
+    const gate = { enabled: true, cadenceSeconds: 3600 };
+    expect(names(image({ restored: true, repos: REPOS, gitFreshness: gate }).phase2)[0]).toBe("git freshness pull");
+    expect(step<"git-pull">(image({ restored: true, repos: REPOS, gitFreshness: gate }).phase2, "git freshness pull")).toMatchObject({
+      dirs: ["/home/user/workspace/web", "/home/user/workspace/services/api"],
+      cadenceSeconds: 3600,
+      now: NOW,
+    });
+    expect(names(image({ restored: false, repos: REPOS, gitFreshness: gate }).phase2)).not.toContain("git freshness pull");
+    expect(names(image({ restored: true, repos: [], gitFreshness: gate }).phase2)).not.toContain("git freshness pull");
+    expect(names(image({ restored: true, repos: REPOS, gitFreshness: { enabled: false, cadenceSeconds: 0 } }).phase2)).not.toContain("git freshness pull");
+  });
+});
+
+describe("planResume", () => {
+  it("is only the git freshness pull, when the gate is enabled", () => {
+    expect(names(planResume(spec({ repos: REPOS, gitFreshness: { enabled: true, cadenceSeconds: 0 } })))).toEqual(["git freshness pull"]);
+    expect(planResume(spec({ repos: REPOS }))).toEqual([]);
+  });
+});
+
+describe("parseBootSpec", () => {
+  it("names every invalid field and strips unknown ones (an older boot reads a newer spec)", () => {
+    expect(() => parseBootSpec({ version: 1, request: { sessionId: "" }, layout: {} })).toThrow(/request\.sessionId.*layout\.home/s);
+    const parsed = parseBootSpec({ ...spec(), request: { ...spec().request, addedLater: true } });
+    expect(parsed.request).not.toHaveProperty("addedLater");
+  });
+});
