@@ -42,6 +42,24 @@ export function buildSandboxEnv(opts: Pick<CreateSandboxOpts, "sessionId" | "env
   return { ...opts.envVars, SESSION_ID: opts.sessionId };
 }
 
+/** What a create call asks the boot for: the same for every provider (the layout differs). */
+export function bootRequest(opts: CreateSandboxOpts, context: { restored: boolean; now: number; gitFreshness: GitFreshnessConfig | null }): BootSpec["request"] {
+  return {
+    sessionId: opts.sessionId,
+    sessionType: opts.sessionType ?? "coding",
+    repos: opts.repos,
+    restored: context.restored,
+    now: context.now,
+    systemPrompt: opts.systemPrompt || null,
+    modelId: opts.agentConfig?.modelId ?? null,
+    snapshotHasDeps: opts.snapshotHasDeps ?? false,
+    serviceCommands: opts.serviceCommands ?? [],
+    sshPublicKey: opts.sshPublicKey ?? null,
+    triggerContext: opts.triggerContext ?? null,
+    gitFreshness: context.gitFreshness,
+  };
+}
+
 /**
  * The boot spec of an image sandbox. `restored` means the filesystem came from a session
  * snapshot: repos and metadata are there, processes are not, so the boot skips the clones and
@@ -53,20 +71,7 @@ export function imageBootSpec(
 ): BootSpec {
   return {
     version: BOOT_SPEC_VERSION,
-    request: {
-      sessionId: opts.sessionId,
-      sessionType: opts.sessionType ?? "coding",
-      repos: opts.repos,
-      restored: context.restored,
-      now: context.now,
-      systemPrompt: opts.systemPrompt || null,
-      modelId: opts.agentConfig?.modelId ?? null,
-      snapshotHasDeps: opts.snapshotHasDeps ?? false,
-      serviceCommands: opts.serviceCommands ?? [],
-      sshPublicKey: opts.sshPublicKey ?? null,
-      triggerContext: opts.triggerContext ?? null,
-      gitFreshness: context.gitFreshness,
-    },
+    request: bootRequest(opts, context),
     layout: imageLayout(),
   };
 }

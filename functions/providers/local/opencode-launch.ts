@@ -10,6 +10,7 @@ import type { GitFreshnessConfig } from "../../domain/git-freshness";
 import type { CreateSandboxOpts } from "../../ports/sandbox-provider";
 import { BOOT_SPEC_VERSION, type BootSpec } from "../../../sandbox/boot/boot-spec";
 import { homeEnv } from "../../../sandbox/boot/layout";
+import { bootRequest } from "../sandbox-boot";
 
 export { homeEnv };
 
@@ -102,20 +103,7 @@ export function localBootSpec(input: LocalBootInput): BootSpec {
   const tsEntry = (path: string) => ({ argv: [node.bin, "--import", node.tsxLoaderUrl, path], requires: path });
   return {
     version: BOOT_SPEC_VERSION,
-    request: {
-      sessionId: opts.sessionId,
-      sessionType: opts.sessionType ?? "coding",
-      repos: opts.repos,
-      restored: input.restored,
-      now: input.now,
-      systemPrompt: opts.systemPrompt || null,
-      modelId: opts.agentConfig?.modelId ?? null,
-      snapshotHasDeps: opts.snapshotHasDeps ?? false,
-      serviceCommands: opts.serviceCommands ?? [],
-      sshPublicKey: opts.sshPublicKey ?? null,
-      triggerContext: opts.triggerContext ?? null,
-      gitFreshness: input.gitFreshness,
-    },
+    request: bootRequest(opts, input),
     layout: {
       home: paths.home,
       workspace: paths.workspace,
