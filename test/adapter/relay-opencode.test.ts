@@ -57,6 +57,28 @@ async function until(what: string, condition: () => boolean | Promise<boolean>, 
   }
 }
 
+
+/** A relay over this test's table and OpenCode; scans only when asked (`scanNow`). */
+function adapterRelay(ownerId: string): StreamingRelay {
+  return new StreamingRelay(
+    {
+      sessions,
+      prompts,
+      flows: noFlows,
+      agent,
+      connections: new DynamoConnectionRegistry(table.doc, table.tableName),
+      push,
+      transcript,
+      relayLeases: new DynamoRelayLeaseStore(table.doc, table.tableName),
+      scheduler: noSchedules,
+      config: parseConfig({ TABLE_NAME: table.tableName }),
+      logger,
+      now: () => new Date(),
+    },
+    { ownerId, scanIntervalMs: 60_000 },
+  );
+}
+
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), "relay-opencode-"));
   table = await startTestTable();
@@ -74,23 +96,7 @@ beforeAll(async () => {
   await sessions.createSession(session);
   await connections.add({ connectionId: CONNECTION, sessionId: session.id, userId: "user-a", clientType: "web", connectedAt: new Date().toISOString(), ready: true });
 
-  relay = new StreamingRelay(
-    {
-      sessions,
-      prompts,
-      flows: noFlows,
-      agent,
-      connections,
-      push,
-      transcript,
-      relayLeases: new DynamoRelayLeaseStore(table.doc, table.tableName),
-      scheduler: noSchedules,
-      config: parseConfig({ TABLE_NAME: table.tableName }),
-      logger,
-      now: () => new Date(),
-    },
-    { ownerId: "relay-adapter", scanIntervalMs: 60_000 },
-  );
+  relay = adapterRelay("relay-adapter");
   await relay.scanNow();
   const live = relay;
   await until("relay stream live", () => live.streamCounters().open === 1, 30_000);
@@ -163,23 +169,7 @@ describe("StreamingRelay against real OpenCode", () => {
 
     const before = (await transcript.list(session.id, { limit: 50 })).items;
     await relay?.drain();
-    const successor = new StreamingRelay(
-      {
-        sessions,
-        prompts,
-        flows: noFlows,
-        agent,
-        connections: new DynamoConnectionRegistry(table.doc, table.tableName),
-        push,
-        transcript,
-        relayLeases: new DynamoRelayLeaseStore(table.doc, table.tableName),
-        scheduler: noSchedules,
-        config: parseConfig({ TABLE_NAME: table.tableName }),
-        logger,
-        now: () => new Date(),
-      },
-      { ownerId: "relay-successor", scanIntervalMs: 60_000 },
-    );
+    const successor = adapterRelay("relay-successor");
     relay = successor;
     await successor.scanNow();
     await until("successor stream live", () => successor.streamCounters().open === 1, 30_000);
