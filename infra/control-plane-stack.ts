@@ -167,6 +167,26 @@ export class ControlPlaneStack extends Stack {
       });
     }
 
+    // The master sandbox access key (sandbox/shared/access-token.ts): each session's sandbox key
+    // (its SIDECAR_TOKEN) is derived from it, sidecar access tokens are signed with those, and
+    // each sandbox's OpenCode password is derived from them. Generated here, never in the
+    // template; read by what creates sandboxes, signs sidecar access or calls the agent (whose
+    // tunnel answers 401 without the password): the sandbox steps, the agent and sidecar routes,
+    // the WebSocket routes that deliver prompts, and the relay.
+    const sandboxAccessKey = new Secret(this, "SandboxAccessKey", {
+      secretName: `${this.stackName}/sandbox-access-key`,
+      description: "Master key the sandbox keys (SIDECAR_TOKEN) and sidecar access tokens derive from",
+      generateSecretString: { passwordLength: 64, excludePunctuation: true },
+    });
+    Validations.of(sandboxAccessKey).acknowledge({
+      id: "AwsSolutions::AwsSolutions-SMG4",
+      reason: "Sandbox keys are derived from this key and live inside running sandboxes: rotating it would lock every running sidecar out until its session is re-created. Rotate by replacing the secret during a maintenance window.",
+    });
+    const allowSandboxKeys = (fn: NodejsFunction): void => {
+      fn.addEnvironment("SANDBOX_ACCESS_KEY_SECRET_ARN", sandboxAccessKey.secretArn);
+      sandboxAccessKey.grantRead(fn);
+    };
+
     // Lifecycle schedules (sandbox expiry, idle checks): one group, one role Scheduler assumes to
     // invoke the schedule targets (schedule-fired, the sweeper) and nothing else. The target has a
     // fixed name so its ARN is known to the functions that arm schedules, itself included (see
@@ -227,7 +247,8 @@ export class ControlPlaneStack extends Stack {
         tableAccess: route.tableAccess,
       });
       allowStartingFlows(fn, route.startsFlows ?? [], `route ${route.id}`);
-      if (route.agentAccess) allowProviderSecret(fn);
+      if (route.agentAccess || route.sandboxAccess) allowProviderSecret(fn);
+      if (route.agentAccess || route.sandboxAccess) allowSandboxKeys(fn);
       // The idle check when a proxy connection closes (functions/http/handlers/proxy-connections.ts).
       if (route.armsSchedules) allowScheduling(fn);
       this.httpApi.addRoutes({
@@ -253,6 +274,7 @@ export class ControlPlaneStack extends Stack {
         tableAccess: "readwrite",
       });
       if (step.sandboxAccess) allowProviderSecret(fn);
+      if (step.sandboxAccess) allowSandboxKeys(fn);
       if (step.push) allowPush(fn, webSocket);
       if (step.orchestrates) {
         // Prompt wake-up (ensure-runtime) and the idle snapshot circuit breaker (stop).
@@ -358,6 +380,8 @@ export class ControlPlaneStack extends Stack {
       allowStartingFlows(fn, route.startsFlows, `WebSocket route ${route.routeKey}`);
       // The idle check when the last client leaves ($disconnect).
       if (route.armsSchedules) allowScheduling(fn);
+      // Prompts delivered and turns cancelled from a frame ($default) go to the agent.
+      if (route.agentAccess) allowSandboxKeys(fn);
       allowPush(fn, webSocket);
       if (route.routeKey === "$connect") {
         fn.addEnvironment("SEND_INIT_FUNCTION_NAME", sendInit.functionName);
@@ -388,6 +412,9 @@ export class ControlPlaneStack extends Stack {
       this.relay.taskDefinition.addToTaskRolePolicy(grant.statement);
     }
     acknowledgePushWildcard(this.relay.taskRole, webSocket);
+    // The relay streams from every session's agent and delivers prompts: it derives their passwords.
+    this.relay.container.addEnvironment("SANDBOX_ACCESS_KEY_SECRET_ARN", sandboxAccessKey.secretArn);
+    sandboxAccessKey.grantRead(this.relay.taskRole);
 
     // Idle snapshotting's alarms, on the EMF metrics the functions publish (functions/ports/
     // metrics-sink.ts) in the stack's namespace with Powertools' `service` dimension and nothing else.

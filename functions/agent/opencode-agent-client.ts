@@ -1,8 +1,15 @@
 /**
  * The agent client port (ports/agent-client.ts) over OpenCode's HTTP API and `/event` SSE
  * stream; one implementation for every provider, since each gives an OpenCode base URL.
- * Every failure is an `AgentUnavailableError` whose message never holds the base URL and whose
- * echoed response text is redacted.
+ * Every failure is an `AgentUnavailableError` whose message never holds the base URL nor the
+ * endpoint's authorization, and whose echoed response text is redacted.
+ *
+ * Authentication (OpenCode 1.18.33 with `OPENCODE_SERVER_PASSWORD`, asserted in
+ * test/adapter/opencode-agent-client.test.ts): every route, `/event` and `/doc` included, answers
+ * 401 with an empty body and `WWW-Authenticate: Basic` unless the request carries
+ * `Authorization: Basic base64("opencode:" + password)` (or the same value base64-encoded in an
+ * `auth_token` query parameter); only CORS preflights pass without it. A 401 is not retryable:
+ * the same credential gets the same answer.
  *
  * A second `prompt_async` while a turn is busy (observed on OpenCode 1.18.33, asserted in
  * test/adapter/opencode-agent-client.test.ts): it is accepted (204) and queued, neither
@@ -19,7 +26,7 @@
 import { z } from "zod";
 import { AgentUnavailableError } from "../domain/errors";
 import { redactSecrets } from "../observability/redact-secrets";
-import type { AgentClient, AgentEvent } from "../ports/agent-client";
+import type { AgentClient, AgentEndpoint, AgentEvent } from "../ports/agent-client";
 
 export interface OpenCodeAgentClientOptions {
   /** Bound on each request, body included; for `events` only until the response headers arrive. Default 10 000. */
@@ -124,6 +131,11 @@ function networkCode(err: unknown): string | null {
   return typeof code === "string" ? code : null;
 }
 
+/** The request headers plus the endpoint's `Authorization`, when it has one. */
+export function withAuthorization(headers: Record<string, string>, endpoint: AgentEndpoint): Record<string, string> {
+  return endpoint.authorization ? { ...headers, authorization: endpoint.authorization } : headers;
+}
+
 export class OpenCodeAgentClient implements AgentClient {
   private readonly requestTimeoutMs: number;
 
@@ -136,31 +148,31 @@ export class OpenCodeAgentClient implements AgentClient {
    * (404, or an id OpenCode cannot hold) leads to a new session; a 5xx or network failure is
    * thrown, because a new session on a transient failure would silently fork the conversation.
    */
-  async ensureSession(baseUrl: string, existingId?: string | null): Promise<string> {
+  async ensureSession(endpoint: AgentEndpoint, existingId?: string | null): Promise<string> {
     if (existingId && OPENCODE_SESSION_ID.test(existingId)) {
-      const found = await this.call("ensureSession", baseUrl, "GET", `/session/${encodeURIComponent(existingId)}`);
+      const found = await this.call("ensureSession", endpoint, "GET", `/session/${encodeURIComponent(existingId)}`);
       if (found.status >= 200 && found.status < 300) return existingId;
       if (found.status !== 404 && found.status !== 400) throw this.httpError("ensureSession", found);
     }
-    const created = await this.call("ensureSession", baseUrl, "POST", "/session", {});
+    const created = await this.call("ensureSession", endpoint, "POST", "/session", {});
     if (created.status < 200 || created.status >= 300) throw this.httpError("ensureSession", created);
     return this.parse("ensureSession", created, CreatedSession).id;
   }
 
-  async promptAsync(baseUrl: string, agentSessionId: string, text: string): Promise<void> {
+  async promptAsync(endpoint: AgentEndpoint, agentSessionId: string, text: string): Promise<void> {
     const path = `/session/${encodeURIComponent(agentSessionId)}/prompt_async`;
-    const answer = await this.call("promptAsync", baseUrl, "POST", path, { parts: [{ type: "text", text }] });
+    const answer = await this.call("promptAsync", endpoint, "POST", path, { parts: [{ type: "text", text }] });
     if (answer.status < 200 || answer.status >= 300) throw this.httpError("promptAsync", answer);
   }
 
-  async abort(baseUrl: string, agentSessionId: string): Promise<void> {
-    const answer = await this.call("abort", baseUrl, "POST", `/session/${encodeURIComponent(agentSessionId)}/abort`, {});
+  async abort(endpoint: AgentEndpoint, agentSessionId: string): Promise<void> {
+    const answer = await this.call("abort", endpoint, "POST", `/session/${encodeURIComponent(agentSessionId)}/abort`, {});
     if (answer.status < 200 || answer.status >= 300) throw this.httpError("abort", answer);
   }
 
   /** "retry" counts as busy: the turn is still running, waiting out a model provider error. */
-  async isBusy(baseUrl: string, agentSessionId: string): Promise<boolean> {
-    const answer = await this.call("isBusy", baseUrl, "GET", "/session/status");
+  async isBusy(endpoint: AgentEndpoint, agentSessionId: string): Promise<boolean> {
+    const answer = await this.call("isBusy", endpoint, "GET", "/session/status");
     if (answer.status < 200 || answer.status >= 300) throw this.httpError("isBusy", answer);
     const entry = this.parse("isBusy", answer, SessionStatusMap)[agentSessionId];
     return entry?.type === "busy" || entry?.type === "retry";
@@ -171,14 +183,14 @@ export class OpenCodeAgentClient implements AgentClient {
    * until `signal` aborts (then it ends quietly) or the server closes it. A connection lost
    * mid-stream throws a retryable error so the caller reconnects.
    */
-  async *events(baseUrl: string, signal: AbortSignal): AsyncIterable<AgentEvent> {
+  async *events(endpoint: AgentEndpoint, signal: AbortSignal): AsyncIterable<AgentEvent> {
     if (signal.aborted) return;
-    const url = this.url("events", baseUrl, "/event");
+    const url = this.url("events", endpoint.url, "/event");
     const headersDeadline = new AbortController();
     const timer = setTimeout(() => headersDeadline.abort(), this.requestTimeoutMs);
     let res: Response;
     try {
-      res = await fetch(url, { headers: { accept: "text/event-stream" }, signal: AbortSignal.any([signal, headersDeadline.signal]) });
+      res = await fetch(url, { headers: withAuthorization({ accept: "text/event-stream" }, endpoint), signal: AbortSignal.any([signal, headersDeadline.signal]) });
     } catch (err) {
       if (signal.aborted) return;
       throw this.networkError("events", headersDeadline.signal.aborted ? new DOMException("timed out", "TimeoutError") : err);
@@ -201,12 +213,12 @@ export class OpenCodeAgentClient implements AgentClient {
   }
 
   /** One bounded request; the body is read under the same timeout. Throws only for network failures. */
-  private async call(operation: string, baseUrl: string, method: "GET" | "POST", path: string, body?: unknown): Promise<HttpAnswer> {
-    const url = this.url(operation, baseUrl, path);
+  private async call(operation: string, endpoint: AgentEndpoint, method: "GET" | "POST", path: string, body?: unknown): Promise<HttpAnswer> {
+    const url = this.url(operation, endpoint.url, path);
     try {
       const res = await fetch(url, {
         method,
-        headers: body === undefined ? { accept: "application/json" } : { accept: "application/json", "content-type": "application/json" },
+        headers: withAuthorization(body === undefined ? { accept: "application/json" } : { accept: "application/json", "content-type": "application/json" }, endpoint),
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: AbortSignal.timeout(this.requestTimeoutMs),
       });

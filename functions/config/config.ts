@@ -56,6 +56,8 @@ export const ConfigSchema = z.object({
   RELAY_LEASE_TTL_SECONDS: seconds(30),
   /** Streaming relay: how often it looks for running sessions nobody watches. */
   RELAY_SCAN_INTERVAL_SECONDS: seconds(5),
+  /** Default lifetime of a sidecar access token (POST /v1/sessions/{id}/sidecar-access); callers may ask for 60-3600 s. */
+  SIDECAR_ACCESS_TTL_SECONDS: z.coerce.number().int().min(60).max(3600).default(900),
   /** Largest accepted HTTP request body. */
   MAX_BODY_BYTES: z.coerce.number().int().positive().default(64 * 1024),
 });

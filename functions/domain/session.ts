@@ -2,7 +2,9 @@
  * The session model (API.md "Session object"): zod schemas for the stored record and the
  * client-facing view, and the two status vocabularies.
  */
+import { posix } from "node:path";
 import { z } from "zod";
+import { EnvFileSchema, type EnvSpec } from "../../sandbox/cli/env-spec";
 
 /** Stored statuses (ARCHITECTURE.md §4). `starting` means a record with no sandbox yet. */
 export const SESSION_STATUSES = ["starting", "running", "paused", "stopped", "error"] as const;
@@ -48,6 +50,46 @@ export const RepoSpec = z
   .strict();
 export type RepoSpec = z.infer<typeof RepoSpec>;
 
+/** At most this many env files per session (each is one `env apply` target). */
+export const MAX_ENV_FILES = 50;
+
+/**
+ * The env files a session's sandbox generates at boot (`sandbox env apply`, seed 003 §6.11): the
+ * in-sandbox CLI's own file schema (sandbox/cli/env-spec.ts), so whatever the control plane
+ * accepts the CLI accepts. On top of it, what a session may ask for:
+ * - keys only, never a `value`: the session record is returned to every client of the session
+ *   and the boot spec carries no secrets, so values reach the sandbox through its environment
+ *   or its values file (`ENV_VALUES_FILE`), never through the session;
+ * - paths relative to the workspace (its absolute path differs per provider) that stay inside it;
+ * - each path once (the CLI would refuse the whole spec).
+ */
+export const SessionEnvFiles = z
+  .array(EnvFileSchema)
+  .max(MAX_ENV_FILES)
+  .superRefine((files, ctx) => {
+    const seen = new Set<string>();
+    files.forEach((file, i) => {
+      const normalized = posix.normalize(file.path);
+      if (posix.isAbsolute(file.path)) {
+        ctx.addIssue({ code: "custom", path: [i, "path"], message: "must be relative to the workspace (its absolute path differs per provider)" });
+      } else if (normalized === ".." || normalized.startsWith("../")) {
+        ctx.addIssue({ code: "custom", path: [i, "path"], message: "must stay inside the workspace" });
+      }
+      if (seen.has(normalized)) ctx.addIssue({ code: "custom", path: [i, "path"], message: `"${file.path}" is listed more than once` });
+      seen.add(normalized);
+      file.keys.forEach((key, j) => {
+        if (key.value !== undefined) {
+          ctx.addIssue({
+            code: "custom",
+            path: [i, "keys", j, "value"],
+            message: "values are not accepted: a session stores key names only (values reach the sandbox through its environment or values file)",
+          });
+        }
+      });
+    });
+  });
+export type SessionEnvFiles = EnvSpec;
+
 /** The stored session item's domain fields (the DynamoDB key attributes live in the store). */
 export const SessionRecord = z.object({
   id: SessionId,
@@ -59,6 +101,8 @@ export const SessionRecord = z.object({
   sessionType: SessionType,
   provider: ProviderType,
   repos: z.array(RepoSpec),
+  /** Env files the sandbox generates at boot (SessionEnvFiles); `[]` for records written before they existed. */
+  envFiles: z.array(EnvFileSchema).default([]),
   prebuildId: z.string().nullable(),
   initialPrompt: z.string().nullable(),
   sandboxId: z.string().nullable(),
@@ -110,6 +154,7 @@ export interface NewSessionInput {
   sessionType?: SessionType | undefined;
   provider: ProviderType;
   repos?: RepoSpec[] | undefined;
+  envFiles?: SessionEnvFiles | undefined;
   prebuildId?: string | undefined;
   initialPrompt?: string | undefined;
   now: Date;
@@ -128,6 +173,7 @@ export function newSessionRecord(input: NewSessionInput): SessionRecord {
     sessionType: input.sessionType ?? "coding",
     provider: input.provider,
     repos: input.repos ?? [],
+    envFiles: input.envFiles ?? [],
     prebuildId: input.prebuildId ?? null,
     initialPrompt: input.initialPrompt ?? null,
     sandboxId: null,

@@ -3,6 +3,7 @@
  * adapters once per container; the local runtime passes dynalite, timers, its WebSocket push
  * and the local provider to the same step functions.
  */
+import type { SandboxKeyring } from "../config/sandbox-keyring";
 import type { Logger } from "@aws-lambda-powertools/logger";
 import type { Config } from "../config/config";
 import type { ProviderType } from "../domain/session";
@@ -33,6 +34,8 @@ export interface FlowDeps {
   flows: FlowRunner;
   provider: (type: ProviderType) => Promise<SandboxProvider>;
   agent: AgentClient;
+  /** Sandbox keys: provision injects the session's key into its sandbox as SIDECAR_TOKEN. */
+  sandboxKeys: SandboxKeyring;
   config: Config;
   metrics: MetricsSink;
   now: () => Date;

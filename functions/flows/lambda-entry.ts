@@ -6,8 +6,9 @@
 import { SFNClient } from "@aws-sdk/client-sfn";
 import { SchedulerClient } from "@aws-sdk/client-scheduler";
 import { ApiGatewayManagementApiClient } from "@aws-sdk/client-apigatewaymanagementapi";
-import { loadConfig } from "../config/config";
+import { loadConfig, type Config } from "../config/config";
 import { providerEnvironment } from "../config/provider-secrets";
+import { keyringFromEnv } from "../config/sandbox-keyring";
 import { logger } from "../observability/logger";
 import { createDocumentClient } from "../store/dynamo-client";
 import { DynamoSessionStore } from "../store/dynamo-session-store";
@@ -26,6 +27,20 @@ import type { FlowDeps } from "./flow-deps";
 
 let deps: FlowDeps | undefined;
 
+/** Providers built on first use from the provider secret; a failed build is retried by the next call. */
+export function awsProviders(config: Config): (type: ProviderType) => Promise<SandboxProvider> {
+  const providers = new Map<ProviderType, Promise<SandboxProvider>>();
+  return (type) => {
+    let p = providers.get(type);
+    if (!p) {
+      p = providerEnvironment().then((env) => createSandboxProvider(type, { sandboxTimeoutSeconds: config.SANDBOX_TIMEOUT_SECONDS, env }));
+      p.catch(() => providers.delete(type));
+      providers.set(type, p);
+    }
+    return p;
+  };
+}
+
 /** Without a WebSocket API (WS_URL unset) there is nobody to push to. */
 const noPush: ClientPush = { send: () => Promise.resolve("gone") };
 
@@ -39,7 +54,6 @@ export function awsFlowDeps(): FlowDeps {
   if (!deps) {
     const config = loadConfig();
     const doc = createDocumentClient(config.DYNAMODB_ENDPOINT ? { endpoint: config.DYNAMODB_ENDPOINT } : {});
-    const providers = new Map<ProviderType, Promise<SandboxProvider>>();
     const managementEndpoint = process.env.WS_MANAGEMENT_ENDPOINT;
     deps = {
       sessions: new DynamoSessionStore(doc, config.TABLE_NAME),
@@ -56,16 +70,9 @@ export function awsFlowDeps(): FlowDeps {
         roleArn: required("SCHEDULE_ROLE_ARN"),
       }),
       flows: new SfnFlowRunner(new SFNClient({}), stateMachineArnsFromEnv(process.env)),
-      provider: (type) => {
-        let p = providers.get(type);
-        if (!p) {
-          p = providerEnvironment().then((env) => createSandboxProvider(type, { sandboxTimeoutSeconds: config.SANDBOX_TIMEOUT_SECONDS, env }));
-          p.catch(() => providers.delete(type));
-          providers.set(type, p);
-        }
-        return p;
-      },
+      provider: awsProviders(config),
       agent: new OpenCodeAgentClient(),
+      sandboxKeys: keyringFromEnv(process.env),
       config,
       metrics: new EmfMetricsSink(),
       now: () => new Date(),

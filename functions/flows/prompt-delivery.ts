@@ -15,11 +15,12 @@
  * - a session without a sandbox (starting, paused) is woken through `ensure-runtime`, whose
  *   finish delivers.
  */
+import { agentEndpoint } from "../agent/agent-endpoint";
 import { errorForLog } from "../observability/logger";
 import type { RelayLeaseStore } from "../ports/relay";
 import type { FlowDeps } from "./flow-deps";
 
-export type DeliveryDeps = Pick<FlowDeps, "sessions" | "prompts" | "flows" | "agent" | "now" | "logger"> & { relayLeases: Pick<RelayLeaseStore, "watched"> };
+export type DeliveryDeps = Pick<FlowDeps, "sessions" | "prompts" | "flows" | "agent" | "sandboxKeys" | "now" | "logger"> & { relayLeases: Pick<RelayLeaseStore, "watched"> };
 
 /**
  * `sent`: a prompt went to the agent; `waiting`: behind the turn in progress; `deferred`: a
@@ -73,12 +74,13 @@ export async function deliverQueuedPrompts(
   const waiting: DeliveryResult = { outcome: "waiting", sent: 0, queued: queued.length };
   if (!(await deps.relayLeases.watched(sessionId, deps.now()))) return waiting;
   if ((await deps.prompts.list(sessionId, "processing")).length > 0) return waiting;
-  if (await deps.agent.isBusy(url, agentSessionId)) return waiting;
+  const agent = await agentEndpoint(deps.sandboxKeys, sessionId, url);
+  if (await deps.agent.isBusy(agent, agentSessionId)) return waiting;
   for (const prompt of queued) {
     // Lost the race for this one: another deliverer sent it; the next turn takes the rest.
     if (!(await deps.prompts.move(prompt, "queued", "processing", deps.now()))) return waiting;
     try {
-      await deps.agent.promptAsync(url, agentSessionId, prompt.content);
+      await deps.agent.promptAsync(agent, agentSessionId, prompt.content);
       return { outcome: "sent", sent: 1, queued: queued.length };
     } catch (err) {
       // Not delivered: back to the queue, in order, for the next delivery.

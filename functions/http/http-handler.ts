@@ -10,6 +10,9 @@ import type { Logger } from "@aws-lambda-powertools/logger";
 import type { Metrics } from "@aws-lambda-powertools/metrics";
 import { z, type ZodType } from "zod";
 import type { Config } from "../config/config";
+import type { SandboxKeyring } from "../config/sandbox-keyring";
+import type { ProviderType } from "../domain/session";
+import type { SandboxProvider } from "../ports/sandbox-provider";
 import { AppError, PayloadTooLargeError, UnauthorizedError, ValidationError } from "../domain/errors";
 import type { Principal } from "../domain/principal";
 import { errorForLog } from "../observability/logger";
@@ -39,6 +42,10 @@ export interface HttpDeps {
   scheduler: LifecycleScheduler;
   /** Delivers prompts to a running session's agent. */
   agent: AgentClient;
+  /** The session's provider (sidecar access resolves where its sandbox answers). */
+  provider: (type: ProviderType) => Promise<SandboxProvider>;
+  /** Sandbox keys: sidecar access tokens are signed with the session's key. */
+  sandboxKeys: SandboxKeyring;
   config: Config;
   now: () => Date;
   newSessionId: () => string;

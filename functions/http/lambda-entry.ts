@@ -18,6 +18,8 @@ import { DynamoRelayLeaseStore } from "../store/dynamo-relay-store";
 import { SFNClient } from "@aws-sdk/client-sfn";
 import { SfnFlowRunner, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
 import { OpenCodeAgentClient } from "../agent/opencode-agent-client";
+import { awsProviders } from "../flows/lambda-entry";
+import { keyringFromEnv } from "../config/sandbox-keyring";
 import type { HttpDeps, HttpHandler } from "./http-handler";
 
 let deps: HttpDeps | undefined;
@@ -37,6 +39,8 @@ export function awsHttpDeps(): HttpDeps {
       scheduler: lifecycleSchedulerFromEnv(process.env, () => new SchedulerClient({})),
       flows: new SfnFlowRunner(new SFNClient({}), stateMachineArnsFromEnv(process.env)),
       agent: new OpenCodeAgentClient(),
+      provider: awsProviders(config),
+      sandboxKeys: keyringFromEnv(process.env),
       config,
       now: () => new Date(),
       newSessionId,

@@ -17,6 +17,7 @@ import { makeCreatePromptHandler } from "./handlers/create-prompt";
 import { makeListEventsHandler } from "./handlers/list-events";
 import { makeListMessagesHandler } from "./handlers/list-messages";
 import { makeDeleteProxyConnectionHandler, makePutProxyConnectionHandler } from "./handlers/proxy-connections";
+import { makeSidecarAccessHandler } from "./handlers/sidecar-access";
 
 export type TableAccess = "none" | "read" | "readwrite";
 
@@ -37,6 +38,8 @@ export interface HttpRouteDefinition {
   agentAccess?: boolean;
   /** Arms lifecycle schedules (the idle check): needs the scheduler group and its role. */
   armsSchedules?: boolean;
+  /** Signs sidecar access (the sandbox access key) and resolves sandbox tunnels (provider credentials). */
+  sandboxAccess?: boolean;
 }
 
 export const HTTP_ROUTES: readonly HttpRouteDefinition[] = [
@@ -54,6 +57,7 @@ export const HTTP_ROUTES: readonly HttpRouteDefinition[] = [
   { id: "ListEvents", method: "GET", path: "/v1/sessions/{id}/events", entry: "functions/http/handlers/list-events.ts", make: makeListEventsHandler, tableAccess: "read" },
   { id: "PutProxyConnection", method: "PUT", path: "/v1/sessions/{id}/proxy-connections/{proxyId}", entry: "functions/http/handlers/put-proxy-connection.ts", make: makePutProxyConnectionHandler, tableAccess: "readwrite" },
   { id: "DeleteProxyConnection", method: "DELETE", path: "/v1/sessions/{id}/proxy-connections/{proxyId}", entry: "functions/http/handlers/delete-proxy-connection.ts", make: makeDeleteProxyConnectionHandler, tableAccess: "readwrite", armsSchedules: true },
+  { id: "CreateSidecarAccess", method: "POST", path: "/v1/sessions/{id}/sidecar-access", entry: "functions/http/handlers/create-sidecar-access.ts", make: makeSidecarAccessHandler, tableAccess: "read", sandboxAccess: true },
 ];
 
 /** Matches a concrete path against a route path; returns the path parameters or null. */

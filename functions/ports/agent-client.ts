@@ -7,14 +7,26 @@ export interface AgentEvent {
   properties: Record<string, unknown>;
 }
 
+/**
+ * Where a sandbox's agent answers and how to authenticate to it: OpenCode's base URL (the
+ * provider's tunnel) and the `Authorization` header value its server password calls for
+ * (sandbox/shared/access-token.ts `agentAuthorization`), or null for an agent without one.
+ * Built by functions/agent/agent-endpoint.ts; the authorization is a credential and never
+ * appears in an error, a log line or a stored record.
+ */
+export interface AgentEndpoint {
+  url: string;
+  authorization: string | null;
+}
+
 export interface AgentClient {
   /** Creates a coding-agent session, or verifies that `existingId` still exists; returns its id. */
-  ensureSession(baseUrl: string, existingId?: string | null): Promise<string>;
+  ensureSession(endpoint: AgentEndpoint, existingId?: string | null): Promise<string>;
   /** Sends a prompt without waiting for the turn (`prompt_async`). */
-  promptAsync(baseUrl: string, agentSessionId: string, text: string): Promise<void>;
-  abort(baseUrl: string, agentSessionId: string): Promise<void>;
+  promptAsync(endpoint: AgentEndpoint, agentSessionId: string, text: string): Promise<void>;
+  abort(endpoint: AgentEndpoint, agentSessionId: string): Promise<void>;
   /** True while the agent is working on a turn in that session (OpenCode `GET /session/status`). */
-  isBusy(baseUrl: string, agentSessionId: string): Promise<boolean>;
+  isBusy(endpoint: AgentEndpoint, agentSessionId: string): Promise<boolean>;
   /** Streams `/event` until `signal` aborts or the stream ends. */
-  events(baseUrl: string, signal: AbortSignal): AsyncIterable<AgentEvent>;
+  events(endpoint: AgentEndpoint, signal: AbortSignal): AsyncIterable<AgentEvent>;
 }

@@ -5,7 +5,7 @@
  * provider type is stored on the session so resume always uses the creator's provider.
  * Every failure is a `ProviderError` (domain/errors.ts) whose message is already redacted.
  */
-import type { ProviderType, RepoSpec, SessionType } from "../domain/session";
+import type { ProviderType, RepoSpec, SessionEnvFiles, SessionType } from "../domain/session";
 
 export interface AgentConfig {
   /** e.g. "anthropic/claude-sonnet-4-5"; the development model when unset and no key is configured. */
@@ -33,6 +33,11 @@ export interface CreateSandboxOpts {
   currentSandboxId?: string | null;
   snapshotHasDeps?: boolean;
   serviceCommands?: ServiceCommand[];
+  /**
+   * Env files the boot generates with `sandbox env apply` (sandbox/cli/env-spec.ts): paths and
+   * key names, no values; the values come from the sandbox's environment or values file.
+   */
+  envFiles?: SessionEnvFiles;
   sessionType?: SessionType;
   sshPublicKey?: string;
   triggerContext?: Record<string, unknown>;
@@ -68,6 +73,18 @@ export interface ExecResult {
   stdout: string;
   stderr: string;
   exitCode: number;
+}
+
+/** Where a running sandbox answers (never shown to clients: they get short-lived access instead). */
+export interface SandboxTunnels {
+  openCodeUrl: string;
+  previewUrl: string | null;
+  /**
+   * The sidecar API base (sandbox/sidecar): on the image providers the preview tunnel's
+   * `/_sandbox/sidecar` route (port 4000 is not tunnelled); locally its own port. Null when
+   * the sandbox has none.
+   */
+  sidecarUrl: string | null;
 }
 
 /** One sandbox from `listSandboxes` (the orphan sweeper's view, seed 002 §11). */
@@ -107,6 +124,6 @@ export interface SandboxProvider {
   /** Sandboxes this control plane created that are still alive (running or paused), all pages. */
   listSandboxes(): Promise<ListedSandbox[]>;
   health(): Promise<boolean>;
-  resolveTunnels(sandboxId: string): Promise<{ openCodeUrl: string; previewUrl: string | null }>;
+  resolveTunnels(sandboxId: string): Promise<SandboxTunnels>;
   execCommand?(sandboxId: string, argv: string[], opts?: { cwd?: string; timeoutMs?: number }): Promise<ExecResult>;
 }

@@ -8,6 +8,9 @@
 import { BOOT_SPEC_VERSION, type BootSpec } from "../../sandbox/boot/boot-spec";
 import { IMAGE_PATHS, IMAGE_PORTS, imageLayout, sandboxFiles } from "../../sandbox/boot/layout";
 import { httpProbe, waitUntilReady } from "../../sandbox/boot/readiness";
+import { SIDECAR_PROXY_PREFIX } from "../../sandbox/sidecar/caddy-expose";
+import { SANDBOX_KEY_ENV } from "../../sandbox/shared/access-token";
+import { agentEndpointForKey } from "../agent/agent-endpoint";
 import type { GitFreshnessConfig } from "../domain/git-freshness";
 import type { CreateSandboxOpts, ExecResult } from "../ports/sandbox-provider";
 
@@ -42,7 +45,19 @@ export function buildSandboxEnv(opts: Pick<CreateSandboxOpts, "sessionId" | "env
   return { ...opts.envVars, SESSION_ID: opts.sessionId };
 }
 
-/** What a create call asks the boot for: the same for every provider (the layout differs). */
+/**
+ * The env a resumed sandbox re-exports into its shells (E2B resume): the session's vars without
+ * the sandbox key, which only the sidecar may hold (the sidecar survived the pause with it).
+ */
+export function buildShellEnv(opts: Pick<CreateSandboxOpts, "sessionId" | "envVars">): Record<string, string> {
+  const { [SANDBOX_KEY_ENV]: _key, ...env } = buildSandboxEnv(opts);
+  return env;
+}
+
+/**
+ * What a create call asks the boot for: the same for every provider (the layout differs), so the
+ * local provider and the image boot (Modal, E2B) both get the session's env files.
+ */
 export function bootRequest(opts: CreateSandboxOpts, context: { restored: boolean; now: number; gitFreshness: GitFreshnessConfig | null }): BootSpec["request"] {
   return {
     sessionId: opts.sessionId,
@@ -54,6 +69,8 @@ export function bootRequest(opts: CreateSandboxOpts, context: { restored: boolea
     modelId: opts.agentConfig?.modelId ?? null,
     snapshotHasDeps: opts.snapshotHasDeps ?? false,
     serviceCommands: opts.serviceCommands ?? [],
+    // Absent unless there are files: the boot adds its `env apply` step only for a spec.
+    ...(opts.envFiles && opts.envFiles.length > 0 ? { envFiles: opts.envFiles } : {}),
     sshPublicKey: opts.sshPublicKey ?? null,
     triggerContext: opts.triggerContext ?? null,
     gitFreshness: context.gitFreshness,
@@ -74,6 +91,14 @@ export function imageBootSpec(
     request: bootRequest(opts, context),
     layout: imageLayout(),
   };
+}
+
+/**
+ * The sidecar through the preview tunnel: the image's Caddyfile routes `/_sandbox/sidecar/*`
+ * to port 4000 (which no provider tunnels), stripping the prefix.
+ */
+export function sidecarUrlOnPreview(previewUrl: string | null): string | null {
+  return previewUrl ? `${previewUrl.replace(/\/+$/, "")}${SIDECAR_PROXY_PREFIX}` : null;
 }
 
 /** `node /opt/sandbox/boot.mjs <mode> --spec <file|->` (sandbox/boot/main.ts). */
@@ -108,12 +133,12 @@ export async function runImageBoot(exec: SandboxExec, mode: "start" | "resume", 
 }
 
 export interface ReadinessDeps {
-  fetch: (url: string) => Promise<{ ok: boolean; status?: number }>;
+  fetch: (url: string, init?: { headers: Record<string, string> }) => Promise<{ ok: boolean; status?: number }>;
   sleep: (ms: number) => Promise<void>;
 }
 
 export const defaultReadinessDeps: ReadinessDeps = {
-  fetch: (url) => fetch(url, { signal: AbortSignal.timeout(5_000) }),
+  fetch: (url, init) => fetch(url, { headers: init?.headers, signal: AbortSignal.timeout(5_000) }),
   sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
 };
 
@@ -121,7 +146,18 @@ export const defaultReadinessDeps: ReadinessDeps = {
  * Polls OpenCode's `/session` through the tunnel with the boot's readiness backoff (seed 003 §5:
  * 200 ms × 1.5 capped at 2 s, 30 s budget of sleeps). The boot already waited inside the
  * sandbox; this covers the tunnel. A timeout is a `TimeoutError` (transient for both providers).
+ *
+ * `sandboxKey`: the key the sandbox was created with (its `SIDECAR_TOKEN`); its OpenCode then
+ * requires the password derived from it (every route answers 401 without), so the probe sends
+ * the matching `Authorization`. Without one, OpenCode runs without a password (old callers).
  */
-export async function waitForOpenCodeReady(baseUrl: string, deps: ReadinessDeps, budgetMs = 30_000): Promise<void> {
-  await waitUntilReady(httpProbe(`${baseUrl.replace(/\/+$/, "")}/session`, deps.fetch), { sleep: deps.sleep, budgetMs, what: "OpenCode" });
+export async function waitForOpenCodeReady(baseUrl: string, deps: ReadinessDeps, options: { sandboxKey?: string | null; budgetMs?: number } = {}): Promise<void> {
+  const { authorization } = agentEndpointForKey(baseUrl, options.sandboxKey);
+  const probe = httpProbe(`${baseUrl.replace(/\/+$/, "")}/session`, deps.fetch, authorization ? { authorization } : undefined);
+  await waitUntilReady(probe, { sleep: deps.sleep, budgetMs: options.budgetMs ?? 30_000, what: "OpenCode" });
+}
+
+/** The sandbox key a create call hands its sandbox (`SIDECAR_TOKEN` in its env vars), if any. */
+export function sandboxKeyOf(opts: Pick<CreateSandboxOpts, "envVars">): string | null {
+  return opts.envVars[SANDBOX_KEY_ENV] || null;
 }

@@ -2,11 +2,14 @@
  * Reads a coding-agent session's stored messages (OpenCode `GET /session/{id}/message`): the
  * relay's catch-up source after a (re)connect or a takeover, so a message that finished while no
  * relay watched still reaches the transcript. Kept beside the relay because nothing else needs
- * it; failures are `AgentUnavailableError`s that never hold the base URL.
+ * it; failures are `AgentUnavailableError`s that never hold the base URL nor the endpoint's
+ * authorization (sent as the `Authorization` header when the endpoint has one).
  */
 import { z } from "zod";
 import { AgentUnavailableError } from "../domain/errors";
 import { redactSecrets } from "../observability/redact-secrets";
+import { withAuthorization } from "../agent/opencode-agent-client";
+import type { AgentEndpoint } from "../ports/agent-client";
 
 export const AgentMessagePart = z.object({
   id: z.string(),
@@ -32,7 +35,7 @@ export type AgentMessage = z.infer<typeof AgentMessage>;
 
 export interface AgentMessageSource {
   /** The session's messages, oldest first. */
-  listMessages(baseUrl: string, agentSessionId: string): Promise<AgentMessage[]>;
+  listMessages(endpoint: AgentEndpoint, agentSessionId: string): Promise<AgentMessage[]>;
 }
 
 const BODY_EXCERPT = 300;
@@ -41,11 +44,11 @@ const BODY_EXCERPT = 300;
 export class OpenCodeMessageReader implements AgentMessageSource {
   constructor(private readonly options: { requestTimeoutMs?: number } = {}) {}
 
-  async listMessages(baseUrl: string, agentSessionId: string): Promise<AgentMessage[]> {
+  async listMessages(endpoint: AgentEndpoint, agentSessionId: string): Promise<AgentMessage[]> {
     const context = { operation: "listMessages" };
     let base: URL;
     try {
-      base = new URL(baseUrl);
+      base = new URL(endpoint.url);
     } catch {
       throw new AgentUnavailableError("OpenCode listMessages failed: the base URL is not a URL", { context });
     }
@@ -53,7 +56,7 @@ export class OpenCodeMessageReader implements AgentMessageSource {
     let status: number;
     let text: string;
     try {
-      const res = await fetch(url, { headers: { accept: "application/json" }, signal: AbortSignal.timeout(this.options.requestTimeoutMs ?? 10_000) });
+      const res = await fetch(url, { headers: withAuthorization({ accept: "application/json" }, endpoint), signal: AbortSignal.timeout(this.options.requestTimeoutMs ?? 10_000) });
       status = res.status;
       text = await res.text();
     } catch (err) {

@@ -18,6 +18,8 @@
  */
 import type { Logger } from "@aws-lambda-powertools/logger";
 import type { Config } from "../config/config";
+import type { SandboxKeyring } from "../config/sandbox-keyring";
+import { agentEndpoint } from "../agent/agent-endpoint";
 import { armIdleCheck } from "../idle/idle-check";
 import type { LifecycleScheduler } from "../ports/lifecycle-scheduler";
 import { LeaseLostError } from "../domain/errors";
@@ -25,7 +27,7 @@ import type { SessionRecord } from "../domain/session";
 import { broadcast, type BroadcastDeps } from "../flows/broadcast";
 import { completeTurn, deliverQueuedPrompts } from "../flows/prompt-delivery";
 import { errorForLog } from "../observability/logger";
-import type { AgentClient, AgentEvent } from "../ports/agent-client";
+import type { AgentClient, AgentEndpoint, AgentEvent } from "../ports/agent-client";
 import type { ClientPush } from "../ports/client-push";
 import type { FlowRunner } from "../ports/flow-runner";
 import type { RelayLease, RelayLeaseStore } from "../ports/relay";
@@ -41,6 +43,8 @@ export interface RelayDeps {
   prompts: PromptQueue;
   flows: FlowRunner;
   agent: AgentClient;
+  /** Sandbox keys: the agent's password in each sandbox is derived from its session's key. */
+  sandboxKeys: SandboxKeyring;
   /** The agent's stored messages (catch-up); OpenCode over HTTP when not given. */
   agentMessages?: AgentMessageSource;
   connections: ConnectionRegistry;
@@ -91,6 +95,8 @@ interface Watch {
   sessionId: string;
   lease: RelayLease;
   target: Target;
+  /** The target's OpenCode with its authorization (never logged). */
+  endpoint: AgentEndpoint;
   translator: EventTranslator;
   stream: SessionStream;
   /** Control operations (renew, reopen, drop) run one at a time per session. */
@@ -293,16 +299,25 @@ export class StreamingRelay {
       this.counters.releases++;
       return;
     }
-    this.open(sessionId, lease, target);
+    let endpoint: AgentEndpoint;
+    try {
+      endpoint = await agentEndpoint(this.deps.sandboxKeys, sessionId, target.openCodeUrl);
+    } catch (err) {
+      // No key to reach its agent with (the key secret unreadable): a later scan, or another relay, tries again.
+      await this.deps.relayLeases.release(lease);
+      this.counters.releases++;
+      throw err;
+    }
+    this.open(sessionId, lease, target, endpoint);
     this.deps.logger.info("relay holds session", { sessionId, owner: lease.owner, fence: lease.fence, sandboxId: target.sandboxId });
   }
 
-  private open(sessionId: string, lease: RelayLease, target: Target): void {
+  private open(sessionId: string, lease: RelayLease, target: Target, endpoint: AgentEndpoint): void {
     // The handlers run only after `start()`, by which time `watch` exists.
     const stream = new SessionStream({
       agent: this.deps.agent,
       messages: this.agentMessages,
-      baseUrl: target.openCodeUrl,
+      endpoint,
       agentSessionId: target.agentSessionId,
       backoffMs: this.options.backoffMs,
       heartbeatTimeoutMs: this.options.heartbeatTimeoutMs,
@@ -324,6 +339,7 @@ export class StreamingRelay {
       sessionId,
       lease,
       target,
+      endpoint,
       translator: new EventTranslator({ sessionId, agentSessionId: target.agentSessionId }),
       stream,
       control: Promise.resolve(),
@@ -412,8 +428,8 @@ export class StreamingRelay {
     const grace = this.options.strandedPromptMs ?? 30_000;
     const stale = (await this.deps.prompts.list(watch.sessionId, "processing")).filter((p) => now - Date.parse(p.updatedAt) > grace);
     if (stale.length === 0) return;
-    if (await this.deps.agent.isBusy(watch.target.openCodeUrl, watch.target.agentSessionId)) return;
-    const messages = await this.agentMessages.listMessages(watch.target.openCodeUrl, watch.target.agentSessionId);
+    if (await this.deps.agent.isBusy(watch.endpoint, watch.target.agentSessionId)) return;
+    const messages = await this.agentMessages.listMessages(watch.endpoint, watch.target.agentSessionId);
     for (const prompt of stale) {
       const answered = isAnswered(prompt, messages);
       await this.deps.prompts.move(prompt, "processing", answered ? "completed" : "queued", this.deps.now());
@@ -448,7 +464,7 @@ export class StreamingRelay {
     await this.recordAgentState(watch, false);
     if (watch.gaps) {
       watch.gaps = false;
-      const messages = await this.agentMessages.listMessages(watch.target.openCodeUrl, watch.target.agentSessionId);
+      const messages = await this.agentMessages.listMessages(watch.endpoint, watch.target.agentSessionId);
       await this.perform(watch, watch.translator.reconnected({ busy: false, messages }));
     }
     // Only the prompt this turn answered: one sent after the turn began (a race between a
@@ -492,6 +508,8 @@ export class StreamingRelay {
       await this.recoverStrandedPrompts(watch);
     } else {
       // Resume or migration: another sandbox (or agent session); its agent state starts unknown.
+      // The endpoint first: if it cannot be built, the old stream goes on until the next renewal.
+      const endpoint = await agentEndpoint(this.deps.sandboxKeys, watch.sessionId, target.openCodeUrl);
       this.counters.reopens++;
       this.deps.logger.info("relay reopens session on its new runtime", { sessionId: watch.sessionId, from: watch.target.sandboxId, to: target.sandboxId });
       this.watches.delete(watch.sessionId);
@@ -500,7 +518,7 @@ export class StreamingRelay {
         await this.deps.relayLeases.release(watch.lease);
         this.counters.releases++;
       } else {
-        this.open(watch.sessionId, watch.lease, target);
+        this.open(watch.sessionId, watch.lease, target, endpoint);
       }
     }
   }

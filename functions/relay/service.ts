@@ -17,6 +17,7 @@ import { ApiGatewayClientPush } from "../adapters/aws/apigw-client-push";
 import { SfnFlowRunner, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
 import { OpenCodeAgentClient } from "../agent/opencode-agent-client";
 import { ConfigError, parseConfig } from "../config/config";
+import { keyringFromEnv } from "../config/sandbox-keyring";
 import { errorForLog } from "../observability/logger";
 import type { ClientPush } from "../ports/client-push";
 import { createDocumentClient } from "../store/dynamo-client";
@@ -92,6 +93,7 @@ export async function startRelayService(env: Record<string, string | undefined>,
       prompts: new DynamoPromptQueue(doc, config.TABLE_NAME),
       flows: new SfnFlowRunner(new SFNClient({}), stateMachineArnsFromEnv(env)),
       agent: new OpenCodeAgentClient(),
+      sandboxKeys: keyringFromEnv(env),
       connections: new DynamoConnectionRegistry(doc, config.TABLE_NAME),
       push: relayEnv.WS_MANAGEMENT_ENDPOINT ? new ApiGatewayClientPush(new ApiGatewayManagementApiClient({ endpoint: relayEnv.WS_MANAGEMENT_ENDPOINT })) : noPush,
       transcript: new DynamoTranscriptStore(doc, config.TABLE_NAME),

@@ -9,7 +9,7 @@
  * a turn that ends in between is seen either in the snapshot or as an event, never in neither.
  * The handler's work is awaited before the next event is read, so its effects stay in order.
  */
-import type { AgentClient, AgentEvent } from "../ports/agent-client";
+import type { AgentClient, AgentEndpoint, AgentEvent } from "../ports/agent-client";
 import type { AgentMessage, AgentMessageSource } from "./agent-messages";
 
 /** Seed 000 SessionHub reconnect delays; the last one repeats. */
@@ -45,7 +45,8 @@ export interface SessionStreamHandler {
 export interface SessionStreamOptions {
   agent: Pick<AgentClient, "events" | "isBusy">;
   messages: AgentMessageSource;
-  baseUrl: string;
+  /** The sandbox's OpenCode and its authorization. */
+  endpoint: AgentEndpoint;
   agentSessionId: string;
   handler: SessionStreamHandler;
   backoffMs?: readonly number[];
@@ -119,7 +120,7 @@ export class SessionStream {
 
   /** One connection, until it ends, fails, goes silent, or the generation moves on. */
   private async runOnce(generation: number): Promise<{ reason: DisconnectReason; error?: unknown }> {
-    const { agent, baseUrl, agentSessionId, handler } = this.options;
+    const { agent, endpoint, agentSessionId, handler } = this.options;
     const controller = new AbortController();
     this.controller = controller;
     let heartbeat: ReturnType<typeof setTimeout> | null = null;
@@ -139,15 +140,15 @@ export class SessionStream {
     let live = false;
     try {
       arm();
-      for await (const event of agent.events(baseUrl, controller.signal)) {
+      for await (const event of agent.events(endpoint, controller.signal)) {
         disarm();
         if (generation !== this.generation) break;
         if (!live) {
           // Busy first, then the messages: read in parallel, a turn ending between the two reads
           // looked idle next to a message still open, which was then finalized with partial text.
           // In this order an idle answer means every message read after it is complete.
-          const busy = await agent.isBusy(baseUrl, agentSessionId);
-          const messages = await this.options.messages.listMessages(baseUrl, agentSessionId);
+          const busy = await agent.isBusy(endpoint, agentSessionId);
+          const messages = await this.options.messages.listMessages(endpoint, agentSessionId);
           if (generation !== this.generation) break;
           await handler.onConnected({ busy, messages });
           live = true;

@@ -18,12 +18,14 @@ export interface WsRouteDefinition {
   startsFlows: readonly FlowName[];
   /** Arms lifecycle schedules (the idle check when the last client leaves). */
   armsSchedules?: boolean;
+  /** Calls the agent in the session's sandbox (prompt delivery, cancel): needs the sandbox access key for its password. */
+  agentAccess?: boolean;
 }
 
 export const WS_ROUTES: readonly WsRouteDefinition[] = [
   { id: "WsConnect", routeKey: "$connect", entry: "functions/ws/handlers/connect.ts", make: makeConnectHandler, startsFlows: ["ensure-runtime"] },
   { id: "WsDisconnect", routeKey: "$disconnect", entry: "functions/ws/handlers/disconnect.ts", make: makeDisconnectHandler, startsFlows: [], armsSchedules: true },
-  { id: "WsMessage", routeKey: "$default", entry: "functions/ws/handlers/message.ts", make: makeMessageHandler, startsFlows: ["ensure-runtime"] },
+  { id: "WsMessage", routeKey: "$default", entry: "functions/ws/handlers/message.ts", make: makeMessageHandler, startsFlows: ["ensure-runtime"], agentAccess: true },
 ];
 
 export const SEND_INIT_ENTRY = "functions/ws/handlers/send-init.ts";

@@ -3,12 +3,14 @@
  * DATA_DIR), the table created from the same definition as the CDK stack, a development API
  * token, and the HTTP API serving the same Lambda handlers. Tests start it the same way.
  */
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { AddressInfo } from "node:net";
 import dynalite from "dynalite";
 import { parseConfig, type Config } from "../../functions/config/config";
+import { staticKeyring } from "../../functions/config/sandbox-keyring";
 import { newApiToken, newSessionId } from "../../functions/domain/ids";
 import type { Principal } from "../../functions/domain/principal";
 import type { HttpDeps } from "../../functions/http/http-handler";
@@ -90,6 +92,23 @@ export interface LocalRuntime {
   close(): Promise<void>;
 }
 
+/**
+ * The local master sandbox key: kept in DATA_DIR (mode 0600) so sandboxes that outlive a
+ * restart still accept the keys derived from it; a fresh random key per run otherwise.
+ */
+function localMasterKey(dataDir: string | undefined): string {
+  if (!dataDir) return randomBytes(32).toString("base64url");
+  const file = path.join(ensureDir(dataDir), "sandbox-access.key");
+  try {
+    return readFileSync(file, "utf8").trim();
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+  }
+  const key = randomBytes(32).toString("base64url");
+  writeFileSync(file, key, { mode: 0o600, flag: "wx" });
+  return key;
+}
+
 export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Promise<LocalRuntime> {
   const dynamo = dynalite({
     createTableMs: 0,
@@ -133,6 +152,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     return p;
   };
   const push = new LocalClientPush();
+  const sandboxKeys = staticKeyring(options.env?.SANDBOX_ACCESS_KEY ?? localMasterKey(options.dataDir));
   // Locally the figures stay in memory (the bench reads them); in AWS they are CloudWatch EMF.
   const metrics = new RecordingMetricsSink();
   const relayLeases = new DynamoRelayLeaseStore(doc, LOCAL_TABLE_NAME);
@@ -165,6 +185,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     flows,
     provider,
     agent,
+    sandboxKeys,
     config,
     metrics,
     now,
@@ -183,6 +204,8 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     events: flowDeps.events,
     flows,
     agent,
+    provider,
+    sandboxKeys,
     config,
     now,
     newSessionId,

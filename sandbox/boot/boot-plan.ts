@@ -1,17 +1,20 @@
 /**
- * The boot sequence as data (seed 003 §6.4). Pure: `planBoot(spec)` decides every step, the
- * runner (boot-runner.ts) times them and the executor (step-executor.ts) does the I/O, so the
+ * The boot sequence as data (seed 003 §6.4). Pure: `planBoot(spec, secrets)` decides every step,
+ * the runner (boot-runner.ts) times them and the executor (step-executor.ts) does the I/O, so the
  * rules a reader needs are all here:
  *
  * Phase 1, blocking (the sandbox is not usable before it ends):
  *   workspace: clone each repo (fresh) or read the snapshot's metadata (restored);
  *   OpenCode config, plugin, tools (setup-only tools only for setup sessions), instructions,
  *   SSH key, trigger context; start OpenCode and wait until `/session` answers.
+ *   With a sandbox key (`SIDECAR_TOKEN`), OpenCode gets the password derived from it
+ *   (`OPENCODE_SERVER_PASSWORD`, its env only: its tunnel is public) and the wait authenticates.
  * Phase 2, fire-and-forget (failures are logged, never fatal):
  *   git freshness pull (restored only), infrastructure services, Caddy, the sidecar, env files,
  *   service commands (only when the snapshot has the dependencies installed).
  */
 import type { SessionMetadata } from "../../functions/domain/git-freshness";
+import { AGENT_PASSWORD_ENV, SANDBOX_KEY_ENV, agentAuthorization, deriveAgentPassword } from "../shared/access-token";
 import type { BootCommand, BootSpec } from "./boot-spec";
 import { homeEnv, repoDir, repoDirName, sandboxFiles } from "./layout";
 import { PLUGIN_SOURCE, AGENT_TOOLS, configDirPackageFiles, openCodeConfig, toolsFor, DEFAULT_MODEL_ID, type ModelChoice } from "./opencode-files";
@@ -35,14 +38,38 @@ export type BootStep =
   | { kind: "files"; name: string; ops: FileOp[] }
   | { kind: "start-dev-model"; name: string; port: number }
   | { kind: "spawn"; name: string; process: ProcessId; command: BootCommand; cwd: string; env: Record<string, string>; log: string }
-  /** Polls `url` with the readiness backoff; fails at once if `process` exited, skips if it never started. */
-  | { kind: "wait-http"; name: string; url: string; budgetMs: number; process: ProcessId }
+  /**
+   * Polls `url` with the readiness backoff; fails at once if `process` exited, skips if it never
+   * started. `headers` go with every probe (OpenCode's `authorization`: a credential, never logged).
+   */
+  | { kind: "wait-http"; name: string; url: string; budgetMs: number; process: ProcessId; headers?: Record<string, string> }
   | { kind: "git-pull"; name: string; metadataPath: string; dirs: string[]; enabled: boolean; cadenceSeconds: number; now: number }
-  | { kind: "run"; name: string; command: BootCommand; cwd: string; env: Record<string, string>; timeoutMs: number };
+  /**
+   * A command run to completion. `sidecarAccess`: it calls the sidecar, so it gets a short-lived
+   * access token as `SIDECAR_TOKEN` (never the sandbox key itself, which only the sidecar holds).
+   */
+  | { kind: "run"; name: string; command: BootCommand; cwd: string; env: Record<string, string>; timeoutMs: number; sidecarAccess?: boolean };
 
 export interface BootPlan {
   phase1: BootStep[];
   phase2: BootStep[];
+}
+
+/**
+ * What the plan needs that the spec never carries (boot-spec.ts: secrets arrive through the
+ * boot's environment). Values only go into step fields that the runner does not log.
+ */
+export interface BootSecrets {
+  /** OpenCode's server password; null runs OpenCode without one (no sandbox key, as in old tests). */
+  agentPassword: string | null;
+}
+
+export const NO_SECRETS: BootSecrets = { agentPassword: null };
+
+/** The secrets the boot derives from its environment: the agent password from the sandbox key. */
+export function bootSecrets(env: Readonly<Record<string, string | undefined>>): BootSecrets {
+  const sandboxKey = env[SANDBOX_KEY_ENV];
+  return { agentPassword: sandboxKey ? deriveAgentPassword(sandboxKey) : null };
 }
 
 /** A clone is bounded (seed 004 step 4); the boot's `start` mode waits at most this per repo. */
@@ -75,7 +102,7 @@ export function bootOpenCodeConfig(spec: BootSpec): Record<string, unknown> {
   return openCodeConfig({ model: modelChoice(spec), instructionsPath: spec.request.systemPrompt ? files.instructions : null });
 }
 
-function phase1(spec: BootSpec): BootStep[] {
+function phase1(spec: BootSpec, secrets: BootSecrets): BootStep[] {
   const { request, layout } = spec;
   const files = sandboxFiles(layout);
   const steps: BootStep[] = [];
@@ -154,7 +181,11 @@ function phase1(spec: BootSpec): BootStep[] {
     process: "opencode",
     command: { argv: [oc.bin, "serve", "--port", String(oc.port), "--hostname", oc.hostname] },
     cwd: layout.workspace,
-    env: { ...homeEnv(layout.home), OPENCODE_CONFIG_CONTENT: JSON.stringify(config) },
+    env: {
+      ...homeEnv(layout.home),
+      OPENCODE_CONFIG_CONTENT: JSON.stringify(config),
+      ...(secrets.agentPassword ? { [AGENT_PASSWORD_ENV]: secrets.agentPassword } : {}),
+    },
     log: `${layout.logDir}/opencode.log`,
   });
   steps.push({
@@ -163,6 +194,7 @@ function phase1(spec: BootSpec): BootStep[] {
     url: `${localUrl(oc.hostname, oc.port)}/session`,
     budgetMs: layout.readinessBudgetMs,
     process: "opencode",
+    ...(secrets.agentPassword ? { headers: { authorization: agentAuthorization(secrets.agentPassword) } } : {}),
   });
   return steps;
 }
@@ -263,13 +295,14 @@ function phase2(spec: BootSpec): BootStep[] {
       cwd: layout.workspace,
       env: cliEnv,
       timeoutMs: CLI_TIMEOUT_MS,
+      sidecarAccess: true,
     });
   }
   return steps;
 }
 
-export function planBoot(spec: BootSpec): BootPlan {
-  return { phase1: phase1(spec), phase2: phase2(spec) };
+export function planBoot(spec: BootSpec, secrets: BootSecrets = NO_SECRETS): BootPlan {
+  return { phase1: phase1(spec, secrets), phase2: phase2(spec) };
 }
 
 /**

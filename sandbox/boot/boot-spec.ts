@@ -11,6 +11,7 @@
  */
 import { z } from "zod";
 import { RepoSpec, SessionType } from "../../functions/domain/session";
+import { EnvFileSchema } from "../cli/env-spec";
 
 export const BOOT_SPEC_VERSION = 1;
 
@@ -49,8 +50,11 @@ export const BootRequest = z.object({
   /** seed 000 "snapshotHasDeps gates service auto-start". */
   snapshotHasDeps: z.boolean().default(false),
   serviceCommands: z.array(ServiceCommandSpec).default([]),
-  /** The in-sandbox CLI's `env apply` spec (sandbox/cli/README.md), applied in phase 2. */
-  envFiles: z.unknown().optional(),
+  /**
+   * The in-sandbox CLI's `env apply` spec (sandbox/cli/README.md, the CLI's own file schema),
+   * applied in phase 2; absent means no env step. The control plane sends paths and key names only.
+   */
+  envFiles: z.array(EnvFileSchema).optional(),
   sshPublicKey: z.string().min(1).nullable().default(null),
   triggerContext: z.record(z.string(), z.unknown()).nullable().default(null),
   gitFreshness: GitFreshnessSpec.nullable().default(null),

@@ -65,7 +65,11 @@ export interface SandboxFiles {
   sidecarState: string;
   triggerContext: string;
   authorizedKeys: string;
-  /** seed 003 §6.3: env vars re-injected on resume, read by the CLI's `env apply`. */
+  /**
+   * seed 003 §6.3: env vars re-injected on resume, read by the CLI's `env apply`. Per sandbox,
+   * under its home (the seed's `/tmp/.proliferate_env.json` would be shared by every local
+   * sandbox on a host, and world-readable).
+   */
   envJson: string;
   envProfile: string;
 }
@@ -87,7 +91,7 @@ export function sandboxFiles(layout: Pick<BootLayout, "home" | "workspace">): Sa
     sidecarState: `${stateDir}/sidecar`,
     triggerContext: `${layout.workspace}/.proliferate/trigger-context.json`,
     authorizedKeys: `${layout.home}/.ssh/authorized_keys`,
-    envJson: "/tmp/.proliferate_env.json",
+    envJson: `${stateDir}/env.json`,
     envProfile: `${layout.home}/.env.proliferate`,
   };
 }

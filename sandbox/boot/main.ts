@@ -19,12 +19,25 @@ import { phase1DeadlineMs, planResume } from "./boot-plan";
 import { jsonLineLog, errorMessage, runPhase } from "./boot-runner";
 import { parseBootSpec, type BootSpec } from "./boot-spec";
 import { sandboxFiles } from "./layout";
+import { endRecordedServices } from "../sidecar/service-state";
+import { agentAuthorization, deriveAgentPassword, SANDBOX_KEY_ENV } from "../shared/access-token";
 import { ProcessTable } from "./processes";
 import { createStepExecutor } from "./step-executor";
 import { BootSupervisor, defaultFetch, defaultSleep, type BootReport } from "./supervisor";
 
 const USAGE = "usage: boot <run|start|resume> --spec <file|->";
-const log = jsonLineLog((line) => process.stdout.write(line));
+/**
+ * The boot holds the sandbox key (`SIDECAR_TOKEN`) only to hand it to the sidecar; no log line
+ * ever carries it (nor an access token minted from it), whatever a step's error text echoed.
+ */
+function scrubCredentials(line: string): string {
+  const key = process.env[SANDBOX_KEY_ENV];
+  // The key, OpenCode's password derived from it, and that password's Basic header value.
+  const secrets = key ? [key, deriveAgentPassword(key), agentAuthorization(deriveAgentPassword(key)).replace(/^Basic /, "")] : [];
+  const withoutKey = secrets.reduce((text, secret) => text.split(secret).join("[REDACTED]"), line);
+  return withoutKey.replace(/\bsca1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+/g, "[REDACTED]");
+}
+const log = jsonLineLog((line) => process.stdout.write(scrubCredentials(line)));
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -60,10 +73,12 @@ async function run(spec: BootSpec): Promise<number> {
   const expires = spec.layout.expiresInSeconds;
   if (expires !== null) {
     // The sandbox ends itself at expiry, so expiry holds while no control plane runs: the whole
-    // process group (this boot included) gets SIGTERM.
+    // process group (this boot included) gets SIGTERM, and the sidecar's services end with it.
     setTimeout(() => {
       log("warn", "boot.expired", { afterSeconds: expires });
-      process.kill(0, "SIGTERM");
+      void endRecordedServices(sandboxFiles(spec.layout).sidecarState)
+        .catch((err: unknown) => log("warn", "boot.expired", { error: errorMessage(err) }))
+        .finally(() => process.kill(0, "SIGTERM"));
     }, Math.round(expires * 1000)).unref();
   }
   return supervisor.run();

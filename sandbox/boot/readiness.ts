@@ -78,13 +78,17 @@ export async function waitUntilReady(probe: () => Promise<ProbeResult>, options:
   throw new ReadinessTimeoutError(`${options.what} did not become ready within ${options.budgetMs}ms (${lastReason})`);
 }
 
-/** A probe that GETs `url` and is ready on any 2xx. */
+/** Request headers a probe sends (e.g. OpenCode's `authorization`); never part of a reason. */
+export type ProbeHeaders = Record<string, string>;
+
+/** A probe that GETs `url` (with `headers`, when given) and is ready on any 2xx. */
 export function httpProbe(
   url: string,
-  fetchFn: (url: string) => Promise<{ ok: boolean; status?: number }>,
+  fetchFn: (url: string, init?: { headers: ProbeHeaders }) => Promise<{ ok: boolean; status?: number }>,
+  headers?: ProbeHeaders,
 ): () => Promise<ProbeResult> {
   return async () => {
-    const res = await fetchFn(url);
+    const res = await (headers ? fetchFn(url, { headers }) : fetchFn(url));
     return res.ok ? { ready: true } : { ready: false, reason: `HTTP ${res.status ?? "non-2xx"} from ${url}` };
   };
 }

@@ -1,10 +1,14 @@
 /**
  * The I/O behind each boot step kind (boot-plan.ts decides which steps run). Children get the
- * boot's own environment (the session's env vars and secrets arrive there) plus the step's.
+ * boot's own environment (the session's env vars and secrets arrive there) plus the step's,
+ * except the sandbox key (`SIDECAR_TOKEN`): only the sidecar process receives it. OpenCode (and
+ * so the agent's shell), Caddy, git and the CLI run code that must not hold it; a CLI step that
+ * calls the sidecar gets a short-lived access token signed with it instead.
  */
 import { constants } from "node:fs";
 import { access, appendFile, mkdir, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
 import { dirname } from "node:path";
+import { mintAccessToken, SANDBOX_KEY_ENV } from "../shared/access-token";
 import { metadataAfterPull, shouldPullOnRestore, type SessionMetadata } from "../../functions/domain/git-freshness";
 import { CLONE_TIMEOUT_MS, type BootStep, type FileOp } from "./boot-plan";
 import type { StepExecutor, StepOutcome } from "./boot-runner";
@@ -12,9 +16,14 @@ import type { ProcessTable, RunResult } from "./processes";
 import { runToCompletion } from "./processes";
 import { httpProbe, waitUntilReady } from "./readiness";
 
+/** A CLI step's access token outlives the step's own timeout by this much. */
+const ACCESS_TOKEN_SLACK_SECONDS = 60;
+
 export interface ExecutorDeps {
-  /** The boot's environment, inherited by every child. */
+  /** The boot's environment, inherited by every child (minus the sandbox key, see above). */
   env: NodeJS.ProcessEnv;
+  /** Epoch milliseconds, for the access tokens CLI steps get; default `Date.now`. */
+  now?: () => number;
   processes: ProcessTable;
   sleep: (ms: number) => Promise<void>;
   fetch: (url: string) => Promise<{ ok: boolean; status?: number }>;
@@ -92,8 +101,30 @@ async function writeMetadata(path: string, metadata: SessionMetadata): Promise<v
   await writeFile(path, `${JSON.stringify(metadata, null, 2)}\n`);
 }
 
+/** The boot's environment without the sandbox key, and the key. */
+export function confineSandboxKey(env: NodeJS.ProcessEnv): { inherited: NodeJS.ProcessEnv; sandboxKey: string | undefined } {
+  const { [SANDBOX_KEY_ENV]: sandboxKey, ...inherited } = env;
+  return { inherited, sandboxKey: sandboxKey || undefined };
+}
+
 export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
-  const gitEnv = (): NodeJS.ProcessEnv => ({ ...deps.env, GIT_TERMINAL_PROMPT: "0" });
+  const { inherited, sandboxKey } = confineSandboxKey(deps.env);
+  const now = deps.now ?? Date.now;
+  /** A child's environment: inherited + the step's, with `credential` (if any) as the only `SIDECAR_TOKEN`. */
+  const childEnv = (stepEnv: Record<string, string>, credential?: string): NodeJS.ProcessEnv => {
+    const env: NodeJS.ProcessEnv = { ...inherited, ...stepEnv };
+    delete env[SANDBOX_KEY_ENV];
+    if (credential) env[SANDBOX_KEY_ENV] = credential;
+    return env;
+  };
+  /** A token for this session that lets a CLI step call the sidecar until its timeout (plus slack). */
+  const accessTokenFor = (timeoutMs: number): string | undefined => {
+    const sid = inherited.SESSION_ID;
+    if (!sandboxKey || !sid) return undefined;
+    const iat = Math.floor(now() / 1000);
+    return mintAccessToken(sandboxKey, { sid, iat, exp: iat + Math.ceil(timeoutMs / 1000) + ACCESS_TOKEN_SLACK_SECONDS });
+  };
+  const gitEnv = (): NodeJS.ProcessEnv => childEnv({ GIT_TERMINAL_PROMPT: "0" });
 
   async function clone(step: Extract<BootStep, { kind: "clone" }>): Promise<StepOutcome> {
     // Idempotent (seed 004 step 4): a directory that already has content is kept as it is.
@@ -188,7 +219,7 @@ export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
         }
         const pid = await deps.processes.start(step.process, step.command.argv, {
           cwd: step.cwd,
-          env: { ...deps.env, ...step.env },
+          env: childEnv(step.env, step.process === "sidecar" ? sandboxKey : undefined),
           log: step.log,
         });
         return { status: "ok", detail: { pid } };
@@ -203,7 +234,8 @@ export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
         }
         const [file, ...args] = step.command.argv;
         if (!file) throw new Error("empty command");
-        const r = await runToCompletion(file, args, { cwd: step.cwd, env: { ...deps.env, ...step.env }, timeoutMs: step.timeoutMs });
+        const credential = step.sidecarAccess ? accessTokenFor(step.timeoutMs) : undefined;
+        const r = await runToCompletion(file, args, { cwd: step.cwd, env: childEnv(step.env, credential), timeoutMs: step.timeoutMs });
         if (r.exitCode !== 0) throw failure(step.name, r);
         return { status: "ok" };
       }

@@ -6,8 +6,11 @@
  * Steps: plan (pure) -> phase 1 (fail fast) -> report `ready` or `failed` -> phase 2 in the
  * background -> wait for OpenCode to exit -> stop every other child -> exit with its code.
  * `stop()` (SIGTERM) stops the children and ends the boot.
+ *
+ * The plan's secrets (the OpenCode password) are derived here from the boot's environment
+ * (`bootSecrets`); they reach OpenCode's env and its readiness probe's headers, never a log line.
  */
-import { planBoot, type BootPlan } from "./boot-plan";
+import { bootSecrets, planBoot, type BootPlan } from "./boot-plan";
 import type { BootSpec } from "./boot-spec";
 import { errorMessage, runPhase, type BootLog } from "./boot-runner";
 import { ProcessTable } from "./processes";
@@ -24,17 +27,34 @@ export interface SupervisorDeps {
   report: (report: BootReport) => Promise<void> | void;
   now?: () => number;
   sleep?: (ms: number) => Promise<void>;
-  fetch?: (url: string) => Promise<{ ok: boolean; status?: number }>;
+  fetch?: ProbeFetch;
 }
+
+export type ProbeFetch = (url: string, init?: { headers?: Record<string, string> }) => Promise<{ ok: boolean; status?: number }>;
 
 const PROBE_TIMEOUT_MS = 5_000;
 
 export const defaultSleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-export const defaultFetch = (url: string): Promise<{ ok: boolean; status: number }> =>
-  fetch(url, { signal: AbortSignal.timeout(PROBE_TIMEOUT_MS) }).then(async (res) => {
+export const defaultFetch = (url: string, init?: { headers?: Record<string, string> }): Promise<{ ok: boolean; status: number }> =>
+  fetch(url, { headers: init?.headers, signal: AbortSignal.timeout(PROBE_TIMEOUT_MS) }).then(async (res) => {
     await res.body?.cancel();
     return { ok: res.ok, status: res.status };
   });
+
+/**
+ * `fetchFn` plus, for the URL of a wait-http step that has `headers`, those headers: the step
+ * executor probes with the URL alone, so the plan's headers are applied here.
+ */
+export function withStepHeaders(plan: BootPlan, fetchFn: ProbeFetch): ProbeFetch {
+  const byUrl = new Map<string, Record<string, string>>();
+  for (const step of [...plan.phase1, ...plan.phase2]) {
+    if (step.kind === "wait-http" && step.headers) byUrl.set(step.url, step.headers);
+  }
+  return (url, init) => {
+    const headers = byUrl.get(url);
+    return headers ? fetchFn(url, { ...init, headers: { ...init?.headers, ...headers } }) : fetchFn(url, init);
+  };
+}
 
 export function openCodeUrlOf(spec: BootSpec): string {
   const { hostname, port } = spec.layout.opencode;
@@ -56,7 +76,7 @@ export class BootSupervisor {
     const now = this.deps.now ?? Date.now;
     let plan: BootPlan;
     try {
-      plan = planBoot(this.spec);
+      plan = planBoot(this.spec, bootSecrets(this.deps.env));
     } catch (err) {
       const error = errorMessage(err);
       log("error", "boot.failed", { step: "plan", error });
@@ -67,7 +87,7 @@ export class BootSupervisor {
       env: this.deps.env,
       processes: this.processes,
       sleep: this.deps.sleep ?? defaultSleep,
-      fetch: this.deps.fetch ?? defaultFetch,
+      fetch: withStepHeaders(plan, this.deps.fetch ?? defaultFetch),
     });
     log("info", "boot.start", { sessionId: this.spec.request.sessionId, restored: this.spec.request.restored, sessionType: this.spec.request.sessionType });
 

@@ -15,7 +15,8 @@ const KeySchema = z.object({
   value: z.string().optional(),
 });
 
-const FileSchema = z.object({
+/** One generated file; the control plane validates a session's `envFiles` with this same schema. */
+export const EnvFileSchema = z.object({
   /** Relative to WORKSPACE_DIR (or absolute inside it). */
   path: z.string().min(1),
   format: z.enum(["dotenv", "json"]).default("dotenv"),
@@ -24,10 +25,10 @@ const FileSchema = z.object({
 
 /** A bare array of files, or `{files: [...]}`. */
 export const EnvSpecSchema = z
-  .union([z.array(FileSchema), z.object({ files: z.array(FileSchema) })])
+  .union([z.array(EnvFileSchema), z.object({ files: z.array(EnvFileSchema) })])
   .transform((spec) => (Array.isArray(spec) ? spec : spec.files));
 
-export type EnvFileSpec = z.infer<typeof FileSchema>;
+export type EnvFileSpec = z.infer<typeof EnvFileSchema>;
 export type EnvSpec = EnvFileSpec[];
 
 export interface PlannedFile {

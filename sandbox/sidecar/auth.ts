@@ -1,9 +1,18 @@
 /**
  * Bearer auth for every route but `/health` (seed 003 §7 "sandbox-mcp auth"): secure by default,
- * so no configured token means every request is refused. The comparison hashes both sides to a
- * fixed length first, so `timingSafeEqual` never leaks the token's length or a common prefix.
+ * so no configured token means every request is refused. Two credentials open the sidecar:
+ *
+ * - the sandbox key itself (`SIDECAR_TOKEN`): the control plane's own calls. The comparison
+ *   hashes both sides to a fixed length first, so `timingSafeEqual` never leaks the token's
+ *   length or a common prefix;
+ * - a short-lived access token the control plane minted for a user (sandbox/shared/access-token.ts),
+ *   signed with the sandbox key for this session (`SESSION_ID`) and not expired. Without a
+ *   session id the sidecar cannot check whose token it is, so access tokens are refused.
+ *
+ * Header only: never a query string (it would end up in proxy and browser logs).
  */
 import { createHash, timingSafeEqual } from "node:crypto";
+import { looksLikeAccessToken, verifyAccessToken } from "../shared/access-token";
 
 /** The credential of an `Authorization: Bearer <token>` header, or null. */
 export function bearerCredential(header: string | string[] | undefined): string | null {
@@ -19,6 +28,29 @@ export function tokenMatches(presented: string | null, expected: string | undefi
   return timingSafeEqual(digest(presented), digest(expected));
 }
 
-export function authorized(header: string | string[] | undefined, expected: string | undefined): boolean {
-  return tokenMatches(bearerCredential(header), expected);
+export interface AuthConfig {
+  /** The sandbox key (`SIDECAR_TOKEN`); undefined or empty refuses everything. */
+  token: string | undefined;
+  /** This sandbox's session (`SESSION_ID`); undefined refuses access tokens. */
+  sessionId?: string | undefined;
+  /** Epoch milliseconds; default `Date.now`. */
+  now?: () => number;
+}
+
+/** Who a request is: the control plane (the sandbox key) or a user's access token. */
+export type Caller = { kind: "sandbox-key"; credential: string } | { kind: "access-token"; credential: string; expiresAt: number };
+
+/** The caller behind an `Authorization` header, or null when it opens nothing. */
+export function authenticate(header: string | string[] | undefined, config: AuthConfig): Caller | null {
+  const presented = bearerCredential(header);
+  if (!config.token || !presented) return null;
+  if (tokenMatches(presented, config.token)) return { kind: "sandbox-key", credential: presented };
+  if (!config.sessionId || !looksLikeAccessToken(presented)) return null;
+  const nowSeconds = Math.floor((config.now ?? Date.now)() / 1000);
+  const verdict = verifyAccessToken(presented, config.token, { sessionId: config.sessionId, nowSeconds });
+  return verdict.ok ? { kind: "access-token", credential: presented, expiresAt: verdict.claims.exp } : null;
+}
+
+export function authorized(header: string | string[] | undefined, config: AuthConfig): boolean {
+  return authenticate(header, config) !== null;
 }

@@ -5,11 +5,19 @@
  *   - if Caddy already has that route: `PATCH /id/sidecar-expose` replaces its upstream;
  *   - otherwise it is inserted at index 0 of the server listening on the preview port (20000),
  *     or of the only/first HTTP server when none listens there.
+ * The route never matches the sidecar's own path on the preview proxy (`/_sandbox/sidecar/*`, the
+ * Caddyfile's `handle_path`): placed first, an unmatched route would take every request and the
+ * control plane would lose the sidecar as soon as a port is exposed.
  * The boot sequence needs nothing special in its Caddyfile; only the admin API must be enabled.
  */
 import { unavailable } from "./errors";
 
 export const EXPOSE_ROUTE_ID = "sidecar-expose";
+/**
+ * Where the preview proxy serves the sidecar (sandbox/image/Caddyfile: `handle_path
+ * /_sandbox/sidecar/*`); a unit test pins the two equal.
+ */
+export const SIDECAR_PROXY_PREFIX = "/_sandbox/sidecar";
 /** seed 003 §4 "Standard Ports": the Caddy preview proxy. */
 const PREVIEW_PORT = 20000;
 const ADMIN_TIMEOUT_MS = 5_000;
@@ -17,6 +25,8 @@ const ADMIN_TIMEOUT_MS = 5_000;
 export function exposeRoute(port: number): Record<string, unknown> {
   return {
     "@id": EXPOSE_ROUTE_ID,
+    // Everything but the sidecar's own path (Caddy JSON: a `not` matcher around a `path` matcher).
+    match: [{ not: [{ path: [`${SIDECAR_PROXY_PREFIX}/*`] }] }],
     handle: [{ handler: "reverse_proxy", upstreams: [{ dial: `127.0.0.1:${port}` }] }],
   };
 }

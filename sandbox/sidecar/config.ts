@@ -1,7 +1,8 @@
 /**
  * The sidecar's configuration, parsed once from `process.env` (STYLE.md 4); a bad value fails
  * start-up with a message naming the variable. `SIDECAR_TOKEN` may be absent: the sidecar still
- * starts (so `/health` answers) and refuses every other route.
+ * starts (so `/health` answers) and refuses every other route. Without `SESSION_ID` only the
+ * plain token opens it (access tokens name a session).
  */
 import { dirname, join, resolve } from "node:path";
 import { z } from "zod";
@@ -16,6 +17,8 @@ const EnvSchema = z.object({
   SIDECAR_PORT: z.coerce.number().int().min(0).max(65535).default(4000),
   SIDECAR_HOST: z.string().min(1).default("0.0.0.0"),
   SIDECAR_TOKEN: optionalString,
+  /** The session this sandbox runs; access tokens are checked against it (none: refused). */
+  SESSION_ID: optionalString,
   /** seed 003 §4 "Sandbox Filesystem Layout": repos live under /home/user/workspace. */
   WORKSPACE_DIR: z.string().min(1).default("/home/user/workspace"),
   SIDECAR_STATE_DIR: optionalString,
@@ -35,6 +38,7 @@ export function sidecarOptionsFromEnv(env: NodeJS.ProcessEnv): SidecarOptions {
     port: c.SIDECAR_PORT,
     host: c.SIDECAR_HOST,
     token: c.SIDECAR_TOKEN,
+    sessionId: c.SESSION_ID,
     workspaceDir,
     stateDir: c.SIDECAR_STATE_DIR ? resolve(c.SIDECAR_STATE_DIR) : join(dirname(workspaceDir), ".sidecar"),
     caddyAdminUrl: c.CADDY_ADMIN_URL,

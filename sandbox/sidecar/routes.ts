@@ -48,6 +48,12 @@ const DefineBodySchema = ServiceDefinitionSchema.extend({
 
 const ExposeBodySchema = z.object({ port: z.number().int().min(1).max(65535) });
 
+/** Caddy `forward_auth` (seed 003 §6.8): the server already checked the credential, so 204. */
+const authCheck: Handler = async (_req, res) => {
+  res.writeHead(204, { "cache-control": "no-store" });
+  res.end();
+};
+
 const listServices: Handler = async (_req, res, ctx) => {
   sendJson(res, 200, { services: ctx.services.list(), exposedPort: ctx.services.exposedPort });
 };
@@ -63,6 +69,11 @@ const serviceAction: Handler = async (_req, res, ctx, [name = "", action]) => {
   const service =
     action === "start" ? await ctx.services.start(name) : action === "stop" ? await ctx.services.stop(name) : await ctx.services.restart(name);
   sendJson(res, 200, { service });
+};
+
+/** Stops the service if it runs, forgets its definition, state and log; answers the removed service. */
+const removeService: Handler = async (_req, res, ctx, [name = ""]) => {
+  sendJson(res, 200, { service: await ctx.services.remove(name) });
 };
 
 const SSE_KEEPALIVE_MS = 15_000;
@@ -124,8 +135,10 @@ const repoDiff: Handler = async (_req, res, ctx, _params, url) => {
 };
 
 export const ROUTES: readonly Route[] = [
+  { method: "GET", pattern: /^\/auth\/check$/, handler: authCheck },
   { method: "GET", pattern: /^\/services$/, handler: listServices },
   { method: "POST", pattern: /^\/services$/, handler: defineService },
+  { method: "DELETE", pattern: /^\/services\/([^/]+)$/, handler: removeService },
   { method: "POST", pattern: /^\/services\/([^/]+)\/(start|stop|restart)$/, handler: serviceAction },
   { method: "GET", pattern: /^\/services\/([^/]+)\/logs$/, handler: streamLogs },
   { method: "POST", pattern: /^\/expose$/, handler: expose },

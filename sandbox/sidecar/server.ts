@@ -1,7 +1,8 @@
 /**
  * The in-sandbox sidecar API (seed 003 §6.8-6.10, issue 7 item 3): services, port exposure,
  * git views and a PTY terminal, on port 4000. `/health` is open; every other route, and the
- * terminal upgrade, needs `Authorization: Bearer <SIDECAR_TOKEN>`; no configured token refuses
+ * terminal upgrade, needs `Authorization: Bearer <credential>`: the sandbox key (`SIDECAR_TOKEN`)
+ * or an access token for this session signed with it (auth.ts); no configured token refuses
  * everything (secure by default). Started by `main.ts` in the sandbox and in-process by tests.
  * Steps: open the service manager (adopt/restore from the state dir), load SERVICES_FILE
  * definitions, listen, route; `close()` ends streams and terminals but leaves services running.
@@ -12,7 +13,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo, Socket } from "node:net";
 import { WebSocketServer } from "ws";
 import { z } from "zod";
-import { authorized } from "./auth";
+import { authenticate, type AuthConfig } from "./auth";
 import { SidecarError, unauthorized } from "./errors";
 import { sendError, sendJson } from "./http-io";
 import { matchRoute, type RouteContext } from "./routes";
@@ -23,8 +24,10 @@ import { attachTerminal, type TerminalSession } from "./terminal";
 export interface SidecarOptions {
   port?: number;
   host?: string;
-  /** Bearer token; undefined means every authenticated route answers 401. */
+  /** The sandbox key (bearer token); undefined means every authenticated route answers 401. */
   token: string | undefined;
+  /** `SESSION_ID`: access tokens must name it; undefined refuses access tokens (the key still works). */
+  sessionId?: string;
   workspaceDir: string;
   stateDir: string;
   caddyAdminUrl?: string;
@@ -35,6 +38,8 @@ export interface SidecarOptions {
   /** Stop every service on close (tests); in a sandbox services outlive a sidecar restart. */
   stopServicesOnClose?: boolean;
   stopGraceMs?: number;
+  /** Epoch milliseconds for access-token expiry (tests); default `Date.now`. */
+  now?: () => number;
   log?: (message: string, fields?: Record<string, unknown>) => void;
 }
 
@@ -87,6 +92,8 @@ export async function startSidecar(options: SidecarOptions): Promise<Sidecar> {
   });
   if (options.servicesFile) await loadServicesFile(services, options.servicesFile, log);
   if (!options.token) log("SIDECAR_TOKEN is not set: every route but /health answers 401");
+  else if (!options.sessionId) log("SESSION_ID is not set: access tokens are refused, only the sandbox key opens the API");
+  const auth: AuthConfig = { token: options.token, sessionId: options.sessionId, now: options.now };
 
   const ctx: RouteContext = { workspaceDir: options.workspaceDir, services, caddyAdminUrl: options.caddyAdminUrl, streams: new Set(), log };
   const terminals = new Set<TerminalSession>();
@@ -98,7 +105,7 @@ export async function startSidecar(options: SidecarOptions): Promise<Sidecar> {
       return;
     }
     // Auth before routing: an unauthenticated caller learns nothing about which routes exist.
-    if (!authorized(req.headers.authorization, options.token)) throw unauthorized();
+    if (!authenticate(req.headers.authorization, auth)) throw unauthorized();
     if (url.pathname === "/terminal") throw new SidecarError(400, "upgrade_required", "GET /terminal is a WebSocket upgrade");
     const route = matchRoute(req.method ?? "GET", url.pathname);
     if (!route) throw new SidecarError(404, "not_found", `no route ${req.method ?? ""} ${url.pathname}`);
@@ -123,14 +130,16 @@ export async function startSidecar(options: SidecarOptions): Promise<Sidecar> {
   server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
     const url = new URL(req.url ?? "/", "http://sidecar");
     // Header auth only: a `?token=` would end up in proxy and browser logs (seed 003 §6.9).
-    if (!authorized(req.headers.authorization, options.token)) return rejectUpgrade(socket, 401, "unauthorized", "a valid bearer token is required");
+    const caller = authenticate(req.headers.authorization, auth);
+    if (!caller) return rejectUpgrade(socket, 401, "unauthorized", "a valid bearer token is required");
     if (url.pathname !== "/terminal") return rejectUpgrade(socket, 404, "not_found", `no WebSocket route ${url.pathname}`);
     wss.handleUpgrade(req, socket, head, (ws) => {
       const session = attachTerminal(ws, {
         cwd: options.workspaceDir,
         command: options.terminalCommand ?? ["bash", "-l"],
-        // The terminal's user already holds the token: the in-sandbox CLI works from it.
-        env: { ...process.env, SIDECAR_URL: sidecarUrl, SIDECAR_TOKEN: options.token ?? "" },
+        // The in-sandbox CLI works from the credential the terminal's user presented, never more:
+        // a user's access token stays an access token (the sandbox key is not handed out).
+        env: { ...process.env, SIDECAR_URL: sidecarUrl, SIDECAR_TOKEN: caller.credential },
       });
       terminals.add(session);
       ws.on("close", () => terminals.delete(session));

@@ -9,7 +9,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
-import { mkdir, open } from "node:fs/promises";
+import { mkdir, open, rm } from "node:fs/promises";
 import { dirname } from "node:path";
 import { groupIsOurs, killGroup, leaderAlive, processStartTime } from "../shared/process-group";
 import { OutsideWorkspaceError, PathNotFoundError, resolveInsideWorkspace } from "../shared/workspace-path";
@@ -151,27 +151,47 @@ export class ServiceManager {
 
   /** Starts a defined service; starting one that runs is a no-op (idempotent for the boot sequence). */
   start(name: string): Promise<ServiceInfo> {
-    const rec = this.record(name);
+    // The record is looked up under the lock: a service removed meanwhile is a 404, never restarted.
     return this.withLock(name, async () => {
+      const rec = this.record(name);
       await this.startRecord(rec);
       return this.info(rec);
     });
   }
 
   stop(name: string): Promise<ServiceInfo> {
-    const rec = this.record(name);
     return this.withLock(name, async () => {
+      const rec = this.record(name);
       await this.stopRecord(rec);
       return this.info(rec);
     });
   }
 
   restart(name: string): Promise<ServiceInfo> {
-    const rec = this.record(name);
     return this.withLock(name, async () => {
+      const rec = this.record(name);
       await this.stopRecord(rec);
       await this.startRecord(rec);
       return this.info(rec);
+    });
+  }
+
+  /**
+   * Stops the service (its whole process group, orphans included) and forgets it: definition,
+   * persisted record and log file. A service that survives SIGKILL stays defined (the error says
+   * so). Answers the service as it was last seen, stopped.
+   */
+  remove(name: string): Promise<ServiceInfo> {
+    return this.withLock(name, async () => {
+      const rec = this.record(name);
+      await this.stopRecord(rec);
+      const info = this.info(rec);
+      this.state.services = this.state.services.filter((s) => s !== rec);
+      this.children.delete(rec.name);
+      await this.save();
+      await rm(info.logFile, { force: true });
+      this.log("service removed", { service: rec.name });
+      return info;
     });
   }
 

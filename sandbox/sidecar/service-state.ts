@@ -6,6 +6,7 @@
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
+import { groupIsOurs, killGroup } from "../shared/process-group";
 
 /** Names become log file names, so they are restricted to a safe, path-free alphabet. */
 export const ServiceNameSchema = z
@@ -79,4 +80,47 @@ export async function saveState(stateDir: string, state: SidecarState): Promise<
   const tmp = `${file}.${process.pid}.tmp`;
   await writeFile(tmp, `${JSON.stringify(state, null, 2)}\n`, { mode: 0o600 });
   await rename(tmp, file);
+}
+
+/** A service's process group as the state file recorded it (for whoever tears the sandbox down). */
+export interface RecordedServiceGroup {
+  name: string;
+  pgid: number;
+  startTime: string | null;
+}
+
+/**
+ * The process group of every service the state file records, read leniently: a local sandbox's
+ * terminate must still reach the services of a sidecar that died mid-write or of an older state
+ * version, so each record counts on its own and a missing or unreadable file means none.
+ */
+export async function recordedServiceGroups(stateDir: string): Promise<RecordedServiceGroup[]> {
+  let value: unknown;
+  try {
+    value = JSON.parse(await readFile(stateFile(stateDir), "utf8"));
+  } catch {
+    return [];
+  }
+  const services = (value as { services?: unknown } | null)?.services;
+  if (!Array.isArray(services)) return [];
+  const groups: RecordedServiceGroup[] = [];
+  for (const rec of services as Record<string, unknown>[]) {
+    const pgid = rec?.pgid ?? rec?.pid;
+    if (typeof pgid !== "number" || !Number.isInteger(pgid) || pgid <= 1) continue;
+    groups.push({ name: String(rec.name), pgid, startTime: typeof rec.startTime === "string" ? rec.startTime : null });
+  }
+  return groups;
+}
+
+/**
+ * Ends every recorded service group that is still ours (SIGTERM, SIGKILL after `graceMs`), for
+ * whoever tears the sandbox down: services run as their own process groups (so a restarted
+ * sidecar adopts them), so ending the sandbox's group or the sidecar does not reach them.
+ * Idempotent; a recycled pid (another /proc start time) is left alone. Returns the names of
+ * services whose processes survived SIGKILL.
+ */
+export async function endRecordedServices(stateDir: string, graceMs = 2_000): Promise<string[]> {
+  const groups = await recordedServiceGroups(stateDir);
+  const survivors = await Promise.all(groups.map(async (g) => (groupIsOurs(g.pgid, g.startTime) && !(await killGroup(g.pgid, graceMs)) ? g.name : null)));
+  return survivors.filter((name): name is string => name !== null);
 }

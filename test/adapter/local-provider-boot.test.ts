@@ -1,11 +1,12 @@
 /**
  * The local provider boots through sandbox/boot (the one boot implementation): the sandbox's
  * process-group leader is the boot, its log has every step timed, the session type decides the
- * tools, a restored sandbox reads the snapshot's metadata instead of cloning, and the optional
- * sidecar starts in phase 2 and dies with the sandbox. Real processes; every sandbox is
+ * tools, a restored sandbox reads the snapshot's metadata instead of cloning, and the sidecar
+ * (on by default) starts in phase 2 with the sandbox key, which no other process and no log line
+ * sees, and dies with the sandbox. Terminate also ends every service the sidecar started (their
+ * own process groups), even when the sidecar itself died first. Real processes; every sandbox is
  * terminated in afterAll.
  */
-import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -13,6 +14,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalSandboxProvider } from "../../functions/providers/local";
 import { readSandboxRecord } from "../../functions/providers/local/sandbox-registry";
+import { gitOrigin } from "../support/git-origin";
+import { agentAuthorization, deriveAgentPassword, deriveSandboxKey, mintAccessToken } from "../../sandbox/shared/access-token";
 
 const TIMEOUT = 120_000;
 
@@ -35,6 +38,28 @@ interface LogLine {
   step?: string;
   outcome?: string;
   durationMs?: number;
+  pid?: number;
+}
+
+/** A sandbox key as the control plane derives it (base64url, 43 characters). */
+const keyFor = (sessionId: string) => deriveSandboxKey("local-boot-test-master-key-0123456789", sessionId);
+
+function environOf(pid: number): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const entry of readFileSync(`/proc/${pid}/environ`, "utf8").split("\0")) {
+    const i = entry.indexOf("=");
+    if (i > 0) env[entry.slice(0, i)] = entry.slice(i + 1);
+  }
+  return env;
+}
+
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
 }
 
 function logOf(sandboxId: string): LogLine[] {
@@ -70,10 +95,11 @@ function groupGone(pgid: number): boolean {
 
 describe("local provider boots through sandbox/boot", () => {
   it(
-    "a setup session: the boot leads the group, gets the setup-only tools and the prompt; the sidecar runs and dies with the sandbox",
+    "a setup session: the boot leads the group, gets the setup-only tools and the prompt; the sidecar runs with the key only it holds, and dies with the sandbox",
     async () => {
-      const provider = new LocalSandboxProvider({ dataDir, readyTimeoutMs: 60_000, sidecar: true });
-      const sandbox = await provider.createSandbox({ sessionId: "ses_setup", repos: [], envVars: { SIDECAR_TOKEN: "test-token-123" }, sessionType: "setup", systemPrompt: "You set up repos." });
+      const key = keyFor("ses_setup");
+      const provider = new LocalSandboxProvider({ dataDir, readyTimeoutMs: 60_000 });
+      const sandbox = await provider.createSandbox({ sessionId: "ses_setup", repos: [], envVars: { SIDECAR_TOKEN: key }, sessionType: "setup", systemPrompt: "You set up repos." });
       started.push({ sessionId: "ses_setup", sandboxId: sandbox.sandboxId });
       const record = await readSandboxRecord(dataDir, sandbox.sandboxId);
       if (!record) throw new Error("no registry record");
@@ -95,19 +121,32 @@ describe("local provider boots through sandbox/boot", () => {
       ]);
       expect(phase1.every((l) => l.outcome === "ok" && typeof l.durationMs === "number")).toBe(true);
 
-      const tools = (await (await fetch(`${sandbox.tunnelUrl}/experimental/tool/ids`)).json()) as string[];
+      // With a sandbox key, OpenCode answers only to the password derived from it.
+      const agentAuth = { authorization: agentAuthorization(deriveAgentPassword(key)) };
+      const tools = (await (await fetch(`${sandbox.tunnelUrl}/experimental/tool/ids`, { headers: agentAuth })).json()) as string[];
       expect(tools).toEqual(expect.arrayContaining(["verify", "save_snapshot", "request_env_variables", "save_service_commands", "save_env_files"]));
       const config = JSON.parse(readFileSync(join(record.home, ".config/opencode/opencode.json"), "utf8")) as { instructions: string[] };
       expect(readFileSync(config.instructions[0] ?? "", "utf8")).toBe("You set up repos.");
 
-      // Phase 2 (after create returned): the sidecar answers, with the session's token.
+      // Phase 2 (after create returned): the sidecar answers, with the session's key and with an
+      // access token minted from it.
       const sidecarPort = record.sidecarPort;
       expect(sidecarPort).not.toBeNull();
       await eventually("the sidecar", async () => ((await fetch(`http://127.0.0.1:${sidecarPort}/health`).catch(() => null))?.ok ? true : null));
-      const services = await fetch(`http://127.0.0.1:${sidecarPort}/services`, { headers: { authorization: "Bearer test-token-123" } });
+      const services = await fetch(`http://127.0.0.1:${sidecarPort}/services`, { headers: { authorization: `Bearer ${key}` } });
       expect(services.status).toBe(200);
+      const now = Math.floor(Date.now() / 1000);
+      const access = mintAccessToken(key, { sid: "ses_setup", iat: now, exp: now + 60 });
+      expect((await fetch(`http://127.0.0.1:${sidecarPort}/auth/check`, { headers: { authorization: `Bearer ${access}` } })).status).toBe(204);
       const waited = await eventually("the boot's sidecar step", () => logOf(sandbox.sandboxId).find((l) => l.step === "wait for sidecar") ?? null);
       expect(waited).toMatchObject({ phase: 2, outcome: "ok" });
+
+      // The key: the sidecar has it, OpenCode (and so the agent's shell) does not, no log line shows it.
+      const pidOf = (step: string) => lines.concat(logOf(sandbox.sandboxId)).find((l) => l.step === step)?.pid ?? 0;
+      expect(environOf(pidOf("start sidecar")).SIDECAR_TOKEN).toBe(key);
+      expect(environOf(pidOf("start opencode"))).not.toHaveProperty("SIDECAR_TOKEN");
+      expect(environOf(pidOf("start opencode")).SESSION_ID).toBe("ses_setup");
+      expect(readFileSync(join(dataDir, "sandboxes", sandbox.sandboxId, "sandbox.log"), "utf8")).not.toContain(key);
 
       await provider.terminate("ses_setup", sandbox.sandboxId);
       expect(groupGone(record.pgid)).toBe(true);
@@ -116,18 +155,79 @@ describe("local provider boots through sandbox/boot", () => {
     TIMEOUT,
   );
 
+  /** A sandbox whose sidecar runs `sleep` as a service (leader + a child); its pids and the sidecar's. */
+  async function sandboxWithService(provider: LocalSandboxProvider, sessionId: string, extra: { serviceCommands?: { name: string; command: string }[]; snapshotHasDeps?: boolean } = {}) {
+    const key = keyFor(sessionId);
+    const sandbox = await provider.createSandbox({ sessionId, repos: [], envVars: { SIDECAR_TOKEN: key }, ...extra });
+    started.push({ sessionId, sandboxId: sandbox.sandboxId });
+    const record = await readSandboxRecord(dataDir, sandbox.sandboxId);
+    if (!record?.sidecarPort) throw new Error("no sidecar port in the record");
+    const sidecar = `http://127.0.0.1:${record.sidecarPort}`;
+    await eventually("the sidecar", async () => ((await fetch(`${sidecar}/health`).catch(() => null))?.ok ? true : null));
+    const res = await fetch(`${sidecar}/services`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "forever", command: "sleep 300 & echo child $!; wait", start: true }),
+    });
+    expect(res.status).toBe(201);
+    const { service } = (await res.json()) as { service: { pid: number; logFile: string } };
+    const child = await eventually("the service's child", () => {
+      const m = /child (\d+)/.exec(existsSync(service.logFile) ? readFileSync(service.logFile, "utf8") : "");
+      return m ? Number(m[1]) : null;
+    });
+    expect(alive(service.pid)).toBe(true);
+    expect(alive(child)).toBe(true);
+    // The service runs repo code: it never sees the key.
+    expect(environOf(service.pid)).not.toHaveProperty("SIDECAR_TOKEN");
+    const sidecarPid = logOf(sandbox.sandboxId).find((l) => l.step === "start sidecar")?.pid ?? 0;
+    return { sandbox, record, leader: service.pid, child, sidecarPid, sidecar, key };
+  }
+
+  it(
+    "the boot's `services start` reaches the sidecar with an access token; terminate ends every service (their own process groups), idempotently",
+    async () => {
+      const provider = new LocalSandboxProvider({ dataDir, readyTimeoutMs: 60_000 });
+      const { sandbox, record, leader, child, sidecar, key } = await sandboxWithService(provider, "ses_services", {
+        serviceCommands: [{ name: "from-boot", command: "sleep 300" }],
+        snapshotHasDeps: true,
+      });
+      const step = await eventually("the boot's service start", () => logOf(sandbox.sandboxId).find((l) => l.step === "start service commands") ?? null);
+      expect(step).toMatchObject({ phase: 2, outcome: "ok" });
+      const listed = (await (await fetch(`${sidecar}/services`, { headers: { authorization: `Bearer ${key}` } })).json()) as { services: { name: string; status: string; pid: number }[] };
+      const fromBoot = listed.services.find((x) => x.name === "from-boot");
+      expect(fromBoot?.status).toBe("running");
+      await provider.terminate("ses_services", sandbox.sandboxId);
+      expect(alive(fromBoot?.pid ?? 0)).toBe(false);
+      expect(groupGone(record.pgid)).toBe(true);
+      expect(alive(leader)).toBe(false);
+      expect(alive(child)).toBe(false);
+      expect(existsSync(join(dataDir, "sandboxes", sandbox.sandboxId))).toBe(false);
+      await expect(provider.terminate("ses_services", sandbox.sandboxId)).resolves.toBeUndefined();
+    },
+    TIMEOUT,
+  );
+
+  it(
+    "terminate ends the services even when the sidecar died first",
+    async () => {
+      const provider = new LocalSandboxProvider({ dataDir, readyTimeoutMs: 60_000 });
+      const { sandbox, leader, child, sidecarPid } = await sandboxWithService(provider, "ses_orphans");
+      expect(alive(sidecarPid)).toBe(true);
+      process.kill(sidecarPid, "SIGKILL");
+      await eventually("the sidecar to die", () => (alive(sidecarPid) ? null : true));
+      expect(alive(leader)).toBe(true);
+      await provider.terminate("ses_orphans", sandbox.sandboxId);
+      expect(alive(leader)).toBe(false);
+      expect(alive(child)).toBe(false);
+    },
+    TIMEOUT,
+  );
+
   it(
     "a coding session restored from a snapshot of a setup session: no clone, the snapshot's metadata is read, setup-only tools are gone",
     async () => {
-      const origin = await mkdtemp(join(tmpdir(), "local-boot-origin-"));
+      const origin = gitOrigin("local-boot-origin-").dir;
       try {
-        const git = (...args: string[]) =>
-          execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main", ...args], {
-            cwd: origin,
-            env: { PATH: process.env.PATH ?? "", HOME: origin, GIT_CONFIG_NOSYSTEM: "1" },
-          });
-        git("init", "--quiet");
-        git("commit", "--quiet", "--allow-empty", "-m", "root");
         const repos = [{ url: `file://${origin}`, workspacePath: "app" }];
 
         const provider = new LocalSandboxProvider({ dataDir, readyTimeoutMs: 60_000 });

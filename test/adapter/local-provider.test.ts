@@ -254,7 +254,7 @@ describe("local provider with real OpenCode", () => {
         // A fresh instance sees the same sandboxes: providers are stateless.
         const other = new LocalSandboxProvider({ dataDir });
         expect(await other.checkSandboxes([sandbox.sandboxId, "lsb_unknown"])).toEqual([sandbox.sandboxId]);
-        expect(await other.resolveTunnels(sandbox.sandboxId)).toEqual({ openCodeUrl: sandbox.tunnelUrl, previewUrl: null });
+        expect(await other.resolveTunnels(sandbox.sandboxId)).toMatchObject({ openCodeUrl: sandbox.tunnelUrl, previewUrl: null });
         const ensured = await other.ensureSandbox({ sessionId: "ses_repo", repos: [], envVars: {}, currentSandboxId: sandbox.sandboxId });
         expect(ensured).toMatchObject({ sandboxId: sandbox.sandboxId, recovered: true, tunnelUrl: sandbox.tunnelUrl });
 

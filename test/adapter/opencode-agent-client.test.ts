@@ -2,7 +2,10 @@
  * `OpenCodeAgentClient` against real OpenCode and the development model in one local sandbox
  * (terminated in afterAll even on failure), plus its failure mapping against real sockets that
  * refuse, hang or answer 5xx. The busy-session prompt test pins down what OpenCode does with a
- * second `prompt_async` during a turn (documented at the top of the client).
+ * second `prompt_async` during a turn (documented at the top of the client). The sandbox has a
+ * sandbox key, so its OpenCode runs with the password derived from it (as every sandbox the
+ * flows create): the client calls with the session's endpoint, and the last block pins down what
+ * OpenCode answers without it (documented at the top of the client too).
  */
 import { createServer, type Server } from "node:http";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -10,13 +13,20 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { agentEndpointForKey } from "../../functions/agent/agent-endpoint";
 import { OpenCodeAgentClient } from "../../functions/agent/opencode-agent-client";
 import { AgentUnavailableError } from "../../functions/domain/errors";
-import type { AgentEvent } from "../../functions/ports/agent-client";
+import type { AgentEndpoint, AgentEvent } from "../../functions/ports/agent-client";
 import { LocalSandboxProvider } from "../../functions/providers/local";
+import { OpenCodeMessageReader } from "../../functions/relay/agent-messages";
+import { agentAuthorization, deriveAgentPassword, deriveSandboxKey, SANDBOX_KEY_ENV } from "../../sandbox/shared/access-token";
 
 const TIMEOUT = 120_000;
 const SESSION = "ses_agentclient";
+const SANDBOX_KEY = deriveSandboxKey("agent-client-test-master-key-0123456789", SESSION);
+const PASSWORD = deriveAgentPassword(SANDBOX_KEY);
+/** An endpoint without credentials (servers that have no password: the failure mapping below). */
+const open = (url: string): AgentEndpoint => ({ url, authorization: null });
 
 interface Received {
   at: number;
@@ -29,9 +39,9 @@ class EventLog {
   private readonly controller = new AbortController();
   readonly done: Promise<void>;
 
-  constructor(client: OpenCodeAgentClient, baseUrl: string) {
+  constructor(client: OpenCodeAgentClient, endpoint: AgentEndpoint) {
     this.done = (async () => {
-      for await (const event of client.events(baseUrl, this.controller.signal)) this.received.push({ at: Date.now(), event });
+      for await (const event of client.events(endpoint, this.controller.signal)) this.received.push({ at: Date.now(), event });
     })();
   }
 
@@ -72,8 +82,8 @@ interface Message {
   parts: { type: string; text?: string; tool?: string; state?: { status: string } }[];
 }
 
-async function messages(baseUrl: string, sessionId: string): Promise<Message[]> {
-  const res = await fetch(`${baseUrl}/session/${sessionId}/message`);
+async function messages(endpoint: AgentEndpoint, sessionId: string): Promise<Message[]> {
+  const res = await fetch(`${endpoint.url}/session/${sessionId}/message`, { headers: endpoint.authorization ? { authorization: endpoint.authorization } : {} });
   expect(res.status).toBe(200);
   return (await res.json()) as Message[];
 }
@@ -100,16 +110,18 @@ let dataDir: string;
 let provider: LocalSandboxProvider;
 let sandboxId: string | null = null;
 let baseUrl: string;
+let endpoint: AgentEndpoint;
 let log: EventLog;
 const client = new OpenCodeAgentClient();
 
 beforeAll(async () => {
   dataDir = await mkdtemp(join(tmpdir(), "agent-client-"));
   provider = new LocalSandboxProvider({ dataDir, readyTimeoutMs: 60_000 });
-  const sandbox = await provider.createSandbox({ sessionId: SESSION, repos: [], envVars: {} });
+  const sandbox = await provider.createSandbox({ sessionId: SESSION, repos: [], envVars: { [SANDBOX_KEY_ENV]: SANDBOX_KEY } });
   sandboxId = sandbox.sandboxId;
   baseUrl = sandbox.tunnelUrl;
-  log = new EventLog(client, baseUrl);
+  endpoint = agentEndpointForKey(baseUrl, SANDBOX_KEY);
+  log = new EventLog(client, endpoint);
   await log.waitFor((e) => e.type === "server.connected", 10_000);
 }, TIMEOUT);
 
@@ -121,26 +133,26 @@ afterAll(async () => {
 
 describe("OpenCodeAgentClient against real OpenCode", () => {
   it("ensureSession creates a session, keeps an existing one, and replaces a bogus id", async () => {
-    const created = await client.ensureSession(baseUrl);
+    const created = await client.ensureSession(endpoint);
     expect(created).toMatch(/^ses_/);
-    expect(await client.ensureSession(baseUrl, created)).toBe(created);
-    expect(await client.ensureSession(baseUrl, null)).not.toBe(created);
+    expect(await client.ensureSession(endpoint, created)).toBe(created);
+    expect(await client.ensureSession(endpoint, null)).not.toBe(created);
 
     // OpenCode answers 404 for an unknown `ses…` id, and 500 for an id without that prefix.
-    const replacedUnknown = await client.ensureSession(baseUrl, "ses_doesnotexist0000000000");
-    const replacedMalformed = await client.ensureSession(baseUrl, "not-an-opencode-id");
+    const replacedUnknown = await client.ensureSession(endpoint, "ses_doesnotexist0000000000");
+    const replacedMalformed = await client.ensureSession(endpoint, "not-an-opencode-id");
     for (const id of [replacedUnknown, replacedMalformed]) {
       expect(id).toMatch(/^ses_/);
       expect(id).not.toBe(created);
-      expect(await client.ensureSession(baseUrl, id)).toBe(id);
+      expect(await client.ensureSession(endpoint, id)).toBe(id);
     }
     expect(replacedUnknown).not.toBe(replacedMalformed);
   });
 
   it("promptAsync streams the echo as message.part.delta events, then session.idle", async () => {
-    const sessionId = await client.ensureSession(baseUrl);
+    const sessionId = await client.ensureSession(endpoint);
     const from = log.received.length;
-    await client.promptAsync(baseUrl, sessionId, "hello agent client");
+    await client.promptAsync(endpoint, sessionId, "hello agent client");
     const idle = await log.waitFor(is("session.idle", sessionId), 60_000, from);
 
     const mine = log.ofSession(sessionId, from);
@@ -151,51 +163,51 @@ describe("OpenCodeAgentClient against real OpenCode", () => {
   }, TIMEOUT);
 
   it("isBusy is true during a `sleep 3s` turn and false after it", async () => {
-    const sessionId = await client.ensureSession(baseUrl);
-    expect(await client.isBusy(baseUrl, sessionId)).toBe(false);
+    const sessionId = await client.ensureSession(endpoint);
+    expect(await client.isBusy(endpoint, sessionId)).toBe(false);
     const from = log.received.length;
-    await client.promptAsync(baseUrl, sessionId, "please sleep 3s");
-    expect(await client.isBusy(baseUrl, sessionId)).toBe(true);
+    await client.promptAsync(endpoint, sessionId, "please sleep 3s");
+    expect(await client.isBusy(endpoint, sessionId)).toBe(true);
     const busySince = Date.now();
 
     await log.waitFor(is("session.idle", sessionId), 60_000, from);
     expect(Date.now() - busySince).toBeGreaterThanOrEqual(2_000);
-    expect(await client.isBusy(baseUrl, sessionId)).toBe(false);
+    expect(await client.isBusy(endpoint, sessionId)).toBe(false);
   }, TIMEOUT);
 
   it("abort ends a busy turn before its tool call would have finished", async () => {
-    const sessionId = await client.ensureSession(baseUrl);
+    const sessionId = await client.ensureSession(endpoint);
     const from = log.received.length;
-    await client.promptAsync(baseUrl, sessionId, "please sleep 3s");
+    await client.promptAsync(endpoint, sessionId, "please sleep 3s");
     await log.waitFor(
       (e) => e.type === "message.part.updated" && e.properties.sessionID === sessionId && (e.properties.part as { tool?: string }).tool === "bash",
       30_000,
       from,
     );
-    expect(await client.isBusy(baseUrl, sessionId)).toBe(true);
+    expect(await client.isBusy(endpoint, sessionId)).toBe(true);
 
     const abortedAt = Date.now();
-    await client.abort(baseUrl, sessionId);
-    await until(async () => !(await client.isBusy(baseUrl, sessionId)), 2_000, "not busy after abort");
+    await client.abort(endpoint, sessionId);
+    await until(async () => !(await client.isBusy(endpoint, sessionId)), 2_000, "not busy after abort");
     expect(Date.now() - abortedAt).toBeLessThan(2_000);
     await log.waitFor(is("session.idle", sessionId), 5_000, from);
 
-    const history = await messages(baseUrl, sessionId);
+    const history = await messages(endpoint, sessionId);
     const assistant = history.filter((m) => m.info.role === "assistant");
     expect(assistant.at(-1)?.info.error?.name).toBe("MessageAbortedError");
     expect(history.map(textOf).join("\n")).not.toContain("echo: please sleep 3s");
   }, TIMEOUT);
 
   it("queues a second prompt sent during a busy turn: the turn finishes, then the loop answers the newest prompt", async () => {
-    const sessionId = await client.ensureSession(baseUrl);
+    const sessionId = await client.ensureSession(endpoint);
     const from = log.received.length;
-    await client.promptAsync(baseUrl, sessionId, "first please sleep 3s");
-    await client.promptAsync(baseUrl, sessionId, "second prompt");
-    expect(await client.isBusy(baseUrl, sessionId)).toBe(true);
+    await client.promptAsync(endpoint, sessionId, "first please sleep 3s");
+    await client.promptAsync(endpoint, sessionId, "second prompt");
+    expect(await client.isBusy(endpoint, sessionId)).toBe(true);
 
     await log.waitFor(is("session.idle", sessionId), 60_000, from);
     // Read at the first idle: the second prompt was answered within the same busy period.
-    const history = await messages(baseUrl, sessionId);
+    const history = await messages(endpoint, sessionId);
     expect(log.ofSession(sessionId, from).filter((e) => e.type === "session.idle")).toHaveLength(1);
 
     const users = history.filter((m) => m.info.role === "user");
@@ -211,11 +223,11 @@ describe("OpenCodeAgentClient against real OpenCode", () => {
     expect(replyTo(second).map(textOf)).toEqual(["echo: second prompt"]);
     // The development model answers only the newest user message, so the first gets no echo of its own.
     expect(history.map(textOf)).not.toContain("echo: first please sleep 3s");
-    expect(await client.isBusy(baseUrl, sessionId)).toBe(false);
+    expect(await client.isBusy(endpoint, sessionId)).toBe(false);
   }, TIMEOUT);
 
   it("maps a prompt for an unknown session (404) to a non-retryable AgentUnavailableError", async () => {
-    const err = await client.promptAsync(baseUrl, "ses_doesnotexist0000000000", "hi").catch((e: unknown) => e);
+    const err = await client.promptAsync(endpoint, "ses_doesnotexist0000000000", "hi").catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AgentUnavailableError);
     expect(err).toMatchObject({ retryable: false, status: 502, code: "agent_unavailable", context: { httpStatus: 404 } });
   });
@@ -224,7 +236,7 @@ describe("OpenCodeAgentClient against real OpenCode", () => {
     const controller = new AbortController();
     const seen: string[] = [];
     const drained = (async () => {
-      for await (const e of client.events(baseUrl, controller.signal)) {
+      for await (const e of client.events(endpoint, controller.signal)) {
         seen.push(e.type);
         if (e.type === "server.connected") controller.abort();
       }
@@ -234,8 +246,56 @@ describe("OpenCodeAgentClient against real OpenCode", () => {
 
     const already = AbortSignal.abort();
     const none: AgentEvent[] = [];
-    for await (const e of client.events(baseUrl, already)) none.push(e);
+    for await (const e of client.events(endpoint, already)) none.push(e);
     expect(none).toEqual([]);
+  });
+});
+
+describe("OpenCode's server password (OPENCODE_SERVER_PASSWORD, from the sandbox key)", () => {
+  const wrong = (): AgentEndpoint => ({ url: baseUrl, authorization: agentAuthorization("not-the-password") });
+  const none = (): AgentEndpoint => ({ url: baseUrl, authorization: null });
+  const raw = (path: string, headers: Record<string, string> = {}) => fetch(`${baseUrl}${path}`, { headers, signal: AbortSignal.timeout(10_000) });
+
+  it("every route answers 401 with a Basic challenge and an empty body without the password, /event and /doc included", async () => {
+    for (const path of ["/session", "/session/status", `/session/${SESSION}/message`, "/event", "/doc", "/global/health", "/config", "/"]) {
+      const res = await raw(path);
+      expect(res.status, path).toBe(401);
+      expect(res.headers.get("www-authenticate"), path).toMatch(/^Basic /);
+      expect(await res.text(), path).toBe("");
+    }
+    // A wrong password, a wrong user name, the password as a bearer token: all 401.
+    expect((await raw("/session", { authorization: agentAuthorization("nope") })).status).toBe(401);
+    expect((await raw("/session", { authorization: `Basic ${Buffer.from(`admin:${PASSWORD}`).toString("base64")}` })).status).toBe(401);
+    expect((await raw("/session", { authorization: `Bearer ${PASSWORD}` })).status).toBe(401);
+    // The user name is OpenCode's default, "opencode"; the right header opens every route.
+    expect((await raw("/session", { authorization: agentAuthorization(PASSWORD) })).status).toBe(200);
+    expect((await raw("/doc", { authorization: agentAuthorization(PASSWORD) })).status).toBe(200);
+  });
+
+  it("a client without the password, or with a wrong one, gets a non-retryable HTTP 401 that never holds a credential", async () => {
+    for (const target of [none(), wrong()]) {
+      for (const attempt of [
+        () => client.ensureSession(target),
+        () => client.ensureSession(target, "ses_doesnotexist0000000000"),
+        () => client.promptAsync(target, "ses_x", "hi"),
+        () => client.isBusy(target, "ses_x"),
+        () => client.abort(target, "ses_x"),
+        () => new OpenCodeMessageReader().listMessages(target, "ses_x"),
+        () => client.events(target, new AbortController().signal)[Symbol.asyncIterator]().next(),
+      ]) {
+        const err = await attempt().catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(AgentUnavailableError);
+        expect(err).toMatchObject({ retryable: false, context: { httpStatus: 401 } });
+        const text = `${(err as Error).message} ${JSON.stringify(err)}`;
+        expect(text).toContain("HTTP 401");
+        for (const secret of [PASSWORD, SANDBOX_KEY, agentAuthorization(PASSWORD), "not-the-password", baseUrl]) expect(text).not.toContain(secret);
+      }
+    }
+  });
+
+  it("with the session's endpoint the message reader works too", async () => {
+    const sessionId = await client.ensureSession(endpoint);
+    expect(await new OpenCodeMessageReader().listMessages(endpoint, sessionId)).toEqual([]);
   });
 });
 
@@ -244,17 +304,17 @@ describe("OpenCodeAgentClient failure mapping", () => {
     const port = await closedPort();
     const unreachable = `http://127.0.0.1:${port}`;
     for (const attempt of [
-      () => client.ensureSession(unreachable, "ses_x"),
-      () => client.promptAsync(unreachable, "ses_x", "hi"),
-      () => client.isBusy(unreachable, "ses_x"),
-      () => client.abort(unreachable, "ses_x"),
+      () => client.ensureSession(open(unreachable), "ses_x"),
+      () => client.promptAsync(open(unreachable), "ses_x", "hi"),
+      () => client.isBusy(open(unreachable), "ses_x"),
+      () => client.abort(open(unreachable), "ses_x"),
     ]) {
       const err = await attempt().catch((e: unknown) => e);
       expect(err).toBeInstanceOf(AgentUnavailableError);
       expect(err).toMatchObject({ retryable: true, context: { networkCode: "ECONNREFUSED" } });
       expect((err as Error).message).not.toContain(String(port));
     }
-    const stream = client.events(unreachable, new AbortController().signal)[Symbol.asyncIterator]();
+    const stream = client.events(open(unreachable), new AbortController().signal)[Symbol.asyncIterator]();
     await expect(stream.next()).rejects.toMatchObject({ name: "AgentUnavailableError", retryable: true });
   });
 
@@ -263,11 +323,11 @@ describe("OpenCodeAgentClient failure mapping", () => {
     try {
       const quick = new OpenCodeAgentClient({ requestTimeoutMs: 200 });
       const started = Date.now();
-      const err = await quick.isBusy(url, "ses_x").catch((e: unknown) => e);
+      const err = await quick.isBusy(open(url), "ses_x").catch((e: unknown) => e);
       expect(err).toBeInstanceOf(AgentUnavailableError);
       expect(err).toMatchObject({ retryable: true, message: expect.stringContaining("no answer within 200 ms") });
       expect(Date.now() - started).toBeLessThan(5_000);
-      const stream = quick.events(url, new AbortController().signal)[Symbol.asyncIterator]();
+      const stream = quick.events(open(url), new AbortController().signal)[Symbol.asyncIterator]();
       await expect(stream.next()).rejects.toMatchObject({ name: "AgentUnavailableError", retryable: true });
     } finally {
       server.closeAllConnections();
@@ -282,20 +342,20 @@ describe("OpenCodeAgentClient failure mapping", () => {
       res.end(`upstream failed with key ${secret}`);
     });
     try {
-      const err = await client.ensureSession(url).catch((e: unknown) => e);
+      const err = await client.ensureSession(open(url)).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(AgentUnavailableError);
       expect(err).toMatchObject({ retryable: true, context: { httpStatus: 503 } });
       expect((err as Error).message).toContain("HTTP 503");
       expect((err as Error).message).not.toContain(secret);
       // A 5xx on verification must not fork the conversation into a new session.
-      await expect(client.ensureSession(url, "ses_existing")).rejects.toMatchObject({ retryable: true });
+      await expect(client.ensureSession(open(url), "ses_existing")).rejects.toMatchObject({ retryable: true });
     } finally {
       server.close();
     }
   });
 
   it("refuses a base URL with credentials without sending it or echoing it", async () => {
-    const err = await client.isBusy("http://user:hunter2secret@127.0.0.1:1", "ses_x").catch((e: unknown) => e);
+    const err = await client.isBusy(open("http://user:hunter2secret@127.0.0.1:1"), "ses_x").catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AgentUnavailableError);
     expect(err).toMatchObject({ retryable: false });
     expect((err as Error).message).not.toContain("hunter2secret");

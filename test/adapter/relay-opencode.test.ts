@@ -3,13 +3,18 @@
  * sandbox (terminated in afterAll even on failure), over dynalite: a prompt goes out through the
  * prompt queue, the relay streams the turn into a recording push (deltas that concatenate to
  * the echo, tool updates, finalize), persists both sides of the transcript, records the agent's
- * idle boundary and completes the turn.
+ * idle boundary and completes the turn. The sandbox has a sandbox key, so its OpenCode requires
+ * the password derived from it: every call here goes through the session's agent endpoint.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { agentEndpoint } from "../../functions/agent/agent-endpoint";
 import { OpenCodeAgentClient } from "../../functions/agent/opencode-agent-client";
+import { staticKeyring } from "../../functions/config/sandbox-keyring";
+import type { AgentEndpoint } from "../../functions/ports/agent-client";
+import { SANDBOX_KEY_ENV } from "../../sandbox/shared/access-token";
 import type { SessionRecord } from "../../functions/domain/session";
 import { submitPrompt } from "../../functions/flows/submit-prompt";
 import { createLogger } from "../../functions/observability/logger";
@@ -42,6 +47,8 @@ let session: SessionRecord;
 const push = new RecordingPush();
 const agent = new OpenCodeAgentClient();
 const logger = createLogger("relay-adapter-test");
+const sandboxKeys = staticKeyring("relay-opencode-test-master-key-0123456789");
+let endpoint: AgentEndpoint;
 /** Nothing here wakes a session: a flow start would be a bug. */
 const noFlows: FlowRunner = { start: () => Promise.reject(new Error("no lifecycle flow expected")) };
 
@@ -66,6 +73,7 @@ function adapterRelay(ownerId: string): StreamingRelay {
       prompts,
       flows: noFlows,
       agent,
+      sandboxKeys,
       connections: new DynamoConnectionRegistry(table.doc, table.tableName),
       push,
       transcript,
@@ -89,9 +97,12 @@ beforeAll(async () => {
 
   const draft = buildSession({ status: "running" });
   provider = new LocalSandboxProvider({ dataDir, readyTimeoutMs: 60_000 });
-  const sandbox = await provider.createSandbox({ sessionId: draft.id, repos: [], envVars: {} });
+  const sandbox = await provider.createSandbox({ sessionId: draft.id, repos: [], envVars: { [SANDBOX_KEY_ENV]: await sandboxKeys.sandboxKey(draft.id) } });
   sandboxId = sandbox.sandboxId;
-  const agentSessionId = await agent.ensureSession(sandbox.tunnelUrl);
+  endpoint = await agentEndpoint(sandboxKeys, draft.id, sandbox.tunnelUrl);
+  // The sandbox's OpenCode has the password: nothing gets in without it.
+  expect((await fetch(`${sandbox.tunnelUrl}/session`)).status).toBe(401);
+  const agentSessionId = await agent.ensureSession(endpoint);
   session = { ...draft, sandboxId: sandbox.sandboxId, openCodeUrl: sandbox.tunnelUrl, codingAgentSessionId: agentSessionId, lastActivityAt: new Date().toISOString() };
   await sessions.createSession(session);
   await connections.add({ connectionId: CONNECTION, sessionId: session.id, userId: "user-a", clientType: "web", connectedAt: new Date().toISOString(), ready: true });
@@ -118,7 +129,7 @@ async function runTurn(content: string): Promise<{ type: string; [k: string]: un
   const current = await sessions.getSession(session.id);
   if (!current) throw new Error("session vanished");
   const relayLeases = new DynamoRelayLeaseStore(table.doc, table.tableName);
-  const submitted = await submitPrompt({ sessions, prompts, flows: noFlows, agent, relayLeases, now: () => new Date(), logger }, current, { content, source: "user:test" });
+  const submitted = await submitPrompt({ sessions, prompts, flows: noFlows, agent, sandboxKeys, relayLeases, now: () => new Date(), logger }, current, { content, source: "user:test" });
   expect(submitted.status).toBe("processing");
   await until("turn completed", async () => (await prompts.list(session.id)).every((p) => p.status === "completed"), 60_000);
   return messagesOfTurn(from);
@@ -162,8 +173,7 @@ describe("StreamingRelay against real OpenCode", () => {
   }, TIMEOUT);
 
   it("a successor relay's catch-up from OpenCode's stored messages leaves the transcript exactly as it was", async () => {
-    const url = session.openCodeUrl ?? "";
-    const listed = await new OpenCodeMessageReader().listMessages(url, session.codingAgentSessionId ?? "");
+    const listed = await new OpenCodeMessageReader().listMessages(endpoint, session.codingAgentSessionId ?? "");
     expect(listed.filter((m) => m.info.role === "user")).toHaveLength(2);
     expect(listed.filter((m) => m.info.role === "assistant").every((m) => m.info.time.completed !== undefined)).toBe(true);
 

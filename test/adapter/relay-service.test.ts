@@ -34,7 +34,15 @@ describe("relay service", () => {
     const s = buildSession({ status: "running", sandboxId: "sb-1", openCodeUrl: "http://127.0.0.1:9", codingAgentSessionId: "ses_agent" });
     await sessions.createSession(s);
     const started = await startRelayService(
-      { TABLE_NAME: table.tableName, DYNAMODB_ENDPOINT: table.endpoint, RELAY_HEALTH_PORT: "0", RELAY_SCAN_INTERVAL_SECONDS: "0.05", RELAY_PUBLISH_METRICS: "false" },
+      {
+        TABLE_NAME: table.tableName,
+        DYNAMODB_ENDPOINT: table.endpoint,
+        // The relay derives each session's agent password from the sandbox keys (AWS: the secret's ARN).
+        SANDBOX_ACCESS_KEY: "relay-service-test-master-key-0123456789",
+        RELAY_HEALTH_PORT: "0",
+        RELAY_SCAN_INTERVAL_SECONDS: "0.05",
+        RELAY_PUBLISH_METRICS: "false",
+      },
       createLogger("relay-service-test"),
     );
     service = started;

@@ -12,6 +12,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { imageBootSpec } from "../../functions/providers/sandbox-boot";
 import { OPENCODE_VERSION } from "../../sandbox/boot/opencode-files";
 import { buildImageContext } from "../../sandbox/image/build-context";
+import { agentAuthorization, deriveAgentPassword } from "../../sandbox/shared/access-token";
 
 function dockerUnavailable(): string | null {
   const info = spawnSync("docker", ["info"], { encoding: "utf8", timeout: 30_000 });
@@ -55,7 +56,10 @@ describe("the sandbox image", () => {
       const spec = imageBootSpec({ sessionId: "ses_image", repos: [], envVars: {} }, { restored: false, now: Date.now(), gitFreshness: null });
       const ready = JSON.parse(docker(["exec", "--interactive", name, "node", "/opt/sandbox/boot.mjs", "start", "--spec", "-"], JSON.stringify(spec))) as { type: string };
       expect(ready.type).toBe("boot.ready");
-      expect(docker(["exec", name, "curl", "-fsS", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:4096/session"])).toBe("200");
+      // OpenCode runs with the password derived from the container's SIDECAR_TOKEN: 401 without it.
+      const auth = `authorization: ${agentAuthorization(deriveAgentPassword("test-token-123"))}`;
+      expect(docker(["exec", name, "curl", "-fsS", "-o", "/dev/null", "-w", "%{http_code}", "-H", auth, "http://127.0.0.1:4096/session"])).toBe("200");
+      expect(docker(["exec", name, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:4096/session"])).toBe("401");
       // Phase 2 runs on after `start` returned: Caddy's admin API and the sidecar come up.
       const phase2 = docker(["exec", name, "sh", "-c", "for i in $(seq 1 60); do curl -fsS http://127.0.0.1:4000/health >/dev/null 2>&1 && curl -fsS -o /dev/null http://127.0.0.1:2019/config/ && echo up && exit 0; sleep 1; done; cat /tmp/sandbox/boot.log; exit 1"]);
       expect(phase2.trim()).toBe("up");

@@ -1,6 +1,7 @@
 /**
  * The sidecar API over real sockets with a real git workspace: auth (missing, wrong, right token,
- * and no token configured), traversal attempts on every path-taking route (`..`, absolute
+ * no token configured, access tokens: valid, expired, wrong session, tampered, another key,
+ * malformed, and refused without SESSION_ID), the forward_auth check, traversal attempts on every path-taking route (`..`, absolute
  * paths, a symlink inside the workspace pointing out), the git views and the 64 KB diff cap,
  * port exposure through a fake Caddy admin API, and the body limit.
  */
@@ -9,8 +10,9 @@ import type { AddressInfo } from "node:net";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { mintAccessToken } from "../../sandbox/shared/access-token";
 import type { Sidecar } from "../../sandbox/sidecar/server";
-import { call, git, makeTree, startTestSidecar, TOKEN, type TestTree } from "./sidecar-harness";
+import { call, git, makeTree, SESSION_ID, startTestSidecar, TOKEN, type TestTree } from "./sidecar-harness";
 
 let tree: TestTree;
 let sidecar: Sidecar;
@@ -26,8 +28,10 @@ afterAll(async () => {
 });
 
 const AUTHENTICATED_ROUTES: [string, string][] = [
+  ["GET", "/auth/check"],
   ["GET", "/services"],
   ["POST", "/services"],
+  ["DELETE", "/services/web"],
   ["POST", "/services/web/start"],
   ["GET", "/services/web/logs"],
   ["POST", "/expose"],
@@ -79,6 +83,103 @@ describe("auth", () => {
     }
   });
 });
+
+describe("access tokens", () => {
+  const nowS = () => Math.floor(Date.now() / 1000);
+  const mint = (over: Partial<{ sid: string; iat: number; exp: number }> = {}, key = TOKEN) =>
+    mintAccessToken(key, { sid: SESSION_ID, iat: nowS() - 5, exp: nowS() + 300, ...over });
+
+  it("accepts a valid access token for this session on every route", async () => {
+    const token = mint();
+    expect((await call(sidecar, "GET", "/git/repos", { token })).status).toBe(200);
+    expect((await call(sidecar, "GET", "/services", { token })).status).toBe(200);
+    const check = await fetch(`${sidecar.url}/auth/check`, { headers: { authorization: `Bearer ${token}` } });
+    expect(check.status).toBe(204);
+    expect(await check.text()).toBe("");
+  });
+
+  const tampered = () => {
+    // The signature's first character (all six bits count; the last one carries ignored padding bits).
+    const [prefix, payload, sig = ""] = mint().split(".");
+    return `${prefix}.${payload}.${sig.startsWith("A") ? "B" : "A"}${sig.slice(1)}`;
+  };
+  const forgedClaims = () => {
+    const [prefix, , sig] = mint().split(".");
+    return `${prefix}.${Buffer.from(JSON.stringify({ sid: SESSION_ID, iat: nowS(), exp: nowS() + 3600 })).toString("base64url")}.${sig}`;
+  };
+
+  it.each([
+    ["expired", () => mint({ iat: nowS() - 600, exp: nowS() - 1 })],
+    ["for another session", () => mint({ sid: "ses_other" })],
+    ["with a tampered signature", tampered],
+    ["with forged claims", forgedClaims],
+    ["signed with another key", () => mint({}, "another-sandbox-key-0123456789")],
+    ["longer-lived than the cap", () => mint({ iat: nowS(), exp: nowS() + 24 * 3600 + 60 })],
+    ["malformed", () => "sca1.not-a-token"],
+    ["malformed (garbage claims)", () => "sca1.e30.AAAA"],
+  ])("refuses an access token %s with 401, on routes and the terminal upgrade", async (_what, make) => {
+    const token = make();
+    for (const [method, path] of [["GET", "/services"], ["GET", "/auth/check"], ["DELETE", "/services/web"], ["GET", "/git/repos"]] as const) {
+      const res = await call(sidecar, method, path, { token });
+      expect(res.status, `${method} ${path}`).toBe(401);
+      expect(res.body).toEqual({ error: { code: "unauthorized", message: expect.any(String) } });
+    }
+    expect(await upgradeStatus(sidecar, { authorization: `Bearer ${token}` })).toBe(401);
+  });
+
+  it("never accepts an access token in the query string", async () => {
+    const token = mint();
+    expect((await call(sidecar, "GET", `/auth/check?token=${token}&access_token=${token}`, { token: null })).status).toBe(401);
+    expect(await upgradeStatus(sidecar, {}, `?token=${token}`)).toBe(401);
+  });
+
+  it("without SESSION_ID refuses access tokens but still takes the sandbox key", async () => {
+    const noSession = await startTestSidecar(tree, { sessionId: undefined, stopServicesOnClose: false });
+    try {
+      expect((await call(noSession, "GET", "/auth/check", { token: mint() })).status).toBe(401);
+      expect((await call(noSession, "GET", "/auth/check")).status).toBe(204);
+    } finally {
+      await noSession.close();
+    }
+  });
+
+  it("without a configured token refuses access tokens signed with an empty key", async () => {
+    const open = await startTestSidecar(tree, { token: undefined, stopServicesOnClose: false });
+    try {
+      const token = mintAccessToken("", { sid: SESSION_ID, iat: nowS(), exp: nowS() + 60 });
+      expect((await call(open, "GET", "/auth/check", { token })).status).toBe(401);
+    } finally {
+      await open.close();
+    }
+  });
+});
+
+describe("auth check (Caddy forward_auth)", () => {
+  it("answers 204 with no body to the sandbox key, 401 to anyone else", async () => {
+    const ok = await fetch(`${sidecar.url}/auth/check`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(ok.status).toBe(204);
+    expect(await ok.text()).toBe("");
+    expect((await call(sidecar, "GET", "/auth/check", { token: null })).status).toBe(401);
+    expect((await call(sidecar, "POST", "/auth/check")).status).toBe(404);
+  });
+});
+
+/** The HTTP status a WebSocket upgrade to /terminal gets (101 when accepted, then closed). */
+async function upgradeStatus(target: Sidecar, headers: Record<string, string>, query = ""): Promise<number> {
+  const { default: WebSocket } = await import("ws");
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(`${target.url.replace(/^http/, "ws")}/terminal${query}`, { headers });
+    socket.once("open", () => {
+      socket.terminate();
+      resolve(101);
+    });
+    socket.once("unexpected-response", (_req, res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    socket.once("error", reject);
+  });
+}
 
 describe("traversal", () => {
   const outsidePaths = () => [
@@ -209,6 +310,7 @@ describe("expose", () => {
       expect(insert?.path).toBe("/config/apps/http/servers/preview/routes/0");
       expect(insert?.body).toEqual({
         "@id": "sidecar-expose",
+        match: [{ not: [{ path: ["/_sandbox/sidecar/*"] }] }],
         handle: [{ handler: "reverse_proxy", upstreams: [{ dial: "127.0.0.1:3000" }] }],
       });
 

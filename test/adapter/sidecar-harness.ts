@@ -12,6 +12,8 @@ import { processStartTime } from "../../sandbox/shared/process-group";
 import { startSidecar, type Sidecar, type SidecarOptions } from "../../sandbox/sidecar/server";
 
 export const TOKEN = "sidecar-test-token-0123456789";
+/** The session the test sidecar runs (access tokens must name it). */
+export const SESSION_ID = "ses_sidecar_test";
 
 export interface TestTree {
   root: string;
@@ -51,6 +53,7 @@ export function startTestSidecar(tree: TestTree, overrides: Partial<SidecarOptio
     port: 0,
     host: "127.0.0.1",
     token: TOKEN,
+    sessionId: SESSION_ID,
     workspaceDir: tree.workspace,
     stateDir: tree.stateDir,
     terminalCommand: ["bash", "--noprofile", "--norc"],

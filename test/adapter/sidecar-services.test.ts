@@ -2,9 +2,11 @@
  * The sidecar's service manager through its API, with real process groups: define, start, stop
  * (the whole group dies, children included), restart (a new group, the old one gone), exit
  * tracking, persisted state (a new sidecar adopts a live service, and restores one lost while
- * running), SERVICES_FILE, and log streaming over SSE (tail first, then new lines).
+ * running), SERVICES_FILE, log streaming over SSE (tail first, then new lines), and removal
+ * (`DELETE /services/{name}`: the group dies, orphans included, and the definition, persisted
+ * record and log are gone, also for a sidecar started later on the same state).
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -163,6 +165,66 @@ describe("start, stop, restart", () => {
     expect(res.status).toBe(400);
     expect((res.body.error as { code: string }).code).toBe("outside_workspace");
     expect((await service(sidecar, "later"))?.pid).toBeNull();
+  });
+});
+
+describe("remove", () => {
+  const stateNames = () => (JSON.parse(readFileSync(join(tree.stateDir, "state.json"), "utf8")) as { services: { name: string }[] }).services.map((x) => x.name);
+
+  it("stops a running service (its whole group) and forgets its definition, record and log", async () => {
+    const command = "sleep 300 & echo doomed-child $!; wait";
+    expect((await call(sidecar, "POST", "/services", { body: { name: "doomed", command, start: true } })).status).toBe(201);
+    const reader = await openLogs(sidecar, "doomed");
+    await reader.waitFor("doomed-child");
+    const child = Number(reader.lines.find((l) => l.startsWith("doomed-child"))?.split(" ")[1]);
+    const running = await service(sidecar, "doomed");
+    const leader = running?.pid ?? 0;
+    expect(processExists(child)).toBe(true);
+    const logFile = (running as unknown as { logFile: string }).logFile;
+    expect(existsSync(logFile)).toBe(true);
+
+    const res = await call(sidecar, "DELETE", "/services/doomed");
+    expect(res.status).toBe(200);
+    expect(res.body.service).toMatchObject({ name: "doomed", command, status: "stopped", pid: null });
+    expect(processExists(leader)).toBe(false);
+    expect(processExists(child)).toBe(false);
+    expect(await service(sidecar, "doomed")).toBeUndefined();
+    expect(stateNames()).not.toContain("doomed");
+    expect(existsSync(logFile)).toBe(false);
+    for (const verb of ["start", "stop", "restart"]) expect((await call(sidecar, "POST", `/services/doomed/${verb}`)).status).toBe(404);
+
+    // The name is free again.
+    expect((await call(sidecar, "POST", "/services", { body: { name: "doomed", command: "true" } })).status).toBe(201);
+    expect((await call(sidecar, "DELETE", "/services/doomed")).status).toBe(200);
+  });
+
+  it("reaches the orphans of a leader that already exited", async () => {
+    await call(sidecar, "POST", "/services", { body: { name: "gone-leader", command: "sleep 300 & echo stray $!; exit 0", start: true } });
+    const reader = await openLogs(sidecar, "gone-leader");
+    await reader.waitFor("stray ");
+    const stray = Number(reader.lines.find((l) => l.startsWith("stray "))?.split(" ")[1]);
+    await waitUntil(async () => (await service(sidecar, "gone-leader"))?.status === "stopped", "the leader to exit");
+    expect(processExists(stray)).toBe(true);
+    expect((await call(sidecar, "DELETE", "/services/gone-leader")).status).toBe(200);
+    expect(processExists(stray)).toBe(false);
+  });
+
+  it("answers 404 with a clear error for an unknown service", async () => {
+    const res = await call(sidecar, "DELETE", "/services/ghost");
+    expect(res).toEqual({ status: 404, body: { error: { code: "not_found", message: 'no service named "ghost"' } } });
+  });
+
+  it("a sidecar started later on the same state does not bring it back", async () => {
+    const first = await startTestSidecar(tree, { stopServicesOnClose: false });
+    await call(first, "POST", "/services", { body: { name: "ephemeral", command: "sleep 300", start: true } });
+    expect((await call(first, "DELETE", "/services/ephemeral")).status).toBe(200);
+    await first.close();
+    const second = await startTestSidecar(tree, { stopServicesOnClose: false });
+    try {
+      expect(await service(second, "ephemeral")).toBeUndefined();
+    } finally {
+      await second.close();
+    }
   });
 });
 

@@ -1,12 +1,14 @@
 /**
  * The terminal WebSocket over a real socket and a real PTY: a keystroke round trip (text and
  * binary frames), resize frames reaching the PTY (`stty size`), the shell starting in the
- * workspace, header-only auth on the upgrade, and the shell's lifetime tied to the socket.
+ * workspace, header-only auth on the upgrade (the sandbox key or a user's access token, whose
+ * shell holds that access token, never the key), and the shell's lifetime tied to the socket.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
+import { mintAccessToken } from "../../sandbox/shared/access-token";
 import type { Sidecar } from "../../sandbox/sidecar/server";
-import { makeTree, processExists, startTestSidecar, TOKEN, waitUntil, type TestTree } from "./sidecar-harness";
+import { makeTree, processExists, SESSION_ID, startTestSidecar, TOKEN, waitUntil, type TestTree } from "./sidecar-harness";
 
 let tree: TestTree;
 let sidecar: Sidecar;
@@ -99,7 +101,31 @@ describe("terminal", () => {
     expect(exiting.closeCode).toBe(1000);
   });
 
+  it("takes a user's access token, and the shell gets that token as SIDECAR_TOKEN, not the sandbox key", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const access = mintAccessToken(TOKEN, { sid: SESSION_ID, iat: now, exp: now + 300 });
+    const term = await TerminalClient.connect("/terminal", { authorization: `Bearer ${access}` });
+    try {
+      term.type('echo "tok=[$SIDECAR_TOKEN]"\r');
+      const [, held] = await term.waitFor(/tok=\[([^\]]*)\]\r?\n/);
+      expect(held).toBe(access);
+      expect(term.output).not.toContain(TOKEN);
+    } finally {
+      term.socket.close();
+    }
+    const keyed = await TerminalClient.connect("/terminal", auth);
+    try {
+      keyed.type('echo "tok=[$SIDECAR_TOKEN]"\r');
+      const [, held] = await keyed.waitFor(/tok=\[([^\]]*)\]\r?\n/);
+      expect(held).toBe(TOKEN);
+    } finally {
+      keyed.socket.close();
+    }
+  });
+
   it.each([
+    ["an expired access token", { authorization: `Bearer ${mintAccessToken(TOKEN, { sid: SESSION_ID, iat: 1, exp: 2 })}` }, ""],
+    ["an access token for another session", { authorization: `Bearer ${mintAccessToken(TOKEN, { sid: "ses_other", iat: Math.floor(Date.now() / 1000), exp: Math.floor(Date.now() / 1000) + 300 })}` }, ""],
     ["no header", {}, ""],
     ["a wrong token", { authorization: "Bearer wrong" }, ""],
     ["the token in the query string only", {}, `?token=${TOKEN}`],

@@ -59,6 +59,7 @@ import { LocalLifecycleScheduler } from "../../infra/local/local-lifecycle-sched
 import { InstantSandboxProvider } from "../support/instant-provider";
 import { RecordingPush } from "../support/recording-push";
 import { ScriptedAgent } from "../support/scripted-agent";
+import { staticKeyring } from "../../functions/config/sandbox-keyring";
 import { heading, mean, ms, note, percentile, table } from "./report";
 
 function envNumber(name: string, fallback: number): number {
@@ -240,6 +241,7 @@ function startBench(endpoint: string, tableName: string): Bench {
     flows: runner,
     provider: () => Promise.resolve(provider),
     agent: new ScriptedAgent(),
+    sandboxKeys: staticKeyring("bench-master-key-0123456789abcdefghijklmnop"),
     config,
     metrics,
     now: () => new Date(),

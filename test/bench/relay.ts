@@ -26,6 +26,7 @@ import { fileURLToPath } from "node:url";
 import v8 from "node:v8";
 import vm from "node:vm";
 import { OpenCodeAgentClient } from "../../functions/agent/opencode-agent-client";
+import { staticKeyring } from "../../functions/config/sandbox-keyring";
 import type { ClientPush, PushOutcome } from "../../functions/ports/client-push";
 import type { FlowRunner } from "../../functions/ports/flow-runner";
 import { StreamingRelay } from "../../functions/relay/relay";
@@ -360,6 +361,8 @@ export async function benchRelay(): Promise<void> {
         prompts: new DynamoPromptQueue(doc, tableName),
         flows: noFlows,
         agent,
+        // The fake OpenCode ignores the authorization: a key only so every claim derives one, as in production.
+        sandboxKeys: staticKeyring("relay-bench-master-key-0123456789abcdef"),
         agentMessages: { listMessages: () => Promise.resolve([]) },
         connections,
         push,
@@ -395,7 +398,7 @@ export async function benchRelay(): Promise<void> {
     // Warm what the first claim would load lazily (fetch's HTTP client, the agent client's schemas) before the baseline.
     const setupStarted = performance.now();
     await createSessions(STAGES[0] ?? 0);
-    await agent.isBusy(`http://127.0.0.1:${port}/sb/0`, "ses_bench0");
+    await agent.isBusy({ url: `http://127.0.0.1:${port}/sb/0`, authorization: null }, "ses_bench0");
     const baseline = await memory(gc);
     const baselineFds = openFds();
     let setupMs = performance.now() - setupStarted;

@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { agentEndpoint } from "../../functions/agent/agent-endpoint";
 import { OpenCodeMessageReader } from "../../functions/relay/agent-messages";
 import type { LocalRuntime } from "../../infra/local/runtime";
 import { startRuntimeForTest, type ApiClient } from "../support/local-runtime";
@@ -115,7 +116,10 @@ describe("idle snapshot on the local runtime", () => {
     // The agent itself kept the conversation: the same OpenCode session, with both turns in it.
     const resumed = await runtime.flowDeps.sessions.getSession(id);
     expect(resumed?.codingAgentSessionId).toBe(running.codingAgentSessionId);
-    const agentMessages = await new OpenCodeMessageReader().listMessages(String(resumed?.openCodeUrl), String(resumed?.codingAgentSessionId));
+    const agentMessages = await new OpenCodeMessageReader().listMessages(
+      await agentEndpoint(runtime.flowDeps.sandboxKeys, id, String(resumed?.openCodeUrl)),
+      String(resumed?.codingAgentSessionId),
+    );
     expect(agentMessages.filter((m) => m.info.role === "user").map((m) => m.parts.map((p) => p.text ?? "").join(""))).toEqual(["remember the word teal", "what was the word?"]);
     expect((await transcript(id)).map(([role, text]) => `${role}: ${text}`)).toEqual([
       "user: remember the word teal",

@@ -4,9 +4,10 @@
  * the audit trail, 409s naming the state, and concurrent resumes producing one sandbox.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { agentEndpoint } from "../../functions/agent/agent-endpoint";
 import type { SessionRecord } from "../../functions/domain/session";
 import type { LocalRuntime } from "../../infra/local/runtime";
-import { startRuntimeForTest, type ApiClient } from "../support/local-runtime";
+import { startRuntimeForTest, storedSession, waitFor, type ApiClient } from "../support/local-runtime";
 
 let runtime: LocalRuntime;
 let api: ApiClient;
@@ -24,35 +25,20 @@ async function createSession(): Promise<string> {
   return (res.body as { session: { id: string } }).session.id;
 }
 
-async function record(id: string): Promise<SessionRecord> {
-  const s = await runtime.deps.sessions.getSession(id);
-  if (!s) throw new Error(`no session ${id}`);
-  return s;
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false>, timeoutMs = 90_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
 async function waitForStatus(id: string, status: string): Promise<SessionRecord> {
   return waitFor(`session ${id} to be ${status}`, async () => {
     await runtime.flows.whenIdle();
-    const s = await record(id);
+    const s = await storedSession(runtime, id);
     return s.status === status ? s : null;
   });
 }
 
-/** The texts of the OpenCode transcript of the session's running sandbox. */
+/** The texts of the OpenCode transcript of the session's running sandbox (with the session's agent password). */
 async function transcript(id: string): Promise<string> {
-  const s = await record(id);
+  const s = await storedSession(runtime, id);
   if (!s.openCodeUrl || !s.codingAgentSessionId) return "";
-  const res = await fetch(`${s.openCodeUrl}/session/${s.codingAgentSessionId}/message`);
+  const { authorization } = await agentEndpoint(runtime.flowDeps.sandboxKeys, id, s.openCodeUrl);
+  const res = await fetch(`${s.openCodeUrl}/session/${s.codingAgentSessionId}/message`, { headers: { authorization: String(authorization) } });
   return res.ok ? await res.text() : "";
 }
 
@@ -101,13 +87,13 @@ describe("lifecycle over HTTP with real OpenCode", () => {
   });
 
   it("409 names the state for illegal requests, and changes nothing", async () => {
-    const before = await record(id);
+    const before = await storedSession(runtime, id);
     const pause = await api.request("POST", `/v1/sessions/${id}/pause`);
     expect(pause.status).toBe(409);
     expect(pause.body).toEqual({ error: { code: "conflict", message: "session is paused: cannot pause" } });
     const snap = await api.request("POST", `/v1/sessions/${id}/snapshot`);
     expect(snap.status).toBe(409);
-    expect((await record(id)).version).toBe(before.version);
+    expect((await storedSession(runtime, id)).version).toBe(before.version);
   });
 
   it("a prompt to a paused session wakes it; the restored agent keeps its history and answers", async () => {
@@ -126,12 +112,12 @@ describe("lifecycle over HTTP with real OpenCode", () => {
   });
 
   it("snapshot keeps the session running on the same sandbox", async () => {
-    const before = await record(id);
+    const before = await storedSession(runtime, id);
     const res = await api.request("POST", `/v1/sessions/${id}/snapshot`);
     expect(res.status).toBe(202);
     const after = await waitFor("a new snapshot", async () => {
       await runtime.flows.whenIdle();
-      const s = await record(id);
+      const s = await storedSession(runtime, id);
       return s.snapshotId !== before.snapshotId ? s : null;
     });
     expect(after).toMatchObject({ status: "running", sandboxId: before.sandboxId });

@@ -1,11 +1,14 @@
 /**
  * The WebSocket API over real sockets on the local runtime (real local provider, real OpenCode,
  * the in-process relay): connect provisions, init first then statuses, frames validated,
- * prompts streamed back to every client in the same order, prompts to paused sessions.
+ * prompts streamed back to every client in the same order, prompts to paused sessions. Each
+ * sandbox's OpenCode runs with the password derived from its session's key: the control plane
+ * (flows, relay) gets in, a request without it does not.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { agentEndpoint } from "../../functions/agent/agent-endpoint";
 import type { LocalRuntime } from "../../infra/local/runtime";
-import { startRuntimeForTest, type ApiClient } from "../support/local-runtime";
+import { startRuntimeForTest, waitFor, type ApiClient } from "../support/local-runtime";
 import { TestWsClient, type ServerMessage } from "../support/ws-client";
 
 let runtime: LocalRuntime;
@@ -35,6 +38,15 @@ async function connect(sessionId: string, token = runtime.devApiToken): Promise<
 }
 
 const isStatus = (status: string) => (m: ServerMessage) => m.type === "status" && m.status === status;
+
+/** The session's agent messages, read from its OpenCode with the session's password. */
+async function agentMessagesOf<T>(sessionId: string): Promise<T[]> {
+  const s = await runtime.deps.sessions.getSession(sessionId);
+  const endpoint = await agentEndpoint(runtime.flowDeps.sandboxKeys, sessionId, String(s?.openCodeUrl));
+  const res = await fetch(`${endpoint.url}/session/${s?.codingAgentSessionId}/message`, { headers: { authorization: String(endpoint.authorization) } });
+  expect(res.status).toBe(200);
+  return (await res.json()) as T[];
+}
 
 describe("connect", () => {
   it("health tells the WebSocket URL", async () => {
@@ -102,6 +114,9 @@ describe("streaming", () => {
     const b = await connect(id);
     await b.waitFor((m) => m.type === "init");
     expect(b.received[0]).toMatchObject({ type: "init", data: { connectedClients: 2 } });
+    // Delivery waits for a relay to watch the session (its first claim comes from a scan): under
+    // load the prompt would otherwise be queued first and delivered on the claim.
+    await waitFor("the relay to watch the session", () => runtime.relay().heldSessions().includes(id), 30_000);
     const fromA = a.received.length;
     const fromB = b.received.length;
     a.send({ type: "prompt", content: "stream this please" });
@@ -128,6 +143,15 @@ describe("streaming", () => {
     ]);
     // The prompt completes on the agent's idle boundary.
     await waitForCompleted(id, 1);
+    // All of it went through an OpenCode that refuses anyone without the session's password.
+    const s = await runtime.deps.sessions.getSession(id);
+    for (const path of ["/session", "/event", `/session/${s?.codingAgentSessionId}/message`]) {
+      const refused = await fetch(`${s?.openCodeUrl}${path}`, { signal: AbortSignal.timeout(10_000) });
+      expect(refused.status, path).toBe(401);
+    }
+    const otherSessions = await agentEndpoint(runtime.flowDeps.sandboxKeys, "ses_someoneelse", String(s?.openCodeUrl));
+    expect((await fetch(`${s?.openCodeUrl}/session`, { headers: { authorization: String(otherSessions.authorization) } })).status).toBe(401);
+    expect(await agentMessagesOf(id)).toHaveLength(2);
   });
 
   it("prompts queue FIFO behind a busy turn and each is answered once, in order", async () => {
@@ -189,8 +213,7 @@ describe("cancel", () => {
     await a.waitFor((m) => m.type === "message.finalize" && String(m.text) === "echo: after cancel", 60_000, "the next prompt's answer");
     await waitForCompleted(id, 2);
     // The agent recorded the first turn as aborted, not finished.
-    const s = await runtime.deps.sessions.getSession(id);
-    const agentMessages = (await (await fetch(`${s?.openCodeUrl}/session/${s?.codingAgentSessionId}/message`)).json()) as { info: { role: string; error?: { name?: string } } }[];
+    const agentMessages = await agentMessagesOf<{ info: { role: string; error?: { name?: string } } }>(id);
     expect(agentMessages.filter((m) => m.info.role === "assistant").map((m) => m.info.error?.name ?? null)).toContain("MessageAbortedError");
   });
 });
@@ -216,8 +239,7 @@ describe("relay failure", () => {
       expect(new Set(items.map((m) => m.messageId)).size).toBe(items.length);
       expect(items.filter((m) => m.text === "echo: sleep 3s before answering")).toHaveLength(1);
       // Nothing was sent twice to the agent.
-      const s = await runtime.deps.sessions.getSession(id);
-      const agentMessages = (await (await fetch(`${s?.openCodeUrl}/session/${s?.codingAgentSessionId}/message`)).json()) as { info: { role: string } }[];
+      const agentMessages = await agentMessagesOf<{ info: { role: string } }>(id);
       expect(agentMessages.filter((m) => m.info.role === "user")).toHaveLength(1);
     });
   }

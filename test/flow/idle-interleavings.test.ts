@@ -96,7 +96,7 @@ async function runScenario(seed: number, steps: number): Promise<void> {
         const leaseStart = decidedAt - harness.config.LEASE_TTL_SECONDS * 1000;
         const clients = await deps.connections.list(sessionId);
         if (clients.some((c) => Date.parse(c.connectedAt) < leaseStart)) violations.push(`${seed}: snapshot of ${sessionId} with a client connected`);
-        if (session?.codingAgentSessionId && (await agent.isBusy("", session.codingAgentSessionId))) violations.push(`${seed}: snapshot of ${sessionId} while the agent is busy`);
+        if (session?.codingAgentSessionId && (await agent.isBusy({ url: "", authorization: null }, session.codingAgentSessionId))) violations.push(`${seed}: snapshot of ${sessionId} while the agent is busy`);
         return provider.memorySnapshot(sessionId, sandboxId);
       },
     });
@@ -141,7 +141,7 @@ async function runScenario(seed: number, steps: number): Promise<void> {
     },
     agentIdle: async (id: string) => {
       const session = await deps.sessions.getSession(id);
-      if (session?.codingAgentSessionId && (await agent.isBusy("", session.codingAgentSessionId))) agent.finish(session.codingAgentSessionId);
+      if (session?.codingAgentSessionId && (await agent.isBusy({ url: "", authorization: null }, session.codingAgentSessionId))) agent.finish(session.codingAgentSessionId);
     },
     heartbeat: async (id: string) => {
       await deps.sessions.touchActivity(id, deps.now());

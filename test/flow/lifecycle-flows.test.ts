@@ -8,7 +8,8 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ProviderError } from "../../functions/domain/errors";
 import type { SessionRecord } from "../../functions/domain/session";
 import { FaultInjectingProvider } from "../support/fault-injecting-provider";
-import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
+import { startFlowHarness, TEST_MASTER_KEY, type FlowHarness } from "../support/flow-harness";
+import { deriveSandboxKey } from "../../sandbox/shared/access-token";
 import { InstantSandboxProvider } from "../support/instant-provider";
 import { ScriptedAgent } from "../support/scripted-agent";
 
@@ -72,6 +73,23 @@ describe("ensure-runtime", () => {
     expect(rest).toEqual([]);
     expect(event).toMatchObject({ flow: "ensure-runtime", outcome: "committed", from: "starting", to: "running", actor: "test", sandboxId: after.sandboxId });
     expect(Object.keys(event?.timings ?? {})).toEqual(["begin", "provision", "commit"]);
+  });
+
+  it("gives every sandbox of a session the session's sandbox key as SIDECAR_TOKEN, and stores it nowhere", async () => {
+    const a = await runningSession();
+    const b = await runningSession();
+    await h.run("pause", a.id);
+    await h.run("ensure-runtime", a.id);
+    const tokens = inner.createCalls.map((c) => [c.sessionId, c.envVars.SIDECAR_TOKEN]);
+    expect(tokens).toEqual([
+      [a.id, deriveSandboxKey(TEST_MASTER_KEY, a.id)],
+      [b.id, deriveSandboxKey(TEST_MASTER_KEY, b.id)],
+      // The resumed sandbox gets the same key: access tokens minted before the pause stay valid.
+      [a.id, deriveSandboxKey(TEST_MASTER_KEY, a.id)],
+    ]);
+    expect(new Set(tokens.map(([, t]) => t)).size).toBe(2);
+    for (const c of inner.createCalls) expect(c.envVars.SESSION_ID).toBe(c.sessionId);
+    for (const id of [a.id, b.id]) expect(JSON.stringify(await h.session(id))).not.toContain(deriveSandboxKey(TEST_MASTER_KEY, id));
   });
 
   it("10 concurrent resume requests for one paused session produce exactly one sandbox", async () => {

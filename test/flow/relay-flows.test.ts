@@ -6,6 +6,9 @@
  * paused session. The clock moves through the harness; conditions are awaited with a bound.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { agentEndpoint } from "../../functions/agent/agent-endpoint";
+import { staticKeyring } from "../../functions/config/sandbox-keyring";
+import type { AgentEndpoint } from "../../functions/ports/agent-client";
 import type { SessionRecord } from "../../functions/domain/session";
 import { submitPrompt } from "../../functions/flows/submit-prompt";
 import type { RelayLeaseStore } from "../../functions/ports/relay";
@@ -13,7 +16,7 @@ import { StreamingRelay } from "../../functions/relay/relay";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 import { FakeOpenCode } from "../support/fake-opencode";
-import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
+import { startFlowHarness, TEST_MASTER_KEY, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";
 
 const TTL = 30;
@@ -25,6 +28,9 @@ const relays: StreamingRelay[] = [];
 
 beforeEach(async () => {
   agent = new FakeOpenCode();
+  // Every sandbox's agent wants its session's password: each test below proves the relay (and the
+  // flows' delivery) authenticates with it.
+  agent.requireAuthorization = true;
   h = await startFlowHarness({ provider: new InstantSandboxProvider(), agent });
   transcript = new DynamoTranscriptStore(h.table.doc, h.table.tableName);
   relayLeases = new DynamoRelayLeaseStore(h.table.doc, h.table.tableName);
@@ -34,13 +40,19 @@ afterEach(async () => {
   await h.close();
 });
 
-function relay(ownerId: string, leases: RelayLeaseStore = relayLeases): StreamingRelay {
+/** The session's agent as the control plane reaches it (the instant provider's one URL). */
+function endpointOf(sessionId: string): Promise<AgentEndpoint> {
+  return agentEndpoint(h.deps.sandboxKeys, sessionId, "http://instant.invalid");
+}
+
+function relay(ownerId: string, leases: RelayLeaseStore = relayLeases, sandboxKeys = h.deps.sandboxKeys): StreamingRelay {
   const r = new StreamingRelay(
     {
       sessions: h.deps.sessions,
       prompts: h.deps.prompts,
       flows: h.deps.flows,
       agent,
+      sandboxKeys,
       agentMessages: agent,
       connections: h.deps.connections,
       push: h.push,
@@ -233,7 +245,7 @@ describe("StreamingRelay", () => {
     ]);
     expect(agent.prompts).toEqual([]);
 
-    await agent.promptAsync("http://instant.invalid", agentSessionOf(s), "in flight");
+    await agent.promptAsync(await endpointOf(s.id), agentSessionOf(s), "in flight");
     agent.finish(agentSessionOf(s));
     await until("next prompt sent after the turn", () => agent.prompts.length === 2);
     expect(agent.prompts.map((p) => p.text)).toEqual(["in flight", "behind it"]);
@@ -268,7 +280,7 @@ describe("StreamingRelay", () => {
     expect(await h.deps.prompts.move(p, "queued", "processing", h.deps.now())).toBe(true);
     // The agent ran the turn, but the relay's stream missed it (its events went nowhere).
     await b.kill();
-    await agent.promptAsync("http://instant.invalid", agentSessionOf(s), "answered unseen");
+    await agent.promptAsync(await endpointOf(s.id), agentSessionOf(s), "answered unseen");
     agent.finish(agentSessionOf(s));
     const c = relay("relay-c");
     h.advance((TTL + 1) * 1000);
@@ -299,7 +311,7 @@ describe("StreamingRelay", () => {
     const s = await runningSession();
     const a = relay("relay-a");
     await holding(a, s.id);
-    const moved = await h.deps.sessions.update(s, { sandboxId: "isb_other", codingAgentSessionId: await agent.ensureSession("http://instant.invalid") }, h.deps.now());
+    const moved = await h.deps.sessions.update(s, { sandboxId: "isb_other", codingAgentSessionId: await agent.ensureSession(await endpointOf(s.id)) }, h.deps.now());
     await a.renewNow();
     expect(a.counters.reopens).toBe(1);
     expect(a.heldSessions()).toEqual([s.id]);
@@ -327,5 +339,34 @@ describe("StreamingRelay", () => {
     const b = relay("relay-b");
     await b.scanNow();
     expect(b.heldSessions().sort()).toEqual([s1.id, s2.id].sort());
+  });
+
+  it("reaches each agent with its own session's password: every call authenticated, none refused", async () => {
+    const s1 = await runningSession();
+    const s2 = await runningSession();
+    const a = relay("relay-a");
+    await a.scanNow();
+    await until("both streams live", () => a.streamCounters().open === 2);
+    await prompt(s1.id, "one");
+    await prompt(s2.id, "two");
+    await until("both prompts sent", () => agent.prompts.length === 2);
+    agent.finish(agentSessionOf(s1));
+    agent.finish(agentSessionOf(s2));
+    await until("both turns completed", async () => (await statuses(s1.id))[0]?.[1] === "completed" && (await statuses(s2.id))[0]?.[1] === "completed");
+    expect(agent.refused).toBe(0);
+    // Passwords differ per session: the first session's would not open the second's agent.
+    expect((await endpointOf(s1.id)).authorization).not.toBe((await endpointOf(s2.id)).authorization);
+  });
+
+  it("a relay whose keys do not match the sandboxes' is refused by the agent and relays nothing", async () => {
+    const s = await runningSession();
+    const c = await h.addClient(s.id);
+    const wrong = relay("relay-wrong", relayLeases, staticKeyring(`${TEST_MASTER_KEY}-not-this-one`));
+    await wrong.scanNow();
+    expect(wrong.heldSessions()).toEqual([s.id]);
+    await until("the stream refused", () => agent.refused > 0);
+    expect(wrong.streamCounters().open).toBe(0);
+    expect(agent.subscriberCount()).toBe(0);
+    expect(streamed(c)).toEqual([]);
   });
 });

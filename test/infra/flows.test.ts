@@ -341,9 +341,20 @@ describe("HTTP routes that start flows", () => {
 describe("provider credentials", () => {
   const secretReaders = (): string[] => [
     ...FLOW_STEPS.filter((s) => s.sandboxAccess).map((s) => s.id),
-    ...HTTP_ROUTES.filter((r) => r.agentAccess).map((r) => r.id),
+    ...HTTP_ROUTES.filter((r) => r.agentAccess || r.sandboxAccess).map((r) => r.id),
     // Lists and terminates sandboxes at the providers.
     "Sweeper",
+  ];
+  const secretId = (prefix: string): string => Object.entries(resources).find(([id, r]) => r.Type === "AWS::SecretsManager::Secret" && id.startsWith(prefix))?.[0] ?? "";
+  /**
+   * The sandbox access key's readers: whatever creates sandboxes (their SIDECAR_TOKEN), signs
+   * sidecar access, or calls the agent (its password derives from the session's key): the sandbox
+   * steps, the agent and sidecar routes, and the WebSocket routes that reach the agent.
+   */
+  const keyReaders = (): string[] => [
+    ...FLOW_STEPS.filter((s) => s.sandboxAccess).map((s) => s.id),
+    ...HTTP_ROUTES.filter((r) => r.agentAccess || r.sandboxAccess).map((r) => r.id),
+    ...WS_ROUTES.filter((r) => r.agentAccess).map((r) => r.id),
   ];
 
   it("are a generated secret: no credential value in the template", () => {
@@ -355,26 +366,42 @@ describe("provider credentials", () => {
   });
 
   it("are readable by the sandbox-facing functions only", () => {
-    const secret = Object.entries(resources).find(([, r]) => r.Type === "AWS::SecretsManager::Secret")?.[0] ?? "";
+    const secret = secretId("ProviderSecret");
+    const key = secretId("SandboxAccessKey");
+    expect(secret).not.toBe("");
+    expect(key).not.toBe("");
     const readers = secretReaders();
+    const signers = keyReaders();
     expect(readers.length).toBeGreaterThan(0);
+    expect(signers.sort()).toEqual(
+      ["ProvisionStep", "QuiesceStep", "SnapshotStep", "TerminateStep", "DiscardStep", "FinishStep", "CreatePrompt", "CreateSidecarAccess", "WsMessage"].sort(),
+    );
+    // Neither the sweeper nor schedule-fired talks to an agent (they start flows), nor do the other WebSocket functions.
+    for (const id of ["Sweeper", "ScheduleFired", "WsConnect", "WsDisconnect", "SendInit"]) expect(signers, id).not.toContain(id);
     for (const id of Object.keys(stack.functions)) {
       const reads = resourcesFor(statementsOfFunction(id), "secretsmanager:GetSecretValue");
-      if (readers.includes(id)) {
-        expect(reads, id).toEqual([{ Ref: secret }]);
-        expect(envOf(id).PROVIDER_SECRET_ARN, id).toEqual({ Ref: secret });
-      } else {
-        expect(reads, id).toEqual([]);
-        expect(envOf(id).PROVIDER_SECRET_ARN, id).toBeUndefined();
-      }
+      const expected = [...(readers.includes(id) ? [{ Ref: secret }] : []), ...(signers.includes(id) ? [{ Ref: key }] : [])];
+      expect(reads, id).toEqual(expect.arrayContaining(expected));
+      expect(reads, id).toHaveLength(expected.length);
+      expect(envOf(id).PROVIDER_SECRET_ARN, id).toEqual(readers.includes(id) ? { Ref: secret } : undefined);
+      expect(envOf(id).SANDBOX_ACCESS_KEY_SECRET_ARN, id).toEqual(signers.includes(id) ? { Ref: key } : undefined);
     }
+  });
+
+  it("the sandbox access key is generated in the stack, never in the template", () => {
+    template.hasResourceProperties("AWS::SecretsManager::Secret", {
+      Name: `${stack.stackName}/sandbox-access-key`,
+      GenerateSecretString: Match.objectLike({ PasswordLength: 64, ExcludePunctuation: true }),
+      SecretString: Match.absent(),
+    });
   });
 
   it("can be an existing secret instead (context providerSecretArn)", () => {
     const arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:sandbox-providers-AbCdEf";
     const other = synth({ providerSecretArn: arn });
     try {
-      other.template.resourceCountIs("AWS::SecretsManager::Secret", 0);
+      // Only the generated sandbox access key remains.
+      other.template.resourceCountIs("AWS::SecretsManager::Secret", 1);
       const step = FLOW_STEPS.find((s) => s.sandboxAccess);
       expect(stackQueries(other).envOf(step?.id ?? "").PROVIDER_SECRET_ARN).toBe(arn);
     } finally {

@@ -81,6 +81,9 @@ function relayContainer(): ContainerDefinition {
 }
 const relayEnv = (): Record<string, unknown> => Object.fromEntries(relayContainer().Environment.map((e) => [e.Name, e.Value]));
 const relayStatements = (): Statement[] => q.statementsOfRole(q.logicalIdOf(stack.relay.taskRole));
+/** The generated sandbox access key secret's logical id. */
+const sandboxAccessKeyId = (): string =>
+  Object.entries(resources).find(([id, r]) => r.Type === "AWS::SecretsManager::Secret" && id.startsWith("SandboxAccessKey"))?.[0] ?? "missing";
 
 describe("WebSocket API", () => {
   it("has exactly the WS_ROUTES route keys, each a Lambda proxy integration of that route's function", () => {
@@ -178,13 +181,18 @@ describe("pushing to clients", () => {
 });
 
 describe("WebSocket functions", () => {
-  it("get what building the flow dependencies reads at cold start, and no provider credentials", () => {
+  it("get what building the flow dependencies reads at cold start, no provider credentials, and the sandbox key only to reach the agent", () => {
     const stepEnv = q.envOf(FLOW_STEPS[0]?.id ?? "");
+    const key = sandboxAccessKeyId();
+    expect(WS_ROUTES.filter((r) => r.agentAccess).map((r) => r.routeKey)).toEqual(["$default"]);
     for (const id of [...WS_ROUTES.map((r) => r.id), "SendInit"]) {
       const env = q.envOf(id);
       for (const name of ["TABLE_NAME", "SCHEDULE_GROUP_NAME", "SCHEDULE_TARGET_ARN", "SCHEDULE_ROLE_ARN"]) expect(env[name], `${id} ${name}`).toEqual(stepEnv[name]);
       expect(env.PROVIDER_SECRET_ARN, id).toBeUndefined();
-      expect(resourcesFor(q.statementsOfFunction(id), "secretsmanager:GetSecretValue"), id).toEqual([]);
+      // $default delivers prompts and cancels turns: it derives the agent's password from the session's key.
+      const agentAccess = WS_ROUTES.find((r) => r.id === id)?.agentAccess ?? false;
+      expect(resourcesFor(q.statementsOfFunction(id), "secretsmanager:GetSecretValue"), id).toEqual(agentAccess ? [{ Ref: key }] : []);
+      expect(env.SANDBOX_ACCESS_KEY_SECRET_ARN, id).toEqual(agentAccess ? { Ref: key } : undefined);
       // Building the scheduler adapter needs the settings, not the permissions: only the routes
       // that arm schedules ($disconnect: the idle check) get them (flows.test.ts).
       const arms = WS_ROUTES.find((r) => r.id === id)?.armsSchedules ?? false;
@@ -265,6 +273,8 @@ describe("streaming relay", () => {
       POWERTOOLS_METRICS_NAMESPACE: "SandboxControlPlane",
     });
     expect(env.PROVIDER_SECRET_ARN).toBeUndefined();
+    // It reaches every session's agent, whose password derives from the session's sandbox key.
+    expect(env.SANDBOX_ACCESS_KEY_SECRET_ARN).toEqual({ Ref: sandboxAccessKeyId() });
     expect(Object.keys(env).filter((k) => k.startsWith("SCHEDULE_")).sort()).toEqual(["SCHEDULE_GROUP_NAME", "SCHEDULE_ROLE_ARN", "SCHEDULE_TARGET_ARN"]);
     for (const name of ["SCHEDULE_GROUP_NAME", "SCHEDULE_TARGET_ARN", "SCHEDULE_ROLE_ARN"]) expect(env[name], name).toEqual(stepEnv[name]);
     expect(Object.keys(env).filter((k) => k.startsWith("STATE_MACHINE_ARN_"))).toEqual(["STATE_MACHINE_ARN_ENSURE_RUNTIME"]);
@@ -346,8 +356,10 @@ describe("streaming relay", () => {
       expect.objectContaining({ Resource: relayEnv().SCHEDULE_ROLE_ARN, Condition: { StringEquals: { "iam:PassedToService": "scheduler.amazonaws.com" } } }),
     ]);
     expect(actions.filter((a) => a.startsWith("iam:"))).toEqual(["iam:PassRole"]);
+    // The sandbox access key (agent passwords) and no other secret: not the provider credentials.
+    expect(resourcesFor(statements, "secretsmanager:GetSecretValue")).toEqual([{ Ref: sandboxAccessKeyId() }]);
     const services = new Set(actions.map((a) => a.split(":")[0]));
-    expect([...services].sort()).toEqual(["cloudwatch", "dynamodb", "execute-api", "iam", "scheduler", "states"]);
+    expect([...services].sort()).toEqual(["cloudwatch", "dynamodb", "execute-api", "iam", "scheduler", "secretsmanager", "states"]);
     expect(resources[q.logicalIdOf(stack.relay.taskRole)]?.Properties.AssumeRolePolicyDocument).toMatchObject({
       Statement: [{ Principal: { Service: "ecs-tasks.amazonaws.com" }, Condition: { StringEquals: { "aws:SourceAccount": { Ref: "AWS::AccountId" } } } }],
     });

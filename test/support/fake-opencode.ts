@@ -1,5 +1,6 @@
 /** A fake OpenCode for relay tests: the event stream, status and stored messages are driven by the test. */
-import type { AgentClient, AgentEvent } from "../../functions/ports/agent-client";
+import { AgentUnavailableError } from "../../functions/domain/errors";
+import type { AgentClient, AgentEndpoint, AgentEvent } from "../../functions/ports/agent-client";
 import type { AgentMessage, AgentMessageSource } from "../../functions/relay/agent-messages";
 
 /**
@@ -8,6 +9,16 @@ import type { AgentMessage, AgentMessageSource } from "../../functions/relay/age
  */
 export class FakeOpenCode implements AgentClient, AgentMessageSource {
   readonly prompts: { agentSessionId: string; text: string }[] = [];
+  /**
+   * On: like each sandbox's OpenCode with its own server password. `ensureSession` needs an
+   * authorization and binds the agent session to it; every later call about that session must
+   * carry the same one, and the event stream one of the bound ones. Anything else fails as the
+   * HTTP client reports a 401 (not retryable), the event stream included.
+   */
+  requireAuthorization = false;
+  /** Calls refused for a missing or wrong authorization. */
+  refused = 0;
+  private readonly authorizations = new Map<string, string>();
   private readonly subscribers = new Set<(event: AgentEvent) => void>();
   /** Ends every open event stream (the server side of an SSE connection dropping). */
   private readonly enders = new Set<() => void>();
@@ -24,13 +35,18 @@ export class FakeOpenCode implements AgentClient, AgentMessageSource {
     return this.subscribers.size;
   }
 
-  ensureSession(_baseUrl: string, existingId?: string | null): Promise<string> {
+  ensureSession(endpoint: AgentEndpoint, existingId?: string | null): Promise<string> {
+    const refused = this.refusal(endpoint, "ensureSession", existingId);
+    if (refused) return Promise.reject(refused);
     const id = existingId ?? `ses_fake${++this.sessionIds}`;
+    if (this.requireAuthorization && endpoint.authorization) this.authorizations.set(id, endpoint.authorization);
     if (!this.state.has(id)) this.state.set(id, { busy: false, messages: [] });
     return Promise.resolve(id);
   }
 
-  promptAsync(_baseUrl: string, agentSessionId: string, text: string): Promise<void> {
+  promptAsync(endpoint: AgentEndpoint, agentSessionId: string, text: string): Promise<void> {
+    const refused = this.refusal(endpoint, "promptAsync", agentSessionId);
+    if (refused) return Promise.reject(refused);
     this.prompts.push({ agentSessionId, text });
     const s = this.session(agentSessionId);
     const n = ++this.turns;
@@ -65,20 +81,28 @@ export class FakeOpenCode implements AgentClient, AgentMessageSource {
     this.emit({ type: "session.idle", properties: sid });
   }
 
-  abort(_baseUrl: string, agentSessionId: string): Promise<void> {
+  abort(endpoint: AgentEndpoint, agentSessionId: string): Promise<void> {
+    const refused = this.refusal(endpoint, "abort", agentSessionId);
+    if (refused) return Promise.reject(refused);
     if (this.session(agentSessionId).busy) this.finish(agentSessionId);
     return Promise.resolve();
   }
 
-  isBusy(_baseUrl: string, agentSessionId: string): Promise<boolean> {
+  isBusy(endpoint: AgentEndpoint, agentSessionId: string): Promise<boolean> {
+    const refused = this.refusal(endpoint, "isBusy", agentSessionId);
+    if (refused) return Promise.reject(refused);
     return Promise.resolve(this.session(agentSessionId).busy);
   }
 
-  listMessages(_baseUrl: string, agentSessionId: string): Promise<AgentMessage[]> {
+  listMessages(endpoint: AgentEndpoint, agentSessionId: string): Promise<AgentMessage[]> {
+    const refused = this.refusal(endpoint, "listMessages", agentSessionId);
+    if (refused) return Promise.reject(refused);
     return Promise.resolve(structuredClone(this.session(agentSessionId).messages));
   }
 
-  async *events(_baseUrl: string, signal: AbortSignal): AsyncIterable<AgentEvent> {
+  async *events(endpoint: AgentEndpoint, signal: AbortSignal): AsyncIterable<AgentEvent> {
+    const refused = this.refusal(endpoint, "events");
+    if (refused) throw refused;
     const queue: AgentEvent[] = [];
     let wake: (() => void) | null = null;
     let ended = false;
@@ -110,6 +134,23 @@ export class FakeOpenCode implements AgentClient, AgentMessageSource {
       this.enders.delete(end);
       signal.removeEventListener("abort", onAbort);
     }
+  }
+
+  /** OpenCode's 401 for a call without the authorization its session is bound to, as the HTTP client reports it. */
+  private refusal(endpoint: AgentEndpoint, operation: string, agentSessionId?: string | null): AgentUnavailableError | null {
+    if (!this.requireAuthorization) return null;
+    const given = endpoint.authorization;
+    const bound = agentSessionId ? this.authorizations.get(agentSessionId) : undefined;
+    const ok =
+      given !== null &&
+      (operation === "ensureSession"
+        ? bound === undefined || bound === given
+        : operation === "events"
+          ? [...this.authorizations.values()].includes(given)
+          : bound === given);
+    if (ok) return null;
+    this.refused++;
+    return new AgentUnavailableError(`OpenCode ${operation} failed: HTTP 401`, { retryable: false, context: { operation, httpStatus: 401 } });
   }
 
   /** A copy per subscriber, as if serialized: later changes to the stored messages must not leak into queued events. */

@@ -15,6 +15,7 @@ import type {
   PauseResult,
   SandboxProvider,
   SnapshotResult,
+  SandboxTunnels,
 } from "../../functions/ports/sandbox-provider";
 
 export type ProviderOperation =
@@ -169,7 +170,7 @@ export class FaultInjectingProvider implements SandboxProvider {
     return this.run("health", [], () => this.inner.health());
   }
 
-  resolveTunnels(sandboxId: string): Promise<{ openCodeUrl: string; previewUrl: string | null }> {
+  resolveTunnels(sandboxId: string): Promise<SandboxTunnels> {
     return this.run("resolveTunnels", [sandboxId], () => this.inner.resolveTunnels(sandboxId));
   }
 

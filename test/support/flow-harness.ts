@@ -4,6 +4,7 @@
  * agent client the test passes (the real local provider + OpenCode, or the instant provider,
  * wrapped in the fault-injecting provider).
  */
+import { staticKeyring } from "../../functions/config/sandbox-keyring";
 import { parseConfig, type Config } from "../../functions/config/config";
 import { newSessionId } from "../../functions/domain/ids";
 import { newSessionRecord, type SessionRecord } from "../../functions/domain/session";
@@ -21,6 +22,9 @@ import { LocalFlowRunner } from "../../infra/local/local-flow-runner";
 import { LocalLifecycleScheduler } from "../../infra/local/local-lifecycle-scheduler";
 import { startTestTable, type TestTable } from "./dynalite";
 import { RecordingPush } from "./recording-push";
+
+/** The flow harness's master sandbox key (tests derive the expected SIDECAR_TOKEN from it). */
+export const TEST_MASTER_KEY = "test-master-key-0123456789abcdefghijklmnop";
 
 export interface FlowHarness {
   table: TestTable;
@@ -81,6 +85,7 @@ export async function startFlowHarness(options: { provider: SandboxProvider; age
     flows: runner,
     provider: () => Promise.resolve(options.provider),
     agent: options.agent,
+    sandboxKeys: staticKeyring(TEST_MASTER_KEY),
     config,
     metrics,
     now: () => new Date(Date.now() + offsetMs),

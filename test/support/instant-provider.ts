@@ -15,6 +15,7 @@ import type {
   PauseResult,
   SandboxProvider,
   SnapshotResult,
+  SandboxTunnels,
 } from "../../functions/ports/sandbox-provider";
 
 export interface InstantSandboxProviderOptions {
@@ -80,6 +81,9 @@ export class InstantSandboxProvider implements SandboxProvider {
     if (found) found.state = "terminated";
   }
 
+  /** Every create call's options, in order (what the provision step asked for). */
+  readonly createCalls: CreateSandboxOpts[] = [];
+
   async ensureSandbox(opts: CreateSandboxOpts): Promise<EnsureSandboxResult> {
     const current = opts.currentSandboxId ? this.sandboxes.get(opts.currentSandboxId) : undefined;
     const candidates = [current, ...[...this.sandboxes.values()].reverse()];
@@ -90,6 +94,7 @@ export class InstantSandboxProvider implements SandboxProvider {
 
   /** A paused sandbox's id as `snapshotId` resumes that sandbox under its own id (native pause). */
   async createSandbox(opts: CreateSandboxOpts): Promise<CreateSandboxResult> {
+    this.createCalls.push(opts);
     const restoreFrom = opts.snapshotId ?? opts.baseSnapshotId ?? null;
     if (restoreFrom?.startsWith("mem:") && !this.supportsMemorySnapshot) {
       throw this.fail("createSandbox", `memory snapshot ${restoreFrom} cannot be restored by this provider`);
@@ -161,9 +166,9 @@ export class InstantSandboxProvider implements SandboxProvider {
     return true;
   }
 
-  async resolveTunnels(sandboxId: string): Promise<{ openCodeUrl: string; previewUrl: string | null }> {
+  async resolveTunnels(sandboxId: string): Promise<SandboxTunnels> {
     this.running("resolveTunnels", sandboxId);
-    return { openCodeUrl: this.tunnelUrl, previewUrl: null };
+    return { openCodeUrl: this.tunnelUrl, previewUrl: null, sidecarUrl: null };
   }
 
   private running(operation: string, sandboxId: string): InstantSandbox {

@@ -1,4 +1,5 @@
 /** Starts the local runtime for end-to-end tests and gives a small JSON client over real sockets. */
+import type { SessionRecord } from "../../functions/domain/session";
 import { startLocalRuntime, type LocalRuntime, type LocalRuntimeOptions } from "../../infra/local/runtime";
 
 export interface ApiResponse {
@@ -40,4 +41,22 @@ export function apiClient(baseUrl: string, defaultToken: string): ApiClient {
 export async function startRuntimeForTest(options: LocalRuntimeOptions = {}): Promise<{ runtime: LocalRuntime; api: ApiClient }> {
   const runtime = await startLocalRuntime({ port: 0, ...options });
   return { runtime, api: apiClient(runtime.url, runtime.devApiToken) };
+}
+
+/** Polls `probe` every 200 ms until it returns something truthy; fails naming `what` after `timeoutMs`. */
+export async function waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false> | T | null | undefined | false, timeoutMs = 90_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** The stored session (the store, not the API: includes what the view hides). */
+export async function storedSession(runtime: LocalRuntime, id: string): Promise<SessionRecord> {
+  const s = await runtime.deps.sessions.getSession(id);
+  if (!s) throw new Error(`no session ${id}`);
+  return s;
 }

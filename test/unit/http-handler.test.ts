@@ -30,6 +30,8 @@ function deps(overrides: Partial<HttpDeps> = {}): HttpDeps {
     scheduler: {} as HttpDeps["scheduler"],
     flows: {} as HttpDeps["flows"],
     agent: {} as HttpDeps["agent"],
+    provider: () => Promise.reject(new Error("no provider in this test")),
+    sandboxKeys: { sandboxKey: () => Promise.reject(new Error("no keys in this test")) },
     tokens: { resolveToken: async () => ({ userId: "u", orgId: "o" }), putToken: async () => undefined },
     config: parseConfig({ TABLE_NAME: "t" }),
     now: () => new Date(),

@@ -5,7 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { AgentUnavailableError } from "../../functions/domain/errors";
-import type { AgentEvent } from "../../functions/ports/agent-client";
+import type { AgentEndpoint, AgentEvent } from "../../functions/ports/agent-client";
 import type { AgentMessage } from "../../functions/relay/agent-messages";
 import { SessionStream, type DisconnectReason, type SessionStreamHandler, type StreamSnapshot } from "../../functions/relay/session-stream";
 
@@ -31,7 +31,7 @@ class ScriptedStreamAgent {
   busy = false;
   constructor(private readonly script: Attempt[]) {}
 
-  async *events(_baseUrl: string, signal: AbortSignal): AsyncIterable<AgentEvent> {
+  async *events(_endpoint: AgentEndpoint, signal: AbortSignal): AsyncIterable<AgentEvent> {
     this.attempts.push(Date.now());
     const mode = this.script.shift() ?? "refused";
     if (mode === "refused") throw new AgentUnavailableError("OpenCode events failed: unreachable", { retryable: true });
@@ -80,7 +80,7 @@ function streamWith(agent: ScriptedStreamAgent, handler: SessionStreamHandler = 
   return new SessionStream({
     agent,
     messages: { listMessages: () => Promise.resolve(messages) },
-    baseUrl: "http://oc.invalid",
+    endpoint: { url: "http://oc.invalid", authorization: null },
     agentSessionId: "ses_a",
     handler,
   });

@@ -3,7 +3,9 @@
  * and restored sandboxes, which tools a session type gets, when services start.
  */
 import { describe, expect, it } from "vitest";
-import { planBoot, planResume, type BootStep, type FileOp } from "../../sandbox/boot/boot-plan";
+import { bootSecrets, planBoot, planResume, type BootStep, type FileOp } from "../../sandbox/boot/boot-plan";
+import { agentAuthorization, deriveAgentPassword } from "../../sandbox/shared/access-token";
+import { withStepHeaders } from "../../sandbox/boot/supervisor";
 import { BOOT_SPEC_VERSION, parseBootSpec, type BootLayoutInput, type BootRequestInput, type BootSpec } from "../../sandbox/boot/boot-spec";
 import { imageLayout } from "../../sandbox/boot/layout";
 import { AGENT_TOOLS, DEFAULT_MODEL_ID } from "../../sandbox/boot/opencode-files";
@@ -167,6 +169,8 @@ describe("phase 2", () => {
     const withDeps = image({ snapshotHasDeps: true, serviceCommands: services }).phase2;
     expect(names(withDeps).at(-1)).toBe("start service commands");
     expect(step<"run">(withDeps, "start service commands").command.argv).toEqual(["node", "/opt/sandbox/cli.mjs", "services", "start"]);
+    // It calls the sidecar: the executor hands it an access token (never the sandbox key).
+    expect(step<"run">(withDeps, "start service commands").sidecarAccess).toBe(true);
     // Defined either way, so the sidecar lists them.
     const defs = step<"files">(image({ serviceCommands: services }).phase2, "write service definitions").ops[0];
     expect(defs && defs.op === "write" ? JSON.parse(defs.content) : null).toEqual(services);
@@ -182,6 +186,7 @@ describe("phase 2", () => {
     const steps = image({ envFiles }).phase2;
     expect(names(steps)).toContain("apply env files");
     expect(step<"run">(steps, "apply env files").command.argv).toEqual(["node", "/opt/sandbox/cli.mjs", "env", "apply", "--spec", "/home/user/.proliferate/env-spec.json"]);
+    expect(step<"run">(steps, "apply env files").sidecarAccess).toBeUndefined();
     expect(names(image().phase2)).not.toContain("apply env files");
   });
 
@@ -211,5 +216,53 @@ describe("parseBootSpec", () => {
     expect(() => parseBootSpec({ version: 1, request: { sessionId: "" }, layout: {} })).toThrow(/request\.sessionId.*layout\.home/s);
     const parsed = parseBootSpec({ ...spec(), request: { ...spec().request, addedLater: true } });
     expect(parsed.request).not.toHaveProperty("addedLater");
+  });
+});
+
+describe("OpenCode's server password", () => {
+  const TOKEN = "the-sandbox-key-0123456789abcdefghijklmnop";
+  const full = () => spec({ repos: REPOS, snapshotHasDeps: true, serviceCommands: [{ name: "web", command: "npm start" }] }, imageLayout());
+  const everyStep = (plan: ReturnType<typeof planBoot>) => [...plan.phase1, ...plan.phase2];
+
+  it("is derived from SIDECAR_TOKEN; no token, no password", () => {
+    expect(bootSecrets({ SIDECAR_TOKEN: TOKEN })).toEqual({ agentPassword: deriveAgentPassword(TOKEN) });
+    expect(bootSecrets({})).toEqual({ agentPassword: null });
+    expect(bootSecrets({ SIDECAR_TOKEN: "" })).toEqual({ agentPassword: null });
+  });
+
+  it("with it, OpenCode's spawn env has OPENCODE_SERVER_PASSWORD, its readiness probe the Authorization, and no other step either", () => {
+    const password = deriveAgentPassword(TOKEN);
+    const plan = planBoot(full(), bootSecrets({ SIDECAR_TOKEN: TOKEN }));
+    expect(step<"spawn">(plan.phase1, "start opencode").env.OPENCODE_SERVER_PASSWORD).toBe(password);
+    expect(step<"wait-http">(plan.phase1, "wait for opencode").headers).toEqual({ authorization: agentAuthorization(password) });
+    const holders = everyStep(plan).filter((s) => JSON.stringify(s).includes(password)).map((s) => s.name);
+    expect(holders).toEqual(["start opencode"]);
+    const withAuth = everyStep(plan).filter((s) => JSON.stringify(s).includes(agentAuthorization(password))).map((s) => s.name);
+    expect(withAuth).toEqual(["wait for opencode"]);
+    // The sandbox key itself is in no step: the executor hands it to the sidecar from its own env.
+    expect(everyStep(plan).filter((s) => JSON.stringify(s).includes(TOKEN))).toEqual([]);
+    // Nothing else changes.
+    const without = planBoot(full());
+    expect(names(plan.phase1)).toEqual(names(without.phase1));
+    expect(names(plan.phase2)).toEqual(names(without.phase2));
+  });
+
+  it("the supervisor's probe fetch adds a wait step's headers for that step's URL only (the executor probes with the URL alone)", async () => {
+    const plan = planBoot(full(), bootSecrets({ SIDECAR_TOKEN: TOKEN }));
+    const calls: [string, Record<string, string> | undefined][] = [];
+    const probe = withStepHeaders(plan, async (url, init) => (calls.push([url, init?.headers]), { ok: true }));
+    const openCode = step<"wait-http">(plan.phase1, "wait for opencode").url;
+    await probe(openCode);
+    await probe(step<"wait-http">(plan.phase2, "wait for sidecar").url);
+    expect(calls).toEqual([
+      [openCode, { authorization: agentAuthorization(deriveAgentPassword(TOKEN)) }],
+      [step<"wait-http">(plan.phase2, "wait for sidecar").url, undefined],
+    ]);
+  });
+
+  it("without it, OpenCode runs without a password and its probe sends no headers (as before)", () => {
+    const plan = planBoot(full());
+    expect(step<"spawn">(plan.phase1, "start opencode").env).not.toHaveProperty("OPENCODE_SERVER_PASSWORD");
+    expect(step<"wait-http">(plan.phase1, "wait for opencode")).not.toHaveProperty("headers");
   });
 });

@@ -5,6 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { waitForOpenCodeReady } from "../../functions/providers/sandbox-boot";
 import { backoffSchedule, waitUntilReady, type ProbeResult } from "../../sandbox/boot/readiness";
+import { agentAuthorization, deriveAgentPassword } from "../../sandbox/shared/access-token";
 
 function recorder() {
   const sleeps: number[] = [];
@@ -79,5 +80,33 @@ describe("waitForOpenCodeReady (cloud providers, through the tunnel)", () => {
     expect(sleeps).toEqual(backoffSchedule(30_000));
     expect((err as Error).name).toBe("TimeoutError");
     expect((err as Error).message).toContain("HTTP 502");
+  });
+
+  it("with the create call's sandbox key, every probe sends OpenCode's Authorization; no key, no header", async () => {
+    const { sleep } = recorder();
+    const seen: (Record<string, string> | undefined)[] = [];
+    let calls = 0;
+    const fetch = async (_url: string, init?: { headers: Record<string, string> }) => {
+      seen.push(init?.headers);
+      calls += 1;
+      return calls < 3 ? { ok: false, status: 401 } : { ok: true, status: 200 };
+    };
+    await waitForOpenCodeReady("https://sb-1.example", { sleep, fetch }, { sandboxKey: "key-0123456789" });
+    expect(seen).toEqual(Array(3).fill({ authorization: agentAuthorization(deriveAgentPassword("key-0123456789")) }));
+
+    seen.length = 0;
+    calls = 2;
+    await waitForOpenCodeReady("https://sb-1.example", { sleep, fetch }, { sandboxKey: null });
+    expect(seen).toEqual([undefined]);
+  });
+
+  it("a 401 (a key that does not match the sandbox's) times out naming the status, never the credential", async () => {
+    const { sleep } = recorder();
+    const err = await waitForOpenCodeReady("https://sb-1.example", { sleep, fetch: async () => ({ ok: false, status: 401 }) }, { sandboxKey: "key-0123456789", budgetMs: 1_000 }).catch(
+      (e: unknown) => e,
+    );
+    expect((err as Error).message).toContain("HTTP 401");
+    expect((err as Error).message).not.toContain(deriveAgentPassword("key-0123456789"));
+    expect((err as Error).message).not.toContain(agentAuthorization(deriveAgentPassword("key-0123456789")));
   });
 });

@@ -20,6 +20,7 @@ describe("sidecarOptionsFromEnv", () => {
       SIDECAR_PORT: "0",
       SIDECAR_HOST: "127.0.0.1",
       SIDECAR_TOKEN: "tok",
+      SESSION_ID: "ses_1",
       WORKSPACE_DIR: "/w",
       SIDECAR_STATE_DIR: "/state",
       CADDY_ADMIN_URL: "http://127.0.0.1:2019",
@@ -29,6 +30,7 @@ describe("sidecarOptionsFromEnv", () => {
       port: 0,
       host: "127.0.0.1",
       token: "tok",
+      sessionId: "ses_1",
       workspaceDir: "/w",
       stateDir: "/state",
       caddyAdminUrl: "http://127.0.0.1:2019",
@@ -38,6 +40,11 @@ describe("sidecarOptionsFromEnv", () => {
 
   it("treats an empty token as no token (so every route but /health is refused)", () => {
     expect(sidecarOptionsFromEnv({ SIDECAR_TOKEN: "  " }).token).toBeUndefined();
+  });
+
+  it("treats a missing or empty SESSION_ID as none (access tokens refused, the key still works)", () => {
+    expect(sidecarOptionsFromEnv({ SIDECAR_TOKEN: "tok" }).sessionId).toBeUndefined();
+    expect(sidecarOptionsFromEnv({ SIDECAR_TOKEN: "tok", SESSION_ID: "" }).sessionId).toBeUndefined();
   });
 
   it.each([

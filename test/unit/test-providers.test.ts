@@ -28,7 +28,7 @@ describe("InstantSandboxProvider", () => {
     expect(b.expiresAt).toBe(65_000);
     expect(p.sandbox("isb_2")?.restoredFrom).toBe("isnap_7");
     expect(p.live()).toEqual(["isb_1", "isb_2"]);
-    expect(await p.resolveTunnels("isb_1")).toEqual({ openCodeUrl: "http://oc.test", previewUrl: null });
+    expect(await p.resolveTunnels("isb_1")).toEqual({ openCodeUrl: "http://oc.test", previewUrl: null, sidecarUrl: null });
     await expect(new InstantSandboxProvider().createSandbox(opts("ses_c"))).resolves.toMatchObject({ tunnelUrl: "http://instant.invalid" });
   });
 

@@ -20,7 +20,10 @@ export interface FlowStepDefinition {
   /** Handler module, relative to the repository root (the Lambda bundle's entry). */
   entry: string;
   make: StepFactory;
-  /** Calls a sandbox provider or the agent inside a sandbox (provider credentials, longer timeout). */
+  /**
+   * Calls a sandbox provider or the agent inside a sandbox: provider credentials, the sandbox
+   * access key (each session's SIDECAR_TOKEN and the agent password derive from it), longer timeout.
+   */
   sandboxAccess: boolean;
   /** Pushes to WebSocket clients. */
   push: boolean;

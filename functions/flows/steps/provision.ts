@@ -14,7 +14,9 @@ import { resolveSnapshot } from "../../domain/snapshot-resolution";
 import { NotFoundError } from "../../domain/errors";
 import { errorForLog } from "../../observability/logger";
 import { flowStep } from "../step";
+import { SANDBOX_KEY_ENV } from "../../../sandbox/shared/access-token";
 import { stepEntry } from "../lambda-entry";
+import { agentEndpointForKey } from "../../agent/agent-endpoint";
 
 export const makeProvisionStep = flowStep("provision", async (doc, deps) => {
   const session = await deps.sessions.getSession(doc.sessionId);
@@ -29,16 +31,18 @@ export const makeProvisionStep = flowStep("provision", async (doc, deps) => {
   const opts = {
     sessionId: session.id,
     repos: session.repos,
-    envVars: { SESSION_ID: session.id },
+    envVars: { SESSION_ID: session.id, [SANDBOX_KEY_ENV]: await deps.sandboxKeys.sandboxKey(session.id) },
     snapshotId: layers.snapshotId,
     baseSnapshotId: layers.baseSnapshotId,
     snapshotHasDeps: layers.snapshotHasDeps,
     sessionType: session.sessionType,
+    envFiles: session.envFiles,
     currentSandboxId: migrating ? null : session.sandboxId,
   };
   const result = migrating ? { ...(await provider.createSandbox(opts)), recovered: false } : await provider.ensureSandbox(opts);
   try {
-    const codingAgentSessionId = await deps.agent.ensureSession(result.tunnelUrl, session.codingAgentSessionId);
+    // The key the sandbox got as SIDECAR_TOKEN: its OpenCode's password derives from it.
+    const codingAgentSessionId = await deps.agent.ensureSession(agentEndpointForKey(result.tunnelUrl, opts.envVars[SANDBOX_KEY_ENV]), session.codingAgentSessionId);
     return {
       sandboxId: result.sandboxId,
       tunnelUrl: result.tunnelUrl,

@@ -11,6 +11,7 @@
  * instead of leaving it `running` on a dead sandbox. Modal idle snapshots are memory snapshots
  * with no filesystem fallback (seed 002 §12): a failed one fails the step.
  */
+import { agentEndpoint } from "../../agent/agent-endpoint";
 import { NotFoundError } from "../../domain/errors";
 import type { SessionRecord } from "../../domain/session";
 import { idleModeOf } from "../../idle/idle-predicate";
@@ -25,8 +26,10 @@ type AgentState = "busy" | "idle" | "unreachable";
 
 async function probeAgent(deps: FlowDeps, session: SessionRecord): Promise<AgentState> {
   if (!session.openCodeUrl || !session.codingAgentSessionId) return "unreachable";
+  // Outside the try: a keyring that cannot be read is a failure of this step, not an unreachable agent.
+  const agent = await agentEndpoint(deps.sandboxKeys, session.id, session.openCodeUrl);
   try {
-    return (await deps.agent.isBusy(session.openCodeUrl, session.codingAgentSessionId)) ? "busy" : "idle";
+    return (await deps.agent.isBusy(agent, session.codingAgentSessionId)) ? "busy" : "idle";
   } catch {
     return "unreachable";
   }

@@ -4,11 +4,13 @@
  * put: status `starting`, no sandbox (seed 000 §1: the sandbox is provisioned on first connect
  * or resume, never in this call). An `initialPrompt` goes into the session's prompt queue
  * right away, so the first connect or resume delivers it like any other queued prompt.
+ * `envFiles` (key names and target paths, never values) is stored on the session and handed to
+ * every sandbox the session gets, whose boot runs `sandbox env apply` with it.
  * 201 with the session and its Location.
  */
 import { z } from "zod";
 import { ValidationError } from "../../domain/errors";
-import { ClientType, ProviderType, RepoSpec, SessionType, newSessionRecord, toSessionView } from "../../domain/session";
+import { ClientType, ProviderType, RepoSpec, SessionEnvFiles, SessionType, newSessionRecord, toSessionView } from "../../domain/session";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
 import { requirePrincipal } from "../session-access";
@@ -27,6 +29,8 @@ export const CreateSessionBody = z
     prebuildId: z.string().min(1).max(128).optional(),
     provider: ProviderType.optional(),
     initialPrompt: z.string().min(1).max(32_000).optional(),
+    /** Env files to generate at boot: the in-sandbox CLI's schema, key names only (domain/session.ts). */
+    envFiles: SessionEnvFiles.optional(),
   })
   .strict();
 
@@ -50,6 +54,7 @@ export const makeCreateSessionHandler = httpRoute(
       sessionType: body.sessionType,
       provider,
       repos: body.repos,
+      envFiles: body.envFiles,
       prebuildId: body.prebuildId,
       initialPrompt: body.initialPrompt,
       now: deps.now(),

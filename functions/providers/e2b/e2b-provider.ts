@@ -28,19 +28,23 @@ import type {
   PauseResult,
   SandboxProvider,
   SnapshotResult,
+  SandboxTunnels,
 } from "../../ports/sandbox-provider";
 import { toProviderError, type ProviderFailureKind } from "../provider-errors";
 import {
   SANDBOX_PATHS,
   SANDBOX_PORTS,
   buildSandboxEnv,
+  buildShellEnv,
   defaultReadinessDeps,
   imageBootSpec,
   runImageBoot,
   shellJoin,
+  sandboxKeyOf,
   waitForOpenCodeReady,
   type ReadinessDeps,
   type SandboxExec,
+  sidecarUrlOnPreview,
 } from "../sandbox-boot";
 
 /** A failed resume of a paused sandbox: reported, never replaced by a fresh sandbox (seed 003 §9). */
@@ -177,7 +181,7 @@ export class E2BSandboxProvider implements SandboxProvider {
       await sandbox.files.write(SANDBOX_PATHS.bootRequest, JSON.stringify(spec));
       await runImageBoot(execVia(sandbox), "start", { file: SANDBOX_PATHS.bootRequest });
       const urls = this.urls(sandbox);
-      await waitForOpenCodeReady(urls.tunnelUrl, this.readiness);
+      await waitForOpenCodeReady(urls.tunnelUrl, this.readiness, { sandboxKey: sandboxKeyOf(opts) });
       return { sandboxId: sandbox.sandboxId, ...urls, expiresAt: this.expiresAt() };
     } catch (err) {
       if (sandbox) await this.sdk.kill(sandbox.sandboxId).catch(() => undefined);
@@ -193,7 +197,7 @@ export class E2BSandboxProvider implements SandboxProvider {
     try {
       const sandbox = await this.sdk.connect(sandboxId, { timeoutMs: this.timeoutMs() });
       const exec = execVia(sandbox);
-      await sandbox.files.write(SANDBOX_PATHS.envJson, JSON.stringify(buildSandboxEnv(opts)));
+      await sandbox.files.write(SANDBOX_PATHS.envJson, JSON.stringify(buildShellEnv(opts)));
       const exportEnv =
         `jq -r 'to_entries[] | "export \\(.key)=\\(.value | @sh)"' ${SANDBOX_PATHS.envJson} > ${SANDBOX_PATHS.envProfile}` +
         ` && (grep -qs 'env.proliferate' /home/user/.bashrc || echo '. ${SANDBOX_PATHS.envProfile}' >> /home/user/.bashrc)`;
@@ -206,7 +210,8 @@ export class E2BSandboxProvider implements SandboxProvider {
         await runImageBoot(exec, "resume", { file: SANDBOX_PATHS.bootRequest }).catch(() => undefined);
       }
       const urls = this.urls(sandbox);
-      await waitForOpenCodeReady(urls.tunnelUrl, this.readiness);
+      // The paused OpenCode kept its password: the one derived from this session's key.
+      await waitForOpenCodeReady(urls.tunnelUrl, this.readiness, { sandboxKey: sandboxKeyOf(opts) });
       return { sandboxId: sandbox.sandboxId, ...urls, expiresAt: this.expiresAt() };
     } catch (err) {
       throw toProviderError(PROVIDER, RESUME_SANDBOX_OPERATION, err, classifyE2BError, `resume of paused sandbox ${sandboxId} failed`);
@@ -294,13 +299,13 @@ export class E2BSandboxProvider implements SandboxProvider {
   }
 
   /** Only for running sandboxes: `connect` would resume a paused one. */
-  async resolveTunnels(sandboxId: string): Promise<{ openCodeUrl: string; previewUrl: string | null }> {
+  async resolveTunnels(sandboxId: string): Promise<SandboxTunnels> {
     try {
       const info = await this.sdk.getInfo(sandboxId);
       if (info.state !== "running") throw new ProviderError(PROVIDER, "resolveTunnels", `sandbox is ${info.state}`);
       const sandbox = await this.sdk.connect(sandboxId);
       const urls = this.urls(sandbox);
-      return { openCodeUrl: urls.tunnelUrl, previewUrl: urls.previewUrl };
+      return { openCodeUrl: urls.tunnelUrl, previewUrl: urls.previewUrl, sidecarUrl: sidecarUrlOnPreview(urls.previewUrl) };
     } catch (err) {
       throw this.error("resolveTunnels", err);
     }

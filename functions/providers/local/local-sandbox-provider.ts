@@ -12,6 +12,10 @@
  *
  * Expiry: the sandbox enforces `sandboxTimeoutSeconds` itself (the boot SIGTERMs its own group
  * at expiry), so it holds even when the control plane is down.
+ *
+ * Sidecar: on by default (phase 2, after create returns), authenticated by the `SIDECAR_TOKEN`
+ * of the create call's env vars. Its services run as their own process groups, so terminate
+ * ends them too, from the sidecar's persisted state (`endRecordedServices`).
  */
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -21,6 +25,8 @@ import { dirname, resolve, sep } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { awaitBootOutcome, describeOutcome } from "../../../sandbox/boot/boot-outcome";
 import { phase1DeadlineMs } from "../../../sandbox/boot/boot-plan";
+import { sandboxFiles } from "../../../sandbox/boot/layout";
+import { endRecordedServices } from "../../../sandbox/sidecar/service-state";
 import { ProviderError } from "../../domain/errors";
 import type { GitFreshnessConfig } from "../../domain/git-freshness";
 import { redactSecrets } from "../../observability/redact-secrets";
@@ -33,6 +39,7 @@ import type {
   PauseResult,
   SandboxProvider,
   SnapshotResult,
+  SandboxTunnels,
 } from "../../ports/sandbox-provider";
 import { copyAgentState, removeDir, repointSessions, writeSnapshotMeta } from "./filesystem-snapshot";
 import { homeEnv, localBootSpec, sandboxEnv, sandboxPaths, usesDevModel } from "./opencode-launch";
@@ -48,7 +55,7 @@ export interface LocalSandboxProviderOptions {
   readyTimeoutMs?: number;
   /** Default 3600; fractional seconds accepted. */
   sandboxTimeoutSeconds?: number;
-  /** Start the sidecar (sandbox/sidecar) in every sandbox, on an allocated port. Default false: nothing local calls it yet. */
+  /** Start the sidecar (sandbox/sidecar) in every sandbox, on an allocated port. Default true. */
   sidecar?: boolean;
   /** seed 003 §6.7 on restore; default off. */
   gitFreshness?: GitFreshnessConfig;
@@ -104,7 +111,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     this.env = options.env ?? {};
     this.readyTimeoutMs = options.readyTimeoutMs ?? 60_000;
     this.timeoutSeconds = options.sandboxTimeoutSeconds ?? 3600;
-    this.sidecar = options.sidecar ?? false;
+    this.sidecar = options.sidecar ?? true;
     this.gitFreshness = options.gitFreshness ?? null;
   }
 
@@ -196,10 +203,10 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
   }
 
-  async resolveTunnels(sandboxId: string): Promise<{ openCodeUrl: string; previewUrl: string | null }> {
+  async resolveTunnels(sandboxId: string): Promise<SandboxTunnels> {
     const record = await readSandboxRecord(this.dataDir, sandboxId);
     if (!record || !isLive(record)) throw fail("resolveTunnels", `sandbox ${sandboxId} is not running`, { sandboxId });
-    return { openCodeUrl: record.openCodeUrl, previewUrl: null };
+    return { openCodeUrl: record.openCodeUrl, previewUrl: null, sidecarUrl: record.sidecarPort === null ? null : `http://127.0.0.1:${record.sidecarPort}` };
   }
 
   /** Runs argv in the workspace with the sandbox's home; session env vars are not persisted, so not applied. */
@@ -318,16 +325,27 @@ export class LocalSandboxProvider implements SandboxProvider {
     throw fail("createSandbox", `${describeOutcome(outcome)}; log tail: ${tail}`, { retryable, sandboxId });
   }
 
-  /** Kills the group (if any), then removes the sandbox directory. Unknown ids are a no-op. */
+  /**
+   * Kills the group (if any), then the sidecar's services (their own groups, recorded in its
+   * state), then removes the sandbox directory. Unknown ids are a no-op; so is a second call.
+   */
   private async destroy(sandboxId: string): Promise<void> {
     if (!/^[A-Za-z0-9_-]+$/.test(sandboxId)) return;
+    const paths = sandboxPaths(this.dataDir, sandboxId);
     const record = await readSandboxRecord(this.dataDir, sandboxId);
     // Signal the group while our leader runs, or when the leader is gone but members remain (the
     // kernel does not recycle a pgid that still has members); a recycled leader pid is a stranger.
+    // First, so the sidecar (stopped by SIGTERM, which lets a start in flight record its pid)
+    // starts nothing after the services are read below.
     if (record && (isLive(record) || (!pidPresent(record.pgid) && groupPresent(record.pgid)))) {
       const stopped = await killGroup(record.pgid);
       if (!stopped) throw fail("terminate", `processes of sandbox ${sandboxId} survived SIGKILL`, { retryable: true, sandboxId });
     }
-    await removeDir(sandboxPaths(this.dataDir, sandboxId).root);
+    // The sidecar's state dir is the boot layout's (`<home>/.proliferate/sidecar`).
+    const survivors = await endRecordedServices(sandboxFiles(paths).sidecarState);
+    if (survivors.length > 0) {
+      throw fail("terminate", `services of sandbox ${sandboxId} survived SIGKILL: ${survivors.join(", ")}`, { retryable: true, sandboxId });
+    }
+    await removeDir(paths.root);
   }
 }

@@ -29,6 +29,7 @@ import type {
   PauseResult,
   SandboxProvider,
   SnapshotResult,
+  SandboxTunnels,
 } from "../../ports/sandbox-provider";
 import { failureKindOf, toProviderError, type ProviderFailureKind } from "../provider-errors";
 import {
@@ -37,9 +38,11 @@ import {
   defaultReadinessDeps,
   imageBootSpec,
   runImageBoot,
+  sandboxKeyOf,
   waitForOpenCodeReady,
   type ReadinessDeps,
   type SandboxExec,
+  sidecarUrlOnPreview,
 } from "../sandbox-boot";
 
 /** seed 002 §5c: the caller clears `snapshotId` when `ensureSandbox` fails with this operation. */
@@ -214,7 +217,7 @@ export class ModalSandboxProvider implements SandboxProvider {
       // The image's boot (sandbox/boot): phase 1 blocks this exec, phase 2 runs on in the sandbox.
       const spec = imageBootSpec(opts, { restored: Boolean(opts.snapshotId), now: this.now(), gitFreshness: this.config.gitFreshness ?? null });
       await runImageBoot(execVia(sandbox), "start", { stdin: JSON.stringify(spec) });
-      await waitForOpenCodeReady(urls.tunnelUrl, this.readiness);
+      await waitForOpenCodeReady(urls.tunnelUrl, this.readiness, { sandboxKey: sandboxKeyOf(opts) });
       return { sandboxId: sandbox.sandboxId, ...urls, expiresAt: this.expiresAt() };
     } catch (err) {
       // A half-booted sandbox named after the session would be "recovered" by the next ensure.
@@ -235,7 +238,8 @@ export class ModalSandboxProvider implements SandboxProvider {
       await sandbox.setTags(this.tags(opts.sessionId)).catch(() => undefined);
       const urls = await this.tunnelUrls(sandbox);
       // seed 003 §6.2: restore blocks on readiness so callers never race OpenCode's /session.
-      await waitForOpenCodeReady(urls.tunnelUrl, this.readiness);
+      // The restored OpenCode kept the password of the sandbox snapshotted: the same session's key.
+      await waitForOpenCodeReady(urls.tunnelUrl, this.readiness, { sandboxKey: sandboxKeyOf(opts) });
       return { sandboxId: sandbox.sandboxId, ...urls, expiresAt: this.expiresAt() };
     } catch (err) {
       if (sandbox) await sandbox.terminate().catch(() => undefined);
@@ -331,11 +335,11 @@ export class ModalSandboxProvider implements SandboxProvider {
     }
   }
 
-  async resolveTunnels(sandboxId: string): Promise<{ openCodeUrl: string; previewUrl: string | null }> {
+  async resolveTunnels(sandboxId: string): Promise<SandboxTunnels> {
     try {
       const sandbox = await this.sdk.sandboxes.fromId(sandboxId);
       const urls = await this.tunnelUrls(sandbox);
-      return { openCodeUrl: urls.tunnelUrl, previewUrl: urls.previewUrl };
+      return { openCodeUrl: urls.tunnelUrl, previewUrl: urls.previewUrl, sidecarUrl: sidecarUrlOnPreview(urls.previewUrl) };
     } catch (err) {
       throw this.error("resolveTunnels", err);
     }

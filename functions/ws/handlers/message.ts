@@ -8,6 +8,7 @@
  */
 import { z } from "zod";
 import { AppError } from "../../domain/errors";
+import { agentEndpoint } from "../../agent/agent-endpoint";
 import { submitPrompt } from "../../flows/submit-prompt";
 import { describeZodError } from "../../http/http-handler";
 import { PromptContent } from "../../http/handlers/create-prompt";
@@ -72,7 +73,7 @@ export function makeMessageHandler(deps: WsDeps): (event: WsEvent) => Promise<Ws
           await deps.sessions.touchActivity(sessionId, deps.now());
           const session = await deps.sessions.getSession(sessionId);
           if (session?.status === "running" && session.openCodeUrl && session.codingAgentSessionId) {
-            await deps.agent.abort(session.openCodeUrl, session.codingAgentSessionId);
+            await deps.agent.abort(await agentEndpoint(deps.sandboxKeys, sessionId, session.openCodeUrl), session.codingAgentSessionId);
           }
           break;
         }

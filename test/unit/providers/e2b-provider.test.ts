@@ -12,6 +12,7 @@ import {
 import type { CreateSandboxOpts } from "../../../functions/ports/sandbox-provider";
 import { parseBootSpec, type BootSpec } from "../../../sandbox/boot/boot-spec";
 import { imageLayout } from "../../../sandbox/boot/layout";
+import { agentAuthorization, deriveAgentPassword } from "../../../sandbox/shared/access-token";
 import { describeProviderContract } from "../../support/provider-contract";
 
 type Call = [string, ...unknown[]];
@@ -156,11 +157,12 @@ function bootSpecOf(sdk: FakeE2B, sandboxId: string): BootSpec {
 
 function setup(ready = true, overrides: Partial<E2BProviderConfig> = {}) {
   const sdk = new FakeE2B();
+  const probeHeaders: (Record<string, string> | undefined)[] = [];
   const provider = new E2BSandboxProvider(sdk, { ...config, ...overrides }, {
     now: () => NOW,
-    readiness: { fetch: async () => ({ ok: ready }), sleep: async () => undefined },
+    readiness: { fetch: async (_url, init) => (probeHeaders.push(init?.headers), { ok: ready }), sleep: async () => undefined },
   });
-  return { sdk, provider };
+  return { sdk, provider, probeHeaders };
 }
 function opts(over: Partial<CreateSandboxOpts> = {}): CreateSandboxOpts {
   return { sessionId: SESSION, repos: [], envVars: { GITHUB_TOKEN: "ghp_abcdefghijklmnopqrstuvwxyz0123456789" }, ...over };
@@ -169,6 +171,18 @@ function opts(over: Partial<CreateSandboxOpts> = {}): CreateSandboxOpts {
 describeProviderContract("e2b (SDK double)", () => setup().provider);
 
 describe("E2BSandboxProvider", () => {
+  it("resolves the sidecar through the preview host's /_sandbox/sidecar route, for running sandboxes only", async () => {
+    const { provider } = setup();
+    await provider.createSandbox(opts());
+    expect(await provider.resolveTunnels("e2b-1")).toEqual({
+      openCodeUrl: "https://4096-e2b-1.e2b.app",
+      previewUrl: "https://20000-e2b-1.e2b.app",
+      sidecarUrl: "https://20000-e2b-1.e2b.app/_sandbox/sidecar",
+    });
+    await provider.pause(SESSION, "e2b-1");
+    await expect(provider.resolveTunnels("e2b-1")).rejects.toMatchObject({ name: "ProviderError", operation: "resolveTunnels" });
+  });
+
   it("creates from the template with envs, session metadata, timeout and auto-pause", async () => {
     const { sdk, provider } = setup();
     const result = await provider.createSandbox(opts());
@@ -217,13 +231,13 @@ describe("E2BSandboxProvider", () => {
     expect(sdk.boxes.get("e2b-1")?.state).toBe("paused");
   });
 
-  it("resumes a paused sandbox with connect and re-injects env vars through a JSON file, without booting", async () => {
+  it("resumes a paused sandbox with connect and re-injects env vars through a JSON file (never the sandbox key), without booting", async () => {
     const { sdk, provider } = setup();
     await provider.createSandbox(opts());
     await provider.pause(SESSION, "e2b-1");
     sdk.calls = [];
     const resumed = await provider.ensureSandbox(
-      opts({ snapshotId: "e2b-1", currentSandboxId: "e2b-1", envVars: { GITHUB_TOKEN: "rotated" } }),
+      opts({ snapshotId: "e2b-1", currentSandboxId: "e2b-1", envVars: { GITHUB_TOKEN: "rotated", SIDECAR_TOKEN: "sandbox-key" } }),
     );
     expect(resumed).toMatchObject({ sandboxId: "e2b-1", recovered: false });
     expect(sdk.calls[0]).toEqual(["getInfo", "e2b-1"]);
@@ -231,13 +245,23 @@ describe("E2BSandboxProvider", () => {
     expect(sdk.calls[2]).toEqual([
       "files.write",
       "e2b-1",
-      "/tmp/.proliferate_env.json",
+      "/home/user/.proliferate/env.json",
       JSON.stringify({ GITHUB_TOKEN: "rotated", SESSION_ID: SESSION }),
     ]);
     expect(sdk.calls[3]?.[2]).toContain("jq -r");
     expect(sdk.calls.map((c) => c[0])).not.toContain("create");
     // Processes survived the pause: no boot, and without git freshness no resume step either.
     expect(sdk.calls.filter((c) => c[0] === "commands.run")).toHaveLength(1);
+  });
+
+  it("probes OpenCode with the password derived from the create call's SIDECAR_TOKEN, on create and on resume", async () => {
+    const { provider, probeHeaders } = setup();
+    const envVars = { SIDECAR_TOKEN: "the-sandbox-key-0123456789" };
+    await provider.createSandbox(opts({ envVars }));
+    await provider.pause(SESSION, "e2b-1");
+    await provider.ensureSandbox(opts({ snapshotId: "e2b-1", currentSandboxId: "e2b-1", envVars }));
+    const expected = { authorization: agentAuthorization(deriveAgentPassword("the-sandbox-key-0123456789")) };
+    expect(probeHeaders).toEqual([expected, expected]);
   });
 
   it("on resume with git freshness, runs the boot's resume mode; a failed pull never fails the resume", async () => {

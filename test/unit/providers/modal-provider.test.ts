@@ -12,6 +12,7 @@ import {
 import type { CreateSandboxOpts } from "../../../functions/ports/sandbox-provider";
 import { parseBootSpec, type BootSpec } from "../../../sandbox/boot/boot-spec";
 import { imageLayout } from "../../../sandbox/boot/layout";
+import { agentAuthorization, deriveAgentPassword } from "../../../sandbox/shared/access-token";
 import { describeProviderContract } from "../../support/provider-contract";
 
 /** nice-grpc's ClientError shape (name + numeric status code), as the Modal SDK rethrows it. */
@@ -215,17 +216,19 @@ const config: ModalProviderConfig = { appName: "sandbox-app", baseImage: "ghcr.i
 function setup(overrides: Partial<ModalProviderConfig> = {}, ready = true) {
   const sdk = new FakeModal();
   const fetches: string[] = [];
+  const probeHeaders: (Record<string, string> | undefined)[] = [];
   const provider = new ModalSandboxProvider(sdk, { ...config, ...overrides }, {
     now: () => NOW,
     readiness: {
-      fetch: async (url) => {
+      fetch: async (url, init) => {
         fetches.push(url);
+        probeHeaders.push(init?.headers);
         return { ok: ready };
       },
       sleep: async () => undefined,
     },
   });
-  return { sdk, provider, fetches };
+  return { sdk, provider, fetches, probeHeaders };
 }
 
 const SESSION = "ses_0123456789abcdefghjkmnpqrs";
@@ -243,6 +246,18 @@ function bootSpecOf(sdk: FakeModal, sandboxId: string): BootSpec {
 describeProviderContract("modal (SDK double)", () => setup().provider);
 
 describe("ModalSandboxProvider", () => {
+  it("resolves the sidecar through the preview tunnel's /_sandbox/sidecar route (port 4000 is not tunnelled)", async () => {
+    const { sdk, provider } = setup();
+    await provider.createSandbox(opts());
+    sdk.calls = [];
+    expect(await provider.resolveTunnels("sb-1")).toEqual({
+      openCodeUrl: "https://sb-1-4096.modal.run",
+      previewUrl: "https://sb-1-20000.modal.run",
+      sidecarUrl: "https://sb-1-20000.modal.run/_sandbox/sidecar",
+    });
+    expect(sdk.callNames()).toEqual(["sandboxes.fromId", "sandbox.tunnels"]);
+  });
+
   it("creates the sandbox with the session id as name, control-plane tags, ports, timeout, env and snapshotting enabled", async () => {
     const { sdk, provider, fetches } = setup();
     const result = await provider.createSandbox(opts({ repos: [{ url: "https://github.com/acme/web.git", branch: "main" }] }));
@@ -292,6 +307,21 @@ describe("ModalSandboxProvider", () => {
     // Secrets reach the sandbox through its env, never through the spec.
     expect(sdk.byId.get("sb-1")?.stdins[0]).not.toContain("sk-ant-api03");
     expect(fetches).toEqual(["https://sb-1-4096.modal.run/session"]);
+  });
+
+  it("probes OpenCode through the tunnel with the password derived from the create call's SIDECAR_TOKEN (fresh and memory restore)", async () => {
+    const withKey = opts({ envVars: { SIDECAR_TOKEN: "the-sandbox-key-0123456789" } });
+    const expected = { authorization: agentAuthorization(deriveAgentPassword("the-sandbox-key-0123456789")) };
+    const fresh = setup();
+    await fresh.provider.createSandbox(withKey);
+    expect(fresh.probeHeaders).toEqual([expected]);
+    const restored = setup();
+    await restored.provider.createSandbox({ ...withKey, snapshotId: "mem:sn-42" });
+    expect(restored.probeHeaders).toEqual([expected]);
+    // Without a key (old callers) the probe sends no credentials.
+    const old = setup();
+    await old.provider.createSandbox(opts());
+    expect(old.probeHeaders).toEqual([undefined]);
   });
 
   it("resolves the image: restore snapshot > base snapshot > base image", async () => {

@@ -1,0 +1,5 @@
+/** Lambda entry for POST /v1/sessions/{id}/sidecar-access (./sidecar-access.ts). */
+import { lambdaEntry } from "../lambda-entry";
+import { makeSidecarAccessHandler } from "./sidecar-access";
+
+export const handler = lambdaEntry(makeSidecarAccessHandler);
