@@ -26,7 +26,8 @@ export interface ExecutorDeps {
   now?: () => number;
   processes: ProcessTable;
   sleep: (ms: number) => Promise<void>;
-  fetch: (url: string) => Promise<{ ok: boolean; status?: number }>;
+  /** An HTTP probe; a wait step's `headers` (OpenCode's password) are passed in `init`. */
+  fetch: (url: string, init?: { headers?: Record<string, string> }) => Promise<{ ok: boolean; status?: number }>;
 }
 
 const GIT_PULL_TIMEOUT_MS = 120_000;
@@ -175,7 +176,7 @@ export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
 
   async function waitHttp(step: Extract<BootStep, { kind: "wait-http" }>): Promise<StepOutcome> {
     if (!deps.processes.has(step.process)) return { status: "skipped", reason: `${step.process} was not started` };
-    const get = httpProbe(step.url, (url) => deps.fetch(url));
+    const get = httpProbe(step.url, (url, init) => deps.fetch(url, init), step.headers);
     const result = await waitUntilReady(
       async () => {
         const exit = deps.processes.exitOf(step.process);

@@ -41,21 +41,6 @@ export const defaultFetch = (url: string, init?: { headers?: Record<string, stri
     return { ok: res.ok, status: res.status };
   });
 
-/**
- * `fetchFn` plus, for the URL of a wait-http step that has `headers`, those headers: the step
- * executor probes with the URL alone, so the plan's headers are applied here.
- */
-export function withStepHeaders(plan: BootPlan, fetchFn: ProbeFetch): ProbeFetch {
-  const byUrl = new Map<string, Record<string, string>>();
-  for (const step of [...plan.phase1, ...plan.phase2]) {
-    if (step.kind === "wait-http" && step.headers) byUrl.set(step.url, step.headers);
-  }
-  return (url, init) => {
-    const headers = byUrl.get(url);
-    return headers ? fetchFn(url, { ...init, headers: { ...init?.headers, ...headers } }) : fetchFn(url, init);
-  };
-}
-
 export function openCodeUrlOf(spec: BootSpec): string {
   const { hostname, port } = spec.layout.opencode;
   return `http://${hostname === "0.0.0.0" ? "127.0.0.1" : hostname}:${port}`;
@@ -87,7 +72,7 @@ export class BootSupervisor {
       env: this.deps.env,
       processes: this.processes,
       sleep: this.deps.sleep ?? defaultSleep,
-      fetch: withStepHeaders(plan, this.deps.fetch ?? defaultFetch),
+      fetch: this.deps.fetch ?? defaultFetch,
     });
     log("info", "boot.start", { sessionId: this.spec.request.sessionId, restored: this.spec.request.restored, sessionType: this.spec.request.sessionType });
 

@@ -2,10 +2,14 @@
  * The boot plan (sandbox/boot/boot-plan.ts) as data: which steps run in which phase for fresh
  * and restored sandboxes, which tools a session type gets, when services start.
  */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { bootSecrets, planBoot, planResume, type BootStep, type FileOp } from "../../sandbox/boot/boot-plan";
 import { agentAuthorization, deriveAgentPassword } from "../../sandbox/shared/access-token";
-import { withStepHeaders } from "../../sandbox/boot/supervisor";
+import { createStepExecutor } from "../../sandbox/boot/step-executor";
+import { ProcessTable } from "../../sandbox/boot/processes";
 import { BOOT_SPEC_VERSION, parseBootSpec, type BootLayoutInput, type BootRequestInput, type BootSpec } from "../../sandbox/boot/boot-spec";
 import { imageLayout } from "../../sandbox/boot/layout";
 import { AGENT_TOOLS, DEFAULT_MODEL_ID } from "../../sandbox/boot/opencode-files";
@@ -247,17 +251,27 @@ describe("OpenCode's server password", () => {
     expect(names(plan.phase2)).toEqual(names(without.phase2));
   });
 
-  it("the supervisor's probe fetch adds a wait step's headers for that step's URL only (the executor probes with the URL alone)", async () => {
+  it("the executor probes a wait step with that step's headers only", async () => {
     const plan = planBoot(full(), bootSecrets({ SIDECAR_TOKEN: TOKEN }));
     const calls: [string, Record<string, string> | undefined][] = [];
-    const probe = withStepHeaders(plan, async (url, init) => (calls.push([url, init?.headers]), { ok: true }));
-    const openCode = step<"wait-http">(plan.phase1, "wait for opencode").url;
-    await probe(openCode);
-    await probe(step<"wait-http">(plan.phase2, "wait for sidecar").url);
-    expect(calls).toEqual([
-      [openCode, { authorization: agentAuthorization(deriveAgentPassword(TOKEN)) }],
-      [step<"wait-http">(plan.phase2, "wait for sidecar").url, undefined],
-    ]);
+    // Wait steps probe only processes the boot started: stand-ins that live long enough.
+    const processes = new ProcessTable();
+    const dir = mkdtempSync(join(tmpdir(), "boot-probe-"));
+    try {
+      for (const id of ["opencode", "sidecar"] as const) await processes.start(id, ["sleep", "30"], { cwd: dir, env: { PATH: process.env.PATH ?? "" }, log: join(dir, `${id}.log`) });
+      const execute = createStepExecutor({ env: {}, processes, sleep: async () => undefined, fetch: async (url, init) => (calls.push([url, init?.headers]), { ok: true }) });
+      const openCode = step<"wait-http">(plan.phase1, "wait for opencode");
+      const sidecar = step<"wait-http">(plan.phase2, "wait for sidecar");
+      expect(await execute(openCode)).toMatchObject({ status: "ok" });
+      expect(await execute(sidecar)).toMatchObject({ status: "ok" });
+      expect(calls).toEqual([
+        [openCode.url, { authorization: agentAuthorization(deriveAgentPassword(TOKEN)) }],
+        [sidecar.url, undefined],
+      ]);
+    } finally {
+      await processes.stopAll(1_000);
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("without it, OpenCode runs without a password and its probe sends no headers (as before)", () => {
