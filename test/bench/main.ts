@@ -5,7 +5,8 @@
  *   3. control-plane HTTP overhead over the local runtime, DynamoDB requests and cost per request type;
  *   4. lifecycle flows on a zero-latency provider: flow overhead, AWS calls and cost per 1,000 session lifecycles;
  *   5. the streaming relay: streams held by one process, fan-out latency, memory per held stream;
- *   6. idle-detection lag: grace expiry -> idle snapshot start over the event-driven idle checks (p50, p99), checks per session.
+ *   6. idle-detection lag: grace expiry -> idle snapshot start over the event-driven idle checks (p50, p99), checks per session;
+ *   7. local sandbox start with and without the sidecar, and the sandbox credentials' cost per call.
  * layers/README.md records the packaging decision drawn from section 2.
  */
 // Quiet the runtime before anything loads it: static imports are hoisted, so the rest is imported dynamically.
@@ -41,6 +42,7 @@ try {
   await section("lifecycle flows", async () => (await import("./lifecycle-flows")).benchLifecycleFlows());
   await section("relay", async () => (await import("./relay")).benchRelay());
   await section("idle lag", async () => (await import("./idle-lag")).benchIdleLag());
+  await section("sandbox start", async () => (await import("./sandbox-start")).benchSandboxStart());
 } finally {
   rmSync(tmpDir, { recursive: true, force: true });
 }
