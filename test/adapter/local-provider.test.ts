@@ -8,6 +8,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { gitOrigin } from "../support/git-origin";
 import { LocalSandboxProvider } from "../../functions/providers/local";
 
 const TIMEOUT = 120_000;
@@ -229,15 +230,8 @@ describe("local provider with real OpenCode", () => {
   it(
     "clones a local file:// repository at the requested branch; liveness, recovery and terminate are stateless and idempotent",
     async () => {
-      const origin = await mkdtemp(join(tmpdir(), "local-provider-origin-"));
+      const { dir: origin, git } = gitOrigin("local-provider-origin-");
       try {
-        const git = (...args: string[]) =>
-          execFileSync("git", ["-c", "user.name=test", "-c", "user.email=test@example.com", "-c", "init.defaultBranch=main", ...args], {
-            cwd: origin,
-            env: { PATH: process.env.PATH ?? "", HOME: origin, GIT_CONFIG_NOSYSTEM: "1" },
-          });
-        git("init", "--quiet");
-        git("commit", "--quiet", "--allow-empty", "-m", "root");
         git("checkout", "--quiet", "-b", "feature");
         execFileSync("sh", ["-c", "echo feature-content > marker.txt"], { cwd: origin });
         git("add", "marker.txt");
