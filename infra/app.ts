@@ -4,7 +4,8 @@
  * `defaultSandboxProvider` (modal | e2b), `providerSecretArn` (complete ARN of an existing provider
  * credentials secret; default: the stack creates one), `webSocketAccessLogs` (default false: needs the
  * account's API Gateway CloudWatch Logs role), `sweeperIntervalSeconds` (orphan sweeper period,
- * default 600). cdk-nag's AwsSolutions pack runs on every synth.
+ * default 600), `gitPullOnRestore` + `gitPullCadenceSeconds` (seed 003 freshness pull on restore,
+ * default off). cdk-nag's AwsSolutions pack runs on every synth.
  */
 import { App, Validations } from "aws-cdk-lib";
 import { AwsSolutionsChecks } from "cdk-nag";
@@ -17,12 +18,15 @@ export function buildApp(app = new App()): { app: App; stack: ControlPlaneStack 
   const providerSecretArn = app.node.tryGetContext("providerSecretArn");
   const webSocketAccessLogs = app.node.tryGetContext("webSocketAccessLogs");
   const sweeperIntervalSeconds = app.node.tryGetContext("sweeperIntervalSeconds");
+  const gitPullOnRestore = app.node.tryGetContext("gitPullOnRestore");
+  const gitPullCadenceSeconds = app.node.tryGetContext("gitPullCadenceSeconds");
   const stack = new ControlPlaneStack(app, "SandboxControlPlane", {
     deletionProtection: deletionProtection === undefined ? true : String(deletionProtection) !== "false",
     ...(provider === "modal" || provider === "e2b" ? { defaultSandboxProvider: provider } : {}),
     ...(typeof providerSecretArn === "string" && providerSecretArn ? { providerSecretArn } : {}),
     webSocketAccessLogs: String(webSocketAccessLogs) === "true",
     ...(sweeperIntervalSeconds === undefined ? {} : { sweeperIntervalSeconds: Number(sweeperIntervalSeconds) }),
+    ...(gitPullOnRestore === undefined ? {} : { gitPullOnRestore: { enabled: String(gitPullOnRestore) === "true", cadenceSeconds: Number(gitPullCadenceSeconds ?? 0) } }),
   });
   return { app, stack };
 }

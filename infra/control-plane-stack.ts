@@ -3,6 +3,7 @@
  * function per route (from the shared route table); the lifecycle flows (one state machine per
  * ASL file, one function per flow step from the shared step table); the lifecycle schedule group
  * and its target; the orphan sweeper on a rate schedule; the provider credentials secret; the
+ * KMS key of org secrets (granted by each route's and step's `secretAccess`); the
  * WebSocket API with one function per route (from the shared WebSocket route table) and the
  * send-init function; the streaming relay on Fargate; alarms on the idle-snapshot metrics. Every
  * function has its own role, log group, least-privilege grants and an Errors alarm
@@ -14,6 +15,7 @@ import { HttpLambdaIntegration, WebSocketLambdaIntegration } from "aws-cdk-lib/a
 import { Alarm, ComparisonOperator, Metric, Stats, TreatMissingData } from "aws-cdk-lib/aws-cloudwatch";
 import { AttributeType, BillingMode, Table, TableEncryption } from "aws-cdk-lib/aws-dynamodb";
 import { PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
+import { Key } from "aws-cdk-lib/aws-kms";
 import type { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
 import { LogGroup, RetentionDays } from "aws-cdk-lib/aws-logs";
 import { CfnSchedule, ScheduleGroup } from "aws-cdk-lib/aws-scheduler";
@@ -21,7 +23,7 @@ import { Secret } from "aws-cdk-lib/aws-secretsmanager";
 import type { StateMachine } from "aws-cdk-lib/aws-stepfunctions";
 import type { Construct, IConstruct } from "constructs";
 import { FLOW_STEPS, stepArnVariable } from "../functions/flows/steps";
-import { HTTP_ROUTES } from "../functions/http/routes";
+import { HTTP_ROUTES, type SecretAccess } from "../functions/http/routes";
 import type { FlowName } from "../functions/ports/flow-runner";
 import { METRIC_NAMES } from "../functions/ports/metrics-sink";
 import { TABLE_DEFINITION } from "../functions/store/table-layout";
@@ -77,6 +79,8 @@ export interface ControlPlaneStackProps extends StackProps {
    * Default 600. The OrphanSessionsFound alarm evaluates over the same period.
    */
   sweeperIntervalSeconds?: number;
+  /** seed 003 §6.7: `git pull --ff-only` when a sandbox restores from a snapshot. Default off. */
+  gitPullOnRestore?: { enabled: boolean; cadenceSeconds: number };
 }
 
 export class ControlPlaneStack extends Stack {
@@ -91,6 +95,8 @@ export class ControlPlaneStack extends Stack {
   readonly stateMachines: Partial<Record<FlowName, StateMachine>> = {};
   /** The sweeper's rate schedule (EventBridge Scheduler). */
   readonly sweeperSchedule: CfnSchedule;
+  /** Wraps the data keys of org secrets (envelope encryption of their values in the table). */
+  readonly secretsKey: Key;
   /** Alarms on the idle-snapshot metrics the functions publish (EMF). */
   readonly idleAlarms: { circuitBreakerTrips: Alarm; orphanSessions: Alarm };
 
@@ -187,6 +193,34 @@ export class ControlPlaneStack extends Stack {
       sandboxAccessKey.grantRead(fn);
     };
 
+    // Org secrets (API.md "Secrets"; functions/store/dynamo-org-secrets.ts): values live in the
+    // table, AES-256-GCM under a data key per secret that this customer-managed key wraps, with
+    // the secret's org and name as encryption context. Retained whatever happens to the stack:
+    // without it no stored value (nor any table backup's) can ever be decrypted again.
+    this.secretsKey = new Key(this, "SecretsKey", {
+      description: "Wraps the data keys of org secrets stored in the session table (envelope encryption)",
+      enableKeyRotation: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    const secretsKeyArn = this.secretsKey.keyArn;
+    // By the route's (or step's) declared use: storing values may only Encrypt, revealing them only
+    // Decrypt, metadata needs no KMS at all. Both only with the org and name as encryption
+    // context, as KmsSecretKeyWrapper always sends them.
+    const allowSecrets = (fn: NodejsFunction, access: SecretAccess): void => {
+      if (access === "metadata") return;
+      fn.addEnvironment("SECRETS_KMS_KEY_ARN", secretsKeyArn);
+      fn.addToRolePolicy(
+        new PolicyStatement({
+          actions: [access === "encrypt" ? "kms:Encrypt" : "kms:Decrypt"],
+          resources: [secretsKeyArn],
+          conditions: {
+            "ForAllValues:StringEquals": { "kms:EncryptionContextKeys": ["orgId", "name"] },
+            Null: { "kms:EncryptionContext:orgId": "false", "kms:EncryptionContext:name": "false" },
+          },
+        }),
+      );
+    };
+
     // Lifecycle schedules (sandbox expiry, idle checks): one group, one role Scheduler assumes to
     // invoke the schedule targets (schedule-fired, the sweeper) and nothing else. The target has a
     // fixed name so its ARN is known to the functions that arm schedules, itself included (see
@@ -232,7 +266,13 @@ export class ControlPlaneStack extends Stack {
     };
     // Every flow Lambda builds its dependencies (scheduler adapter included) from these at cold
     // start (functions/flows/lambda-entry.ts); only the functions given allowScheduling may use them.
-    const flowEnvironment: Record<string, string> = { ...environment, ...scheduleEnvironment };
+    const flowEnvironment: Record<string, string> = {
+      ...environment,
+      ...scheduleEnvironment,
+      // Sandboxes' sidecars call back here for their credentials (POST /v1/sandbox/...).
+      CONTROL_PLANE_URL: stage.url,
+      ...(props.gitPullOnRestore === undefined ? {} : { SANDBOX_GIT_PULL_ON_RESTORE: String(props.gitPullOnRestore.enabled), SANDBOX_GIT_PULL_CADENCE_SECONDS: String(props.gitPullOnRestore.cadenceSeconds) }),
+    };
 
     for (const route of HTTP_ROUTES) {
       const fn = createHandlerFunction(this, {
@@ -248,9 +288,10 @@ export class ControlPlaneStack extends Stack {
       });
       allowStartingFlows(fn, route.startsFlows ?? [], `route ${route.id}`);
       if (route.agentAccess || route.sandboxAccess) allowProviderSecret(fn);
-      if (route.agentAccess || route.sandboxAccess) allowSandboxKeys(fn);
+      if (route.agentAccess || route.sandboxAccess || route.verifiesSandboxes) allowSandboxKeys(fn);
       // The idle check when a proxy connection closes (functions/http/handlers/proxy-connections.ts).
       if (route.armsSchedules) allowScheduling(fn);
+      if (route.secretAccess) allowSecrets(fn, route.secretAccess);
       this.httpApi.addRoutes({
         path: route.path,
         methods: [HttpMethod[route.method]],
@@ -276,6 +317,8 @@ export class ControlPlaneStack extends Stack {
       if (step.sandboxAccess) allowProviderSecret(fn);
       if (step.sandboxAccess) allowSandboxKeys(fn);
       if (step.push) allowPush(fn, webSocket);
+      // Provision reveals the model keys and git credentials a session names.
+      if (step.secretAccess) allowSecrets(fn, step.secretAccess);
       if (step.orchestrates) {
         // Prompt wake-up (ensure-runtime) and the idle snapshot circuit breaker (stop).
         allowStartingFlows(fn, ["ensure-runtime", "stop"], `step ${step.id}`);

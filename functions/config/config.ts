@@ -58,6 +58,19 @@ export const ConfigSchema = z.object({
   RELAY_SCAN_INTERVAL_SECONDS: seconds(5),
   /** Default lifetime of a sidecar access token (POST /v1/sessions/{id}/sidecar-access); callers may ask for 60-3600 s. */
   SIDECAR_ACCESS_TTL_SECONDS: z.coerce.number().int().min(60).max(3600).default(900),
+  /**
+   * The control plane's public base URL as sandboxes reach it: their sidecars ask
+   * `POST <url>/v1/sandbox/git-credential` and `/env-values` for the session's credentials. In AWS
+   * the HTTP API's URL (set by the stack); locally the runtime's own URL. Unset: sandboxes get none.
+   */
+  CONTROL_PLANE_URL: z.url().optional(),
+  /** seed 003 §6.7: `git pull --ff-only` in each repo when a sandbox is restored from a snapshot. */
+  SANDBOX_GIT_PULL_ON_RESTORE: z
+    .enum(["true", "false", "1", "0", ""])
+    .default("false")
+    .transform((v) => v === "true" || v === "1"),
+  /** Minimum seconds between freshness pulls; 0 pulls on every restore. */
+  SANDBOX_GIT_PULL_CADENCE_SECONDS: z.coerce.number().nonnegative().finite().default(0),
   /** Largest accepted HTTP request body. */
   MAX_BODY_BYTES: z.coerce.number().int().positive().default(64 * 1024),
 });

@@ -47,6 +47,16 @@ export class ForbiddenError extends AppError {
   readonly code = "forbidden";
 }
 
+/**
+ * A session setting that no longer resolves when a sandbox boots (its model key secret was
+ * deleted): retrying will not fix it, so the flow fails at once with this message.
+ */
+export class SessionSettingsError extends AppError {
+  readonly status = 409;
+  readonly code = "session_settings";
+  readonly retryable = false;
+}
+
 /** 404: unknown id. */
 export class NotFoundError extends AppError {
   readonly status = 404;

@@ -5,6 +5,7 @@
 import { posix } from "node:path";
 import { z } from "zod";
 import { EnvFileSchema, type EnvSpec } from "../../sandbox/cli/env-spec";
+import { AgentModel, GitIdentity, SecretName, ServiceCommand } from "./agent-settings";
 
 /** Stored statuses (ARCHITECTURE.md §4). `starting` means a record with no sandbox yet. */
 export const SESSION_STATUSES = ["starting", "running", "paused", "stopped", "error"] as const;
@@ -46,6 +47,12 @@ export const RepoSpec = z
     url: z.string().min(1).max(2048),
     branch: z.string().min(1).max(255).optional(),
     workspacePath: z.string().min(1).max(255).optional(),
+    /** A commit or tag checked out after the clone (seed 004 `REPO_REF`). */
+    ref: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._/-]{0,254}$/, "must be a commit, tag or branch name").optional(),
+    /** Shallow clone depth; the default is the whole history (the agent needs log, blame, rebase). */
+    depth: z.number().int().positive().max(1_000_000).optional(),
+    /** The org secret sent as the password (user `x-access-token`) for http(s) git (API.md "Secrets"). */
+    credential: SecretName.optional(),
   })
   .strict();
 export type RepoSpec = z.infer<typeof RepoSpec>;
@@ -103,6 +110,18 @@ export const SessionRecord = z.object({
   repos: z.array(RepoSpec),
   /** Env files the sandbox generates at boot (SessionEnvFiles); `[]` for records written before they existed. */
   envFiles: z.array(EnvFileSchema).default([]),
+  /** The model (and the secret holding its key) for this session; null: the org's, else the deployment default. */
+  model: AgentModel.nullable().default(null),
+  /** Written to the agent's `instructions.md` at every boot. */
+  systemPrompt: z.string().nullable().default(null),
+  /** Started by the sidecar at every boot (seed 000 "service auto-start"). */
+  serviceCommands: z.array(ServiceCommand).default([]),
+  /** Appended to the sandbox's `authorized_keys` when the session asks for SSH. */
+  sshPublicKey: z.string().nullable().default(null),
+  /** What started an automation run, written to `.proliferate/trigger-context.json` for the agent. */
+  triggerContext: z.record(z.string(), z.unknown()).nullable().default(null),
+  /** The git author of the agent's commits (the session's user); null for records written before it existed. */
+  gitIdentity: GitIdentity.nullable().default(null),
   prebuildId: z.string().nullable(),
   initialPrompt: z.string().nullable(),
   sandboxId: z.string().nullable(),
@@ -155,6 +174,12 @@ export interface NewSessionInput {
   provider: ProviderType;
   repos?: RepoSpec[] | undefined;
   envFiles?: SessionEnvFiles | undefined;
+  model?: AgentModel | undefined;
+  systemPrompt?: string | undefined;
+  serviceCommands?: ServiceCommand[] | undefined;
+  sshPublicKey?: string | undefined;
+  triggerContext?: Record<string, unknown> | undefined;
+  gitIdentity?: GitIdentity | undefined;
   prebuildId?: string | undefined;
   initialPrompt?: string | undefined;
   now: Date;
@@ -174,6 +199,12 @@ export function newSessionRecord(input: NewSessionInput): SessionRecord {
     provider: input.provider,
     repos: input.repos ?? [],
     envFiles: input.envFiles ?? [],
+    model: input.model ?? null,
+    systemPrompt: input.systemPrompt ?? null,
+    serviceCommands: input.serviceCommands ?? [],
+    sshPublicKey: input.sshPublicKey ?? null,
+    triggerContext: input.triggerContext ?? null,
+    gitIdentity: input.gitIdentity ?? null,
     prebuildId: input.prebuildId ?? null,
     initialPrompt: input.initialPrompt ?? null,
     sandboxId: null,

@@ -10,6 +10,8 @@ import type { ProviderType } from "../domain/session";
 import type { AgentClient } from "../ports/agent-client";
 import type { ClientPush } from "../ports/client-push";
 import type { FlowRunner } from "../ports/flow-runner";
+import type { OrgSecretStore } from "../ports/org-secrets";
+import type { OrgSettingsStore } from "../ports/org-settings";
 import type { LifecycleScheduler } from "../ports/lifecycle-scheduler";
 import type { SandboxProvider } from "../ports/sandbox-provider";
 import type { MetricsSink } from "../ports/metrics-sink";
@@ -36,6 +38,10 @@ export interface FlowDeps {
   agent: AgentClient;
   /** Sandbox keys: provision injects the session's key into its sandbox as SIDECAR_TOKEN. */
   sandboxKeys: SandboxKeyring;
+  /** The org's secrets: provision reveals the model keys and git credentials a session names. */
+  secrets: OrgSecretStore;
+  /** The org's default model, read by provision when the session names none. */
+  orgSettings: Pick<OrgSettingsStore, "getModel">;
   config: Config;
   metrics: MetricsSink;
   now: () => Date;

@@ -9,8 +9,11 @@ import { ApiGatewayManagementApiClient } from "@aws-sdk/client-apigatewaymanagem
 import { loadConfig, type Config } from "../config/config";
 import { providerEnvironment } from "../config/provider-secrets";
 import { keyringFromEnv } from "../config/sandbox-keyring";
+import { DynamoOrgSecretStore } from "../store/dynamo-org-secrets";
+import { kmsKeyWrapperFromEnv } from "../secrets/kms-key-wrapper";
 import { logger } from "../observability/logger";
 import { createDocumentClient } from "../store/dynamo-client";
+import { DynamoOrgSettingsStore } from "../store/dynamo-org-settings";
 import { DynamoSessionStore } from "../store/dynamo-session-store";
 import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue, DynamoProxyConnectionRegistry } from "../store/dynamo-session-items";
 import { EmfMetricsSink } from "../observability/emf-metrics-sink";
@@ -73,6 +76,9 @@ export function awsFlowDeps(): FlowDeps {
       provider: awsProviders(config),
       agent: new OpenCodeAgentClient(),
       sandboxKeys: keyringFromEnv(process.env),
+      // KMS only on first wrap/unwrap: functions that read metadata never need SECRETS_KMS_KEY_ARN.
+      secrets: new DynamoOrgSecretStore(doc, config.TABLE_NAME, kmsKeyWrapperFromEnv(process.env)),
+      orgSettings: new DynamoOrgSettingsStore(doc, config.TABLE_NAME),
       config,
       metrics: new EmfMetricsSink(),
       now: () => new Date(),

@@ -11,7 +11,8 @@ import type { Metrics } from "@aws-lambda-powertools/metrics";
 import { z, type ZodType } from "zod";
 import type { Config } from "../config/config";
 import type { SandboxKeyring } from "../config/sandbox-keyring";
-import type { ProviderType } from "../domain/session";
+import { SessionId, type ProviderType } from "../domain/session";
+import { claimedSessionId, verifyAccessToken } from "../../sandbox/shared/access-token";
 import type { SandboxProvider } from "../ports/sandbox-provider";
 import { AppError, PayloadTooLargeError, UnauthorizedError, ValidationError } from "../domain/errors";
 import type { Principal } from "../domain/principal";
@@ -19,6 +20,8 @@ import { errorForLog } from "../observability/logger";
 import { MetricUnit } from "../observability/metrics";
 import type { AgentClient } from "../ports/agent-client";
 import type { FlowRunner } from "../ports/flow-runner";
+import type { OrgSecretStore } from "../ports/org-secrets";
+import type { OrgSettingsStore } from "../ports/org-settings";
 import type { LifecycleScheduler } from "../ports/lifecycle-scheduler";
 import type { LifecycleEventLog, PromptQueue, ProxyConnectionRegistry } from "../ports/session-items";
 import type { TranscriptStore } from "../ports/transcript";
@@ -46,6 +49,10 @@ export interface HttpDeps {
   provider: (type: ProviderType) => Promise<SandboxProvider>;
   /** Sandbox keys: sidecar access tokens are signed with the session's key. */
   sandboxKeys: SandboxKeyring;
+  /** The org's secrets (API.md "Secrets"): the /v1/secrets routes, and references checked on create. */
+  secrets: OrgSecretStore;
+  /** The org's settings: its default model (`/v1/org/model`). */
+  orgSettings: OrgSettingsStore;
   config: Config;
   now: () => Date;
   newSessionId: () => string;
@@ -57,7 +64,9 @@ export interface HttpRequest<B, P, Q> {
   body: B;
   params: P;
   query: Q;
-  /** Null only on routes declared `auth: false`. */
+  /** The session whose sandbox called (routes declared `auth: "sandbox"`), else null. */
+  sandboxSessionId: string | null;
+  /** Null only on routes declared `auth: false` or `"sandbox"`. */
   principal: Principal | null;
   requestId: string;
 }
@@ -71,7 +80,11 @@ export interface HttpResult {
 export interface RouteSpec<B, P, Q> {
   /** Metric and log name, e.g. "CreateSession". */
   name: string;
-  auth: boolean;
+  /**
+   * `true`: an API token; `"sandbox"`: an access token a sandbox's sidecar signed with its
+   * session's sandbox key (the sandbox calling back for its credentials); `false`: none.
+   */
+  auth: boolean | "sandbox";
   body?: ZodType<B>;
   params?: ZodType<P>;
   query?: ZodType<Q>;
@@ -119,6 +132,21 @@ async function authenticate(event: APIGatewayProxyEventV2, tokens: ApiTokenStore
   return principalForToken(match[1], tokens, "Authorization header");
 }
 
+/**
+ * A sandbox calling back: `Authorization: Bearer sca1...` signed with the key of the session it
+ * names (sandbox/shared/access-token.ts). Any failure is the same 401, naming no reason.
+ */
+async function authenticateSandbox(event: APIGatewayProxyEventV2, keyring: SandboxKeyring, now: Date): Promise<string> {
+  const header = event.headers?.authorization ?? event.headers?.Authorization ?? "";
+  const token = /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] ?? "";
+  const sessionId = claimedSessionId(token);
+  if (sessionId && SessionId.safeParse(sessionId).success) {
+    const verdict = verifyAccessToken(token, await keyring.sandboxKey(sessionId), { sessionId, nowSeconds: Math.floor(now.getTime() / 1000) });
+    if (verdict.ok) return sessionId;
+  }
+  throw new UnauthorizedError("a sandbox credential is required");
+}
+
 function readBody(event: APIGatewayProxyEventV2, maxBytes: number): unknown {
   if (event.body === undefined || event.body === null || event.body === "") return undefined;
   const raw = event.isBase64Encoded ? Buffer.from(event.body, "base64") : Buffer.from(event.body, "utf8");
@@ -153,13 +181,14 @@ export function httpRoute<B, P, Q>(
   return (deps) => {
     const core = async (event: APIGatewayProxyEventV2): Promise<APIGatewayProxyStructuredResultV2> => {
       const requestId = event.requestContext?.requestId ?? "unknown";
-      const principal = spec.auth ? await authenticate(event, deps.tokens) : null;
+      const principal = spec.auth === true ? await authenticate(event, deps.tokens) : null;
+      const sandboxSessionId = spec.auth === "sandbox" ? await authenticateSandbox(event, deps.sandboxKeys, deps.now()) : null;
       const params = parseWith(spec.params, event.pathParameters ?? {}, "", "invalid_id");
       const query = parseWith(spec.query, event.queryStringParameters ?? {}, "query", "invalid_query");
       const rawBody = readBody(event, deps.config.MAX_BODY_BYTES);
       if (!spec.body && rawBody !== undefined) throw new ValidationError("body: this route takes no body");
       const body = parseWith(spec.body, rawBody ?? {}, "body", "invalid_request");
-      const result = await run({ body, params, query, principal, requestId }, deps);
+      const result = await run({ body, params, query, principal, sandboxSessionId, requestId }, deps);
       return json(result.status, result.body, result.headers);
     };
 

@@ -9,6 +9,7 @@ import { newSessionId } from "../domain/ids";
 import { logger } from "../observability/logger";
 import { metrics } from "../observability/metrics";
 import { createDocumentClient } from "../store/dynamo-client";
+import { DynamoOrgSettingsStore } from "../store/dynamo-org-settings";
 import { DynamoApiTokenStore, DynamoSessionStore } from "../store/dynamo-session-store";
 import { DynamoLifecycleEventLog, DynamoPromptQueue, DynamoProxyConnectionRegistry } from "../store/dynamo-session-items";
 import { SchedulerClient } from "@aws-sdk/client-scheduler";
@@ -20,6 +21,8 @@ import { SfnFlowRunner, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow
 import { OpenCodeAgentClient } from "../agent/opencode-agent-client";
 import { awsProviders } from "../flows/lambda-entry";
 import { keyringFromEnv } from "../config/sandbox-keyring";
+import { DynamoOrgSecretStore } from "../store/dynamo-org-secrets";
+import { kmsKeyWrapperFromEnv } from "../secrets/kms-key-wrapper";
 import type { HttpDeps, HttpHandler } from "./http-handler";
 
 let deps: HttpDeps | undefined;
@@ -41,6 +44,9 @@ export function awsHttpDeps(): HttpDeps {
       agent: new OpenCodeAgentClient(),
       provider: awsProviders(config),
       sandboxKeys: keyringFromEnv(process.env),
+      // KMS only on first wrap/unwrap: functions that read metadata never need SECRETS_KMS_KEY_ARN.
+      secrets: new DynamoOrgSecretStore(doc, config.TABLE_NAME, kmsKeyWrapperFromEnv(process.env)),
+      orgSettings: new DynamoOrgSettingsStore(doc, config.TABLE_NAME),
       config,
       now: () => new Date(),
       newSessionId,

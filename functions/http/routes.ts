@@ -18,6 +18,12 @@ import { makeListEventsHandler } from "./handlers/list-events";
 import { makeListMessagesHandler } from "./handlers/list-messages";
 import { makeDeleteProxyConnectionHandler, makePutProxyConnectionHandler } from "./handlers/proxy-connections";
 import { makeSidecarAccessHandler } from "./handlers/sidecar-access";
+import { makePutSecretHandler } from "./handlers/put-secret";
+import { makeListSecretsHandler } from "./handlers/list-secrets";
+import { makeGetSecretHandler } from "./handlers/get-secret";
+import { makeDeleteSecretHandler } from "./handlers/delete-secret";
+import { makeGetOrgModelHandler, makePutOrgModelHandler } from "./handlers/org-model";
+import { makeSandboxEnvValuesHandler, makeSandboxGitCredentialHandler } from "./handlers/sandbox-credentials";
 
 export type TableAccess = "none" | "read" | "readwrite";
 
@@ -40,7 +46,17 @@ export interface HttpRouteDefinition {
   armsSchedules?: boolean;
   /** Signs sidecar access (the sandbox access key) and resolves sandbox tunnels (provider credentials). */
   sandboxAccess?: boolean;
+  /** Verifies a sandbox's own signature (`auth: "sandbox"`): the sandbox access key, no provider credentials. */
+  verifiesSandboxes?: boolean;
+  /**
+   * What the route does with org secrets (functions/store/dynamo-org-secrets.ts), for the KMS
+   * grant on the secrets key: `metadata` reads, lists or deletes items only (no KMS);
+   * `encrypt` stores values (kms:Encrypt); `decrypt` reveals them (kms:Decrypt).
+   */
+  secretAccess?: SecretAccess;
 }
+
+export type SecretAccess = "metadata" | "encrypt" | "decrypt";
 
 export const HTTP_ROUTES: readonly HttpRouteDefinition[] = [
   { id: "Health", method: "GET", path: "/v1/health", entry: "functions/http/handlers/health.ts", make: makeHealthHandler, tableAccess: "none" },
@@ -58,6 +74,15 @@ export const HTTP_ROUTES: readonly HttpRouteDefinition[] = [
   { id: "PutProxyConnection", method: "PUT", path: "/v1/sessions/{id}/proxy-connections/{proxyId}", entry: "functions/http/handlers/put-proxy-connection.ts", make: makePutProxyConnectionHandler, tableAccess: "readwrite" },
   { id: "DeleteProxyConnection", method: "DELETE", path: "/v1/sessions/{id}/proxy-connections/{proxyId}", entry: "functions/http/handlers/delete-proxy-connection.ts", make: makeDeleteProxyConnectionHandler, tableAccess: "readwrite", armsSchedules: true },
   { id: "CreateSidecarAccess", method: "POST", path: "/v1/sessions/{id}/sidecar-access", entry: "functions/http/handlers/create-sidecar-access.ts", make: makeSidecarAccessHandler, tableAccess: "read", sandboxAccess: true },
+  { id: "PutSecret", method: "PUT", path: "/v1/secrets/{name}", entry: "functions/http/handlers/put-secret.ts", make: makePutSecretHandler, tableAccess: "readwrite", secretAccess: "encrypt" },
+  { id: "ListSecrets", method: "GET", path: "/v1/secrets", entry: "functions/http/handlers/list-secrets.ts", make: makeListSecretsHandler, tableAccess: "read", secretAccess: "metadata" },
+  { id: "GetSecret", method: "GET", path: "/v1/secrets/{name}", entry: "functions/http/handlers/get-secret.ts", make: makeGetSecretHandler, tableAccess: "read", secretAccess: "metadata" },
+  { id: "DeleteSecret", method: "DELETE", path: "/v1/secrets/{name}", entry: "functions/http/handlers/delete-secret.ts", make: makeDeleteSecretHandler, tableAccess: "readwrite", secretAccess: "metadata" },
+  { id: "GetOrgModel", method: "GET", path: "/v1/org/model", entry: "functions/http/handlers/get-org-model.ts", make: makeGetOrgModelHandler, tableAccess: "read" },
+  { id: "PutOrgModel", method: "PUT", path: "/v1/org/model", entry: "functions/http/handlers/put-org-model.ts", make: makePutOrgModelHandler, tableAccess: "readwrite", secretAccess: "metadata" },
+  // Called by sandboxes (their sidecar signs with the session's sandbox key), never by people.
+  { id: "SandboxGitCredential", method: "POST", path: "/v1/sandbox/git-credential", entry: "functions/http/handlers/sandbox-git-credential.ts", make: makeSandboxGitCredentialHandler, tableAccess: "read", verifiesSandboxes: true, secretAccess: "decrypt" },
+  { id: "SandboxEnvValues", method: "POST", path: "/v1/sandbox/env-values", entry: "functions/http/handlers/sandbox-env-values.ts", make: makeSandboxEnvValuesHandler, tableAccess: "read", verifiesSandboxes: true, secretAccess: "decrypt" },
 ];
 
 /** Matches a concrete path against a route path; returns the path parameters or null. */

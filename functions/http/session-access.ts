@@ -18,3 +18,10 @@ export function requirePrincipal(principal: Principal | null): Principal {
   if (!principal) throw new Error("route declared auth: true but has no principal");
   return principal;
 }
+
+/** Routes marked admin (API.md "Roles") answer 403 to a member. */
+export function requireAdmin(principal: Principal | null): Principal {
+  const caller = requirePrincipal(principal);
+  if (caller.role !== "admin") throw new ForbiddenError("this route needs the admin role", { context: { role: caller.role } });
+  return caller;
+}

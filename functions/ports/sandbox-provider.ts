@@ -5,10 +5,15 @@
  * provider type is stored on the session so resume always uses the creator's provider.
  * Every failure is a `ProviderError` (domain/errors.ts) whose message is already redacted.
  */
+import type { GitIdentity } from "../domain/agent-settings";
+import type { GitFreshnessConfig } from "../domain/git-freshness";
 import type { ProviderType, RepoSpec, SessionEnvFiles, SessionType } from "../domain/session";
 
 export interface AgentConfig {
-  /** e.g. "anthropic/claude-sonnet-4-5"; the development model when unset and no key is configured. */
+  /**
+   * e.g. "anthropic/claude-sonnet-4-5" (its key is in `envVars` when the session or org named a
+   * key secret). Unset: the deployment default, its own Anthropic key, else the development model.
+   */
   modelId?: string;
 }
 
@@ -41,6 +46,21 @@ export interface CreateSandboxOpts {
   sessionType?: SessionType;
   sshPublicKey?: string;
   triggerContext?: Record<string, unknown>;
+  /** The git author of the agent's commits (the session's user). */
+  gitIdentity?: GitIdentity;
+  /**
+   * Where the sandbox's sidecar asks for its session's credentials (git tokens, env-file values):
+   * the control plane's public base URL. Unset: the sandbox gets no credentials.
+   */
+  controlPlaneUrl?: string;
+  /** seed 003 §6.7: `git pull --ff-only` on restore (SANDBOX_GIT_PULL_ON_RESTORE / _CADENCE_SECONDS). */
+  gitFreshness?: GitFreshnessConfig;
+  /**
+   * Start `serviceCommands` at boot even when the snapshot is not known to hold their
+   * dependencies: the session named them itself (seed 000's `snapshotHasDeps` gate is for
+   * commands that come from a repo or prebuild configuration).
+   */
+  autoStartServices?: boolean;
 }
 
 export interface CreateSandboxResult {

@@ -2,7 +2,7 @@
  * Session store port. The one adapter (store/dynamo-session-store.ts) talks to DynamoDB in AWS
  * and to dynalite locally; all concurrency control is single-item conditional writes.
  */
-import type { Principal } from "../domain/principal";
+import type { Principal, Role } from "../domain/principal";
 import type { SessionRecord, SessionStatus } from "../domain/session";
 import type { TransitionChanges } from "../domain/session-transitions";
 
@@ -91,9 +91,15 @@ export interface SessionStore {
   recordAgentState(sessionId: string, sandboxId: string, state: { busy: boolean; at: Date }): Promise<boolean>;
 }
 
+/** What a new token is issued for: the role is optional (default `member`), the name is a label. */
+export type NewTokenPrincipal = Omit<Principal, "role"> & { role?: Role; name?: string };
+
 export interface ApiTokenStore {
   /** The principal for a raw bearer token, or null. Only the token's SHA-256 is looked up. */
   resolveToken(token: string): Promise<Principal | null>;
-  /** Stores a token's hash with its principal (admin tooling and the local runtime's dev token). */
-  putToken(token: string, principal: Principal & { name?: string }, now: Date): Promise<void>;
+  /**
+   * Stores a token's hash with its principal (admin tooling and the local runtime's dev token).
+   * The role defaults to `member` (API.md "Roles").
+   */
+  putToken(token: string, principal: NewTokenPrincipal, now: Date): Promise<void>;
 }

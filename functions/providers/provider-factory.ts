@@ -6,6 +6,8 @@
 import { ValidationError } from "../domain/errors";
 import type { ProviderType } from "../domain/session";
 import type { SandboxProvider } from "../ports/sandbox-provider";
+import { DEPLOYMENT_MODEL_VARS } from "./sandbox-boot";
+import { DEV_MODEL_REQUIRED_KEY_ENV } from "./local/opencode-launch";
 
 export interface ProviderSettings {
   /** Local provider: where sandboxes and snapshots live. */
@@ -24,7 +26,7 @@ export async function createSandboxProvider(type: ProviderType, settings: Provid
       return new LocalSandboxProvider({
         dataDir: settings.localDataDir,
         sandboxTimeoutSeconds: settings.sandboxTimeoutSeconds,
-        env: pick(env, ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"]),
+        env: pick(env, [...DEPLOYMENT_MODEL_VARS, DEV_MODEL_REQUIRED_KEY_ENV]),
       });
     }
     case "modal": {
@@ -35,6 +37,7 @@ export async function createSandboxProvider(type: ProviderType, settings: Provid
       return new ModalSandboxProvider(createModalSdk({ tokenId, tokenSecret }), {
         appName: env.MODAL_APP_NAME ?? "sandbox-control-plane",
         timeoutSeconds: settings.sandboxTimeoutSeconds,
+        modelEnv: pick(env, DEPLOYMENT_MODEL_VARS),
         ...(env.MODAL_BASE_IMAGE ? { baseImage: env.MODAL_BASE_IMAGE } : {}),
         ...(env.MODAL_BASE_SNAPSHOT_ID ? { baseSnapshotId: env.MODAL_BASE_SNAPSHOT_ID } : {}),
       });
@@ -46,11 +49,12 @@ export async function createSandboxProvider(type: ProviderType, settings: Provid
       return new E2BSandboxProvider(createE2BSdk({ apiKey }), {
         template: env.E2B_TEMPLATE ?? "base",
         timeoutSeconds: settings.sandboxTimeoutSeconds,
+        modelEnv: pick(env, DEPLOYMENT_MODEL_VARS),
       });
     }
   }
 }
 
-function pick(env: Record<string, string>, names: string[]): Record<string, string> {
+function pick(env: Record<string, string>, names: readonly string[]): Record<string, string> {
   return Object.fromEntries(names.filter((n) => env[n] !== undefined).map((n) => [n, env[n] as string]));
 }

@@ -12,6 +12,7 @@ import { SIDECAR_PROXY_PREFIX } from "../../sandbox/sidecar/caddy-expose";
 import { SANDBOX_KEY_ENV } from "../../sandbox/shared/access-token";
 import { agentEndpointForKey } from "../agent/agent-endpoint";
 import type { GitFreshnessConfig } from "../domain/git-freshness";
+import { MODEL_KEY_ENV, modelKeyEnv, modelProvider } from "../domain/agent-settings";
 import type { CreateSandboxOpts, ExecResult } from "../ports/sandbox-provider";
 
 /** seed 003 §4 "Standard Ports": OpenCode and preview are HTTPS tunnels, SSH is raw TCP, the sidecar is internal. */
@@ -40,18 +41,45 @@ export function shellJoin(argv: string[]): string {
   return argv.map((a) => (/^[A-Za-z0-9_@%+=:,./-]+$/.test(a) ? a : shellQuote(a))).join(" ");
 }
 
-/** Env injected into every sandbox; `SESSION_ID` is set last so a caller cannot spoof it. */
-export function buildSandboxEnv(opts: Pick<CreateSandboxOpts, "sessionId" | "envVars">): Record<string, string> {
-  return { ...opts.envVars, SESSION_ID: opts.sessionId };
+/** The deployment's own model variables (its provider secret, or the host env locally). */
+export const DEPLOYMENT_MODEL_VARS: readonly string[] = [...new Set([...Object.values(MODEL_KEY_ENV), "ANTHROPIC_BASE_URL"])];
+
+/**
+ * What a sandbox gets from the deployment's own model keys: with no model configured (the
+ * deployment default) its Anthropic key; with a model named without a key secret, that
+ * provider's key; nothing when the session's create call already carries the key (an org secret).
+ */
+export function deploymentModelEnv(opts: Pick<CreateSandboxOpts, "agentConfig" | "envVars">, deployment: Readonly<Record<string, string | undefined>>): Record<string, string> {
+  const modelId = opts.agentConfig?.modelId;
+  const wanted = !modelId ? ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"] : [modelKeyEnv(modelId), modelProvider(modelId) === "anthropic" ? "ANTHROPIC_BASE_URL" : null];
+  const out: Record<string, string> = {};
+  for (const name of wanted) {
+    const value = name ? deployment[name] : undefined;
+    if (name && value && opts.envVars[name] === undefined) out[name] = value;
+  }
+  return out;
 }
 
 /**
- * The env a resumed sandbox re-exports into its shells (E2B resume): the session's vars without
- * the sandbox key, which only the sidecar may hold (the sidecar survived the pause with it).
+ * Env injected into every sandbox: the deployment's model key when the session has none of its
+ * own, the session's vars; `SESSION_ID` is set last so a caller cannot spoof it.
+ */
+export function buildSandboxEnv(
+  opts: Pick<CreateSandboxOpts, "sessionId" | "envVars" | "agentConfig">,
+  deployment: Readonly<Record<string, string | undefined>> = {},
+): Record<string, string> {
+  return { ...deploymentModelEnv(opts, deployment), ...opts.envVars, SESSION_ID: opts.sessionId };
+}
+
+/**
+ * The env a resumed sandbox re-exports into its shells (E2B resume), written to a file: the
+ * session's vars without the sandbox key (only the sidecar may hold it; the sidecar survived the
+ * pause with it) and without model keys (OpenCode survived the pause with its own; a key is
+ * never written to disk).
  */
 export function buildShellEnv(opts: Pick<CreateSandboxOpts, "sessionId" | "envVars">): Record<string, string> {
-  const { [SANDBOX_KEY_ENV]: _key, ...env } = buildSandboxEnv(opts);
-  return env;
+  const secret = new Set<string>([SANDBOX_KEY_ENV, ...DEPLOYMENT_MODEL_VARS]);
+  return Object.fromEntries(Object.entries(buildSandboxEnv(opts)).filter(([name]) => !secret.has(name)));
 }
 
 /**
@@ -73,7 +101,10 @@ export function bootRequest(opts: CreateSandboxOpts, context: { restored: boolea
     ...(opts.envFiles && opts.envFiles.length > 0 ? { envFiles: opts.envFiles } : {}),
     sshPublicKey: opts.sshPublicKey ?? null,
     triggerContext: opts.triggerContext ?? null,
-    gitFreshness: context.gitFreshness,
+    gitFreshness: opts.gitFreshness ?? context.gitFreshness,
+    gitIdentity: opts.gitIdentity ?? null,
+    controlPlaneUrl: opts.controlPlaneUrl ?? null,
+    autoStartServices: opts.autoStartServices ?? false,
   };
 }
 

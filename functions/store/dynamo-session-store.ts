@@ -14,10 +14,10 @@ import {
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { ConflictError, InvalidTransitionError, LeaseBusyError, LeaseLostError, NotFoundError, StaleWriteError, ValidationError } from "../domain/errors";
-import type { Principal } from "../domain/principal";
+import { ROLES, type Principal } from "../domain/principal";
 import { SessionRecord, type SessionStatus } from "../domain/session";
 import { allowedSources, applyTransition, pickTransitionChanges, type TransitionChanges } from "../domain/session-transitions";
-import type { ApiTokenStore, Lease, LeaseGuard, ListOptions, ListPage, SessionStore } from "../ports/session-store";
+import type { ApiTokenStore, Lease, LeaseGuard, ListOptions, ListPage, NewTokenPrincipal, SessionStore } from "../ports/session-store";
 import { GSI_BY_ORG, GSI_BY_STATUS, keys } from "./table-layout";
 import { ItemLease, conditions, isConditionFailure, stripKeys } from "./item-lease";
 
@@ -369,7 +369,8 @@ export function hashToken(token: string): string {
   return createHash("sha256").update(token, "utf8").digest("hex");
 }
 
-const StoredToken = z.object({ userId: z.string().min(1), orgId: z.string().min(1) });
+/** Token items written before roles existed have no `role`: they resolve as `member` (API.md "Roles"). */
+const StoredToken = z.object({ userId: z.string().min(1), orgId: z.string().min(1), role: z.enum(ROLES).default("member") });
 
 /** API tokens: only the SHA-256 of a token is stored or looked up. */
 export class DynamoApiTokenStore implements ApiTokenStore {
@@ -382,10 +383,10 @@ export class DynamoApiTokenStore implements ApiTokenStore {
     const out = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: keys.apiToken(hashToken(token)) }));
     if (!out.Item || out.Item.revokedAt) return null;
     const parsed = StoredToken.safeParse(out.Item);
-    return parsed.success ? { userId: parsed.data.userId, orgId: parsed.data.orgId } : null;
+    return parsed.success ? { userId: parsed.data.userId, orgId: parsed.data.orgId, role: parsed.data.role } : null;
   }
 
-  async putToken(token: string, principal: Principal & { name?: string }, now: Date): Promise<void> {
+  async putToken(token: string, principal: NewTokenPrincipal, now: Date): Promise<void> {
     await this.doc.send(
       new PutCommand({
         TableName: this.tableName,
@@ -393,6 +394,7 @@ export class DynamoApiTokenStore implements ApiTokenStore {
           ...keys.apiToken(hashToken(token)),
           userId: principal.userId,
           orgId: principal.orgId,
+          role: principal.role ?? "member",
           name: principal.name ?? null,
           createdAt: now.toISOString(),
         },

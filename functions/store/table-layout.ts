@@ -12,6 +12,8 @@
  * | connection lookup   | `WSCONN#<connectionId>` | `WSCONN`                        | -                         | -                                        |
  * | transcript message  | `SESSION#<sessionId>`   | `MSG#<createdAt>#<messageId>`   | -                         | -                                        |
  * | proxy connection    | `SESSION#<sessionId>`   | `PROXY#<proxyId>`               | -                         | -                                        |
+ * | org secret          | `ORG#<orgId>`           | `SECRET#<name>`                 | -                         | -                                        |
+ * | org settings        | `ORG#<orgId>`           | `SETTINGS`                      | -                         | -                                        |
  *
  * Prompts, events and connections live in the session's partition, so one Query with a
  * `begins_with` on SK reads a session's queue, audit trail, client set or transcript in order.
@@ -28,6 +30,9 @@
  * - a session's transcript oldest first: Query PK=`SESSION#id`, SK begins_with `MSG#`;
  * - a session's live proxy connections: Query PK=`SESSION#id`, SK begins_with `PROXY#`, filtered on expiry;
  * - resolve an API token: GetItem PK=`APITOKEN#sha256(token)` (the token itself is never stored).
+ * - an org's secrets by name: Query PK=`ORG#org`, SK begins_with `SECRET#` (metadata only, projected);
+ *   the values a session names: BatchGetItem on `ORG#org` / `SECRET#name` (ciphertext only: the value
+ *   is envelope-encrypted, functions/secrets/envelope-cipher.ts).
  */
 
 export const GSI_BY_ORG = "GSI1";
@@ -54,6 +59,11 @@ export const keys = {
   sessionPartition: (sessionId: string) => `SESSION#${sessionId}`,
   message: (sessionId: string, createdAt: string, messageId: string) => ({ PK: `SESSION#${sessionId}`, SK: `MSG#${createdAt}#${messageId}` }),
   proxy: (sessionId: string, proxyId: string) => ({ PK: `SESSION#${sessionId}`, SK: `PROXY#${proxyId}` }),
+  /** An org secret; the org's partition (`ORG#<orgId>` in the table, not in GSI1) holds its secrets in name order. */
+  secret: (orgId: string, name: string) => ({ PK: `ORG#${orgId}`, SK: `SECRET#${name}` }),
+  secretPrefix: "SECRET#",
+  /** An org's settings (its default agent model); one item per org. */
+  orgSettings: (orgId: string) => ({ PK: `ORG#${orgId}`, SK: "SETTINGS" }),
 } as const;
 
 /** Key attributes that the store adds to domain records and strips from them. */

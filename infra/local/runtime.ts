@@ -14,10 +14,14 @@ import { staticKeyring } from "../../functions/config/sandbox-keyring";
 import { newApiToken, newSessionId } from "../../functions/domain/ids";
 import type { Principal } from "../../functions/domain/principal";
 import type { HttpDeps } from "../../functions/http/http-handler";
+import type { NewTokenPrincipal } from "../../functions/ports/session-store";
 import { createLogger } from "../../functions/observability/logger";
 import { createMetrics } from "../../functions/observability/metrics";
 import { createDocumentClient, ensureTable } from "../../functions/store/dynamo-client";
 import { DynamoApiTokenStore, DynamoSessionStore } from "../../functions/store/dynamo-session-store";
+import { DynamoOrgSecretStore } from "../../functions/store/dynamo-org-secrets";
+import { DynamoOrgSettingsStore } from "../../functions/store/dynamo-org-settings";
+import { LocalSecretKeyWrapper, SECRETS_MASTER_KEY_BYTES, parseSecretsMasterKey } from "../../functions/secrets/local-key-wrapper";
 import { startLocalHttpServer } from "./local-http-server";
 import { OpenCodeAgentClient } from "../../functions/agent/opencode-agent-client";
 import type { FlowDeps } from "../../functions/flows/flow-deps";
@@ -41,7 +45,8 @@ import { StreamingRelay } from "../../functions/relay/relay";
 import { sweep, type SweepReport } from "../../functions/sweeper/orphan-sweeper";
 
 export const LOCAL_TABLE_NAME = "sandbox-control-plane";
-export const DEV_PRINCIPAL: Principal = { userId: "dev-user", orgId: "dev-org" };
+/** API.md "Roles": the local development token is an admin. */
+export const DEV_PRINCIPAL: Principal = { userId: "dev-user", orgId: "dev-org", role: "admin" };
 
 export interface LocalRuntimeOptions {
   /** HTTP port; 0 picks a free one. */
@@ -87,8 +92,8 @@ export interface LocalRuntime {
   sandboxDir: string;
   /** Runs the orphan sweeper now (it also runs every SWEEPER_INTERVAL_SECONDS); joins a sweep in progress. */
   sweep(): Promise<SweepReport>;
-  /** Adds another API token (tests use one per org). */
-  addApiToken(principal: Principal, token?: string): Promise<string>;
+  /** Adds another API token (tests use one per org); the role defaults to `member`. */
+  addApiToken(principal: NewTokenPrincipal, token?: string): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -106,6 +111,26 @@ function localMasterKey(dataDir: string | undefined): string {
   }
   const key = randomBytes(32).toString("base64url");
   writeFileSync(file, key, { mode: 0o600, flag: "wx" });
+  return key;
+}
+
+/**
+ * The local secrets master key (the stand-in for the KMS key that wraps each secret's data key):
+ * SECRETS_MASTER_KEY when set; else kept in DATA_DIR (mode 0600), so secrets stored before a
+ * restart still decrypt; a fresh random key per run otherwise (in-memory secrets die with it).
+ */
+function localSecretsMasterKey(env: Record<string, string | undefined> | undefined, dataDir: string | undefined): Buffer {
+  const configured = env?.SECRETS_MASTER_KEY;
+  if (configured) return parseSecretsMasterKey(configured);
+  if (!dataDir) return randomBytes(SECRETS_MASTER_KEY_BYTES);
+  const file = path.join(ensureDir(dataDir), "secrets.key");
+  try {
+    return parseSecretsMasterKey(readFileSync(file, "utf8"), file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+  }
+  const key = randomBytes(SECRETS_MASTER_KEY_BYTES);
+  writeFileSync(file, key.toString("base64"), { mode: 0o600, flag: "wx" });
   return key;
 }
 
@@ -153,6 +178,8 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   };
   const push = new LocalClientPush();
   const sandboxKeys = staticKeyring(options.env?.SANDBOX_ACCESS_KEY ?? localMasterKey(options.dataDir));
+  const orgSettings = new DynamoOrgSettingsStore(doc, LOCAL_TABLE_NAME);
+  const secrets = new DynamoOrgSecretStore(doc, LOCAL_TABLE_NAME, new LocalSecretKeyWrapper(localSecretsMasterKey(options.env, options.dataDir)));
   // Locally the figures stay in memory (the bench reads them); in AWS they are CloudWatch EMF.
   const metrics = new RecordingMetricsSink();
   const relayLeases = new DynamoRelayLeaseStore(doc, LOCAL_TABLE_NAME);
@@ -186,6 +213,8 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     provider,
     agent,
     sandboxKeys,
+    secrets,
+    orgSettings,
     config,
     metrics,
     now,
@@ -206,6 +235,8 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     agent,
     provider,
     sandboxKeys,
+    secrets,
+    orgSettings,
     config,
     now,
     newSessionId,
@@ -217,6 +248,8 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   // The WebSocket API shares the HTTP port; its URL is only known now (PORT=0 picks one).
   const wsUrl = `ws://${options.host ?? "127.0.0.1"}:${http.port}/ws`;
   (config as { WS_URL: string }).WS_URL = wsUrl;
+  // Local sandboxes call back on loopback for their credentials (git tokens, env values).
+  (config as { CONTROL_PLANE_URL?: string }).CONTROL_PLANE_URL ??= `http://${options.host === "0.0.0.0" ? "127.0.0.1" : (options.host ?? "127.0.0.1")}:${http.port}`;
   const wsDeps: WsDeps = {
     ...flowDeps,
     tokens,

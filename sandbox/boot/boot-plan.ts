@@ -4,20 +4,26 @@
  * rules a reader needs are all here:
  *
  * Phase 1, blocking (the sandbox is not usable before it ends):
- *   workspace: clone each repo (fresh) or read the snapshot's metadata (restored);
+ *   the sidecar is started first (not waited for): git's credential helper asks it, over its
+ *   Unix socket, for the session's token while the repos clone;
+ *   git config: the user's identity and that credential helper (no token is ever written);
+ *   workspace: clone each repo (fresh: whole history unless a depth is asked, then the pinned
+ *   ref) or read the snapshot's metadata (restored);
  *   OpenCode config, plugin, tools (setup-only tools only for setup sessions), instructions,
  *   SSH key, trigger context; start OpenCode and wait until `/session` answers.
  *   With a sandbox key (`SIDECAR_TOKEN`), OpenCode gets the password derived from it
  *   (`OPENCODE_SERVER_PASSWORD`, its env only: its tunnel is public) and the wait authenticates.
  * Phase 2, fire-and-forget (failures are logged, never fatal):
- *   git freshness pull (restored only), infrastructure services, Caddy, the sidecar, env files,
- *   service commands (only when the snapshot has the dependencies installed).
+ *   git freshness pull (restored only; the helper fetches a fresh credential), infrastructure
+ *   services, Caddy, wait for the sidecar, env files (values from the org's secrets through the
+ *   sidecar), service commands (when the snapshot has the dependencies installed, or the session
+ *   named them itself).
  */
 import type { SessionMetadata } from "../../functions/domain/git-freshness";
 import { AGENT_PASSWORD_ENV, SANDBOX_KEY_ENV, agentAuthorization, deriveAgentPassword } from "../shared/access-token";
 import type { BootCommand, BootSpec } from "./boot-spec";
 import { homeEnv, repoDir, repoDirName, sandboxFiles } from "./layout";
-import { PLUGIN_SOURCE, AGENT_TOOLS, configDirPackageFiles, openCodeConfig, toolsFor, DEFAULT_MODEL_ID, type ModelChoice } from "./opencode-files";
+import { PLUGIN_SOURCE, AGENT_TOOLS, configDirPackageFiles, openCodeConfig, toolsFor, DEFAULT_MODEL_ID, DEV_MODEL_KEY_ENV, type ModelChoice } from "./opencode-files";
 
 export type FileOp =
   | { op: "mkdir"; path: string }
@@ -31,12 +37,14 @@ export type FileOp =
 export type ProcessId = "opencode" | "caddy" | "sidecar";
 
 export type BootStep =
-  | { kind: "clone"; name: string; url: string; branch: string | null; dir: string }
+  /** `depth` null: the whole history; `ref`: a commit or tag checked out after the clone (seed 004 `REPO_REF`). */
+  | { kind: "clone"; name: string; url: string; branch: string | null; dir: string; depth: number | null; ref: string | null }
   | { kind: "write-metadata"; name: string; path: string; metadata: SessionMetadata }
   /** Keeps the snapshot's git-freshness clock, rewrites the rest for this session and layout. */
   | { kind: "restore-metadata"; name: string; path: string; metadata: SessionMetadata }
   | { kind: "files"; name: string; ops: FileOp[] }
-  | { kind: "start-dev-model"; name: string; port: number }
+  /** `requiredKeySha256`: the model answers 401 unless the request's key hashes to it (tests prove the key reached OpenCode). */
+  | { kind: "start-dev-model"; name: string; port: number; requiredKeySha256: string | null }
   | { kind: "spawn"; name: string; process: ProcessId; command: BootCommand; cwd: string; env: Record<string, string>; log: string }
   /**
    * Polls `url` with the readiness backoff; fails at once if `process` exited, skips if it never
@@ -62,22 +70,24 @@ export interface BootPlan {
 export interface BootSecrets {
   /** OpenCode's server password; null runs OpenCode without one (no sandbox key, as in old tests). */
   agentPassword: string | null;
+  /** The development model's key is in the environment (`DEV_MODEL_API_KEY`): OpenCode sends it. */
+  devModelKey: boolean;
 }
 
-export const NO_SECRETS: BootSecrets = { agentPassword: null };
+export const NO_SECRETS: BootSecrets = { agentPassword: null, devModelKey: false };
 
 /** The secrets the boot derives from its environment: the agent password from the sandbox key. */
 export function bootSecrets(env: Readonly<Record<string, string | undefined>>): BootSecrets {
   const sandboxKey = env[SANDBOX_KEY_ENV];
-  return { agentPassword: sandboxKey ? deriveAgentPassword(sandboxKey) : null };
+  return { agentPassword: sandboxKey ? deriveAgentPassword(sandboxKey) : null, devModelKey: Boolean(env[DEV_MODEL_KEY_ENV]) };
 }
 
 /** A clone is bounded (seed 004 step 4); the boot's `start` mode waits at most this per repo. */
 export const CLONE_TIMEOUT_MS = 300_000;
 const CLI_TIMEOUT_MS = 120_000;
 
-function modelChoice(spec: BootSpec): ModelChoice {
-  if (spec.layout.devModel) return { kind: "dev", port: spec.layout.devModel.port };
+function modelChoice(spec: BootSpec, secrets: BootSecrets): ModelChoice {
+  if (spec.layout.devModel) return { kind: "dev", port: spec.layout.devModel.port, apiKeyEnv: secrets.devModelKey ? DEV_MODEL_KEY_ENV : null };
   return { kind: "id", modelId: spec.request.modelId ?? DEFAULT_MODEL_ID };
 }
 
@@ -96,17 +106,94 @@ function localUrl(hostname: string, port: number): string {
   return `http://${host}:${port}`;
 }
 
-/** The OpenCode config every boot writes and passes as `OPENCODE_CONFIG_CONTENT`. */
-export function bootOpenCodeConfig(spec: BootSpec): Record<string, unknown> {
+/**
+ * The OpenCode config every boot writes and passes as `OPENCODE_CONFIG_CONTENT`. It never holds a
+ * key: a model key stays in OpenCode's environment (`{env:NAME}` in the config).
+ */
+export function bootOpenCodeConfig(spec: BootSpec, secrets: BootSecrets = NO_SECRETS): Record<string, unknown> {
   const files = sandboxFiles(spec.layout);
-  return openCodeConfig({ model: modelChoice(spec), instructionsPath: spec.request.systemPrompt ? files.instructions : null });
+  return openCodeConfig({ model: modelChoice(spec, secrets), instructionsPath: spec.request.systemPrompt ? files.instructions : null });
+}
+
+/** POSIX single-quoting for the helper command git runs through `sh`. */
+function shellWord(value: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(value) ? value : `'${value.replace(/'/g, `'\\''`)}'`;
+}
+
+/** A git config value, double-quoted (git's own escaping). */
+function gitConfigValue(value: string): string {
+  return `"${value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, " ")}"`;
+}
+
+/**
+ * `~/.gitconfig`: the session user's identity and the credential helper (the in-sandbox CLI
+ * asking the sidecar's socket). `helper =` first clears helpers from system config, so no other
+ * helper ever stores a token on disk; `useHttpPath` sends the repo path, so each repo gets its
+ * own credential. Null when there is nothing to configure.
+ */
+export function gitConfigFile(spec: BootSpec): string | null {
+  const { request, layout } = spec;
+  const socket = layout.sidecar?.socket ?? null;
+  const helper = socket && layout.cli && request.controlPlaneUrl ? [...layout.cli.argv, "git-credential", "--socket", socket] : null;
+  if (!request.gitIdentity && !helper) return null;
+  const lines = ["# Written by the sandbox boot at every start (sandbox/boot/boot-plan.ts); edits are replaced."];
+  if (request.gitIdentity) {
+    lines.push("[user]", `\tname = ${gitConfigValue(request.gitIdentity.name)}`, `\temail = ${gitConfigValue(request.gitIdentity.email)}`);
+  }
+  if (helper) {
+    lines.push("[credential]", "\thelper =", `\thelper = ${gitConfigValue(`!${helper.map(shellWord).join(" ")}`)}`, "\tuseHttpPath = true");
+  }
+  return `${lines.join("\n")}\n`;
+}
+
+function sidecarUrlOf(layout: BootSpec["layout"]): string | null {
+  return layout.sidecar ? localUrl(layout.sidecar.host, layout.sidecar.port) : null;
+}
+
+/**
+ * Defines the service commands and starts the sidecar (first thing in phase 1, waited for in
+ * phase 2): the sandbox key stays in its environment only (step-executor.ts), and the control
+ * plane's URL tells it where to ask for credentials.
+ */
+function sidecarSteps(spec: BootSpec): BootStep[] {
+  const { request, layout } = spec;
+  if (!layout.sidecar) return [];
+  const files = sandboxFiles(layout);
+  return [
+    {
+      kind: "files",
+      name: "write service definitions",
+      ops: [{ op: "write", path: files.servicesFile, content: JSON.stringify(request.serviceCommands.map((s) => ({ ...s, cwd: s.cwd ?? "." }))) }],
+    },
+    {
+      kind: "spawn",
+      name: "start sidecar",
+      process: "sidecar",
+      command: layout.sidecar.command,
+      cwd: layout.workspace,
+      env: {
+        ...homeEnv(layout.home),
+        SIDECAR_PORT: String(layout.sidecar.port),
+        SIDECAR_HOST: layout.sidecar.host,
+        WORKSPACE_DIR: layout.workspace,
+        SIDECAR_STATE_DIR: files.sidecarState,
+        SERVICES_FILE: files.servicesFile,
+        ...(layout.sidecar.socket ? { SIDECAR_SOCKET: layout.sidecar.socket } : {}),
+        ...(request.controlPlaneUrl ? { CONTROL_PLANE_URL: request.controlPlaneUrl } : {}),
+        ...(layout.caddy ? { CADDY_ADMIN_URL: layout.caddy.adminUrl } : {}),
+      },
+      log: `${layout.logDir}/sidecar.log`,
+    },
+  ];
 }
 
 function phase1(spec: BootSpec, secrets: BootSecrets): BootStep[] {
   const { request, layout } = spec;
   const files = sandboxFiles(layout);
-  const steps: BootStep[] = [];
+  const steps: BootStep[] = [...sidecarSteps(spec)];
   const metadata = freshMetadata(spec);
+  const gitConfig = gitConfigFile(spec);
+  if (gitConfig) steps.push({ kind: "files", name: "write git config", ops: [{ op: "write", path: files.gitConfig, content: gitConfig }] });
 
   // Workspace: a restored filesystem already holds the repos (with the agent's edits).
   if (request.restored) {
@@ -119,12 +206,14 @@ function phase1(spec: BootSpec, secrets: BootSecrets): BootStep[] {
         url: repo.url,
         branch: repo.branch ?? null,
         dir: repoDir(layout.workspace, repo),
+        depth: repo.depth ?? null,
+        ref: repo.ref ?? null,
       });
     }
     steps.push({ kind: "write-metadata", name: "write metadata", path: files.metadata, metadata });
   }
 
-  const config = bootOpenCodeConfig(spec);
+  const config = bootOpenCodeConfig(spec, secrets);
   const pkg = configDirPackageFiles();
   steps.push({
     kind: "files",
@@ -173,7 +262,9 @@ function phase1(spec: BootSpec, secrets: BootSecrets): BootStep[] {
     });
   }
 
-  if (layout.devModel) steps.push({ kind: "start-dev-model", name: "start dev model", port: layout.devModel.port });
+  if (layout.devModel) {
+    steps.push({ kind: "start-dev-model", name: "start dev model", port: layout.devModel.port, requiredKeySha256: layout.devModel.requiredKeySha256 ?? null });
+  }
   const oc = layout.opencode;
   steps.push({
     kind: "spawn",
@@ -242,38 +333,17 @@ function phase2(spec: BootSpec): BootStep[] {
     });
     steps.push({ kind: "wait-http", name: "wait for caddy", url: `${layout.caddy.adminUrl}/config/`, budgetMs: layout.readinessBudgetMs, process: "caddy" });
   }
-  const sidecarUrl = layout.sidecar ? `${localUrl(layout.sidecar.host, layout.sidecar.port)}` : null;
-  if (layout.sidecar && sidecarUrl) {
-    // Defined, not started: the sidecar lists them, and `services start` below starts them.
-    steps.push({
-      kind: "files",
-      name: "write service definitions",
-      ops: [{ op: "write", path: files.servicesFile, content: JSON.stringify(request.serviceCommands.map((s) => ({ ...s, cwd: s.cwd ?? "." }))) }],
-    });
-    steps.push({
-      kind: "spawn",
-      name: "start sidecar",
-      process: "sidecar",
-      command: layout.sidecar.command,
-      cwd: layout.workspace,
-      env: {
-        ...homeEnv(layout.home),
-        SIDECAR_PORT: String(layout.sidecar.port),
-        SIDECAR_HOST: layout.sidecar.host,
-        WORKSPACE_DIR: layout.workspace,
-        SIDECAR_STATE_DIR: files.sidecarState,
-        SERVICES_FILE: files.servicesFile,
-        ...(layout.caddy ? { CADDY_ADMIN_URL: layout.caddy.adminUrl } : {}),
-      },
-      log: `${layout.logDir}/sidecar.log`,
-    });
-    steps.push({ kind: "wait-http", name: "wait for sidecar", url: `${sidecarUrl}/health`, budgetMs: layout.readinessBudgetMs, process: "sidecar" });
-  }
+  const sidecarUrl = sidecarUrlOf(layout);
+  // Started in phase 1 (sidecarSteps); its service definitions are there, `services start` below starts them.
+  if (sidecarUrl) steps.push({ kind: "wait-http", name: "wait for sidecar", url: `${sidecarUrl}/health`, budgetMs: layout.readinessBudgetMs, process: "sidecar" });
+  const socket = layout.sidecar?.socket ?? null;
   const cliEnv = {
     ...homeEnv(layout.home),
     WORKSPACE_DIR: layout.workspace,
     ENV_VALUES_FILE: files.envJson,
     ...(sidecarUrl ? { SIDECAR_URL: sidecarUrl } : {}),
+    // `env apply` reads the org's secret values from the sidecar (only when it can ask for them).
+    ...(socket && request.controlPlaneUrl ? { SIDECAR_SOCKET: socket } : {}),
   };
   if (request.envFiles !== undefined && layout.cli) {
     steps.push({ kind: "files", name: "write env spec", ops: [{ op: "write", path: files.envSpec, content: JSON.stringify(request.envFiles), mode: 0o600 }] });
@@ -286,8 +356,9 @@ function phase2(spec: BootSpec): BootStep[] {
       timeoutMs: CLI_TIMEOUT_MS,
     });
   }
-  // seed 000: service commands auto-start only when the snapshot has their dependencies.
-  if (request.snapshotHasDeps && request.serviceCommands.length > 0 && sidecarUrl && layout.cli) {
+  // seed 000: service commands auto-start only when the snapshot has their dependencies, unless
+  // the session named them itself (then they start at every boot).
+  if ((request.snapshotHasDeps || request.autoStartServices) && request.serviceCommands.length > 0 && sidecarUrl && layout.cli) {
     steps.push({
       kind: "run",
       name: "start service commands",

@@ -39,7 +39,8 @@ export const GitFreshnessSpec = z.object({
 export const BootRequest = z.object({
   sessionId: z.string().min(1),
   sessionType: SessionType.default("coding"),
-  repos: z.array(RepoSpec).default([]),
+  // Stripped, not strict: a newer control plane may send repo fields this boot does not know.
+  repos: z.array(RepoSpec.strip()).default([]),
   /** The filesystem came from a session/prebuild snapshot: repos and metadata are already there. */
   restored: z.boolean(),
   /** Epoch ms from the control plane: metadata timestamps and the git-freshness cadence. */
@@ -58,6 +59,12 @@ export const BootRequest = z.object({
   sshPublicKey: z.string().min(1).nullable().default(null),
   triggerContext: z.record(z.string(), z.unknown()).nullable().default(null),
   gitFreshness: GitFreshnessSpec.nullable().default(null),
+  /** The agent's commits' author (`~/.gitconfig` `[user]`). */
+  gitIdentity: z.object({ name: z.string().min(1), email: z.string().min(1) }).nullable().default(null),
+  /** Where the sidecar asks for the session's git credentials and env-file values (no secret: the sidecar signs with its key). */
+  controlPlaneUrl: z.url().nullable().default(null),
+  /** Start the service commands at boot even without `snapshotHasDeps` (the session named them itself). */
+  autoStartServices: z.boolean().default(false),
 });
 export type BootRequest = z.infer<typeof BootRequest>;
 export type BootRequestInput = z.input<typeof BootRequest>;
@@ -73,9 +80,22 @@ export const BootLayout = z.object({
   /** A `node_modules` directory that holds `zod`, imported by the agent tools. */
   toolModules: AbsolutePath.nullable().default(null),
   /** The offline development model (local provider only), started in the boot process. */
-  devModel: z.object({ port: Port }).nullable().default(null),
+  /** `requiredKeySha256`: the model refuses requests whose key does not hash to it (a hash: the spec holds no secret). */
+  devModel: z.object({ port: Port, requiredKeySha256: z.string().regex(/^[0-9a-f]{64}$/).nullable().default(null) }).nullable().default(null),
   caddy: z.object({ bin: z.string().min(1), caddyfile: AbsolutePath, adminUrl: z.url() }).nullable().default(null),
-  sidecar: z.object({ command: BootCommand, host: z.string().min(1), port: Port }).nullable().default(null),
+  sidecar: z
+    .object({
+      command: BootCommand,
+      host: z.string().min(1),
+      port: Port,
+      /**
+       * The sidecar's in-sandbox-only Unix socket (git credentials, env values): reachable by the
+       * sandbox's own processes, never through the preview tunnel. Keep it short (sun_path: 108 bytes).
+       */
+      socket: AbsolutePath.nullable().default(null),
+    })
+    .nullable()
+    .default(null),
   /** The in-sandbox CLI (`env apply`, `services start`). */
   cli: BootCommand.nullable().default(null),
   /** Starts the image's infrastructure services (sshd); seed 003 `start-services.sh`. */

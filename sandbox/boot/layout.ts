@@ -42,6 +42,7 @@ export function imageLayout(): BootLayout {
       command: { argv: ["node", IMAGE_PATHS.sidecarEntry], requires: IMAGE_PATHS.sidecarEntry },
       host: "127.0.0.1",
       port: IMAGE_PORTS.sidecar,
+      socket: `${IMAGE_PATHS.logDir}/sidecar.sock`,
     },
     cli: { argv: ["node", IMAGE_PATHS.cliEntry], requires: IMAGE_PATHS.cliEntry },
     servicesScript: IMAGE_PATHS.startServices,
@@ -65,6 +66,8 @@ export interface SandboxFiles {
   sidecarState: string;
   triggerContext: string;
   authorizedKeys: string;
+  /** The boot's git config (identity, credential helper); rewritten at every boot. */
+  gitConfig: string;
   /**
    * seed 003 §6.3: env vars re-injected on resume, read by the CLI's `env apply`. Per sandbox,
    * under its home (the seed's `/tmp/.proliferate_env.json` would be shared by every local
@@ -91,6 +94,7 @@ export function sandboxFiles(layout: Pick<BootLayout, "home" | "workspace">): Sa
     sidecarState: `${stateDir}/sidecar`,
     triggerContext: `${layout.workspace}/.proliferate/trigger-context.json`,
     authorizedKeys: `${layout.home}/.ssh/authorized_keys`,
+    gitConfig: `${layout.home}/.gitconfig`,
     envJson: `${stateDir}/env.json`,
     envProfile: `${layout.home}/.env.proliferate`,
   };

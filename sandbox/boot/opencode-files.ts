@@ -22,7 +22,11 @@ export const OPENCODE_VERSION = "1.18.33";
 export const DEFAULT_MODEL_ID = "anthropic/claude-sonnet-4-5";
 export const DEV_MODEL = { provider: "dev", model: "echo" } as const;
 
-export type ModelChoice = { kind: "dev"; port: number } | { kind: "id"; modelId: string };
+/** The development model's key variable (domain/agent-settings.ts MODEL_KEY_ENV `dev`). */
+export const DEV_MODEL_KEY_ENV = "DEV_MODEL_API_KEY";
+
+/** `apiKeyEnv`: OpenCode sends that variable's value as the development model's key; null sends "dev". */
+export type ModelChoice = { kind: "dev"; port: number; apiKeyEnv?: string | null } | { kind: "id"; modelId: string };
 
 export function openCodeConfig(input: { model: ModelChoice; instructionsPath: string | null }): Record<string, unknown> {
   const base: Record<string, unknown> = {
@@ -40,7 +44,8 @@ export function openCodeConfig(input: { model: ModelChoice; instructionsPath: st
         // Bundled with OpenCode: no download.
         npm: "@ai-sdk/openai-compatible",
         name: DEV_MODEL.provider,
-        options: { baseURL: `http://127.0.0.1:${input.model.port}/v1`, apiKey: "dev" },
+        // `{env:NAME}`: OpenCode substitutes the variable, so the key is never in this config or its file.
+        options: { baseURL: `http://127.0.0.1:${input.model.port}/v1`, apiKey: input.model.apiKeyEnv ? `{env:${input.model.apiKeyEnv}}` : "dev" },
         models: { [DEV_MODEL.model]: { name: DEV_MODEL.model, tool_call: true } },
       },
     },

@@ -131,20 +131,34 @@ export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
     // Idempotent (seed 004 step 4): a directory that already has content is kept as it is.
     if (await nonEmptyDir(step.dir)) return { status: "skipped", reason: `${step.dir} already has content` };
     await mkdir(dirname(step.dir), { recursive: true });
+    // The whole history unless a depth was asked: the agent works with log, blame and rebase.
+    const depth = step.depth === null ? [] : ["--depth", String(step.depth)];
     const attempt = (branch: string | null) =>
-      runToCompletion("git", ["clone", "--quiet", "--depth", "1", ...(branch ? ["--branch", branch] : []), "--", step.url, step.dir], {
+      runToCompletion("git", ["clone", "--quiet", ...depth, ...(branch ? ["--branch", branch] : []), "--", step.url, step.dir], {
         env: gitEnv(),
         timeoutMs: CLONE_TIMEOUT_MS,
       });
     const first = await attempt(step.branch);
-    if (first.exitCode === 0) return { status: "ok" };
-    if (step.branch) {
+    let detail: Record<string, unknown> = {};
+    if (first.exitCode !== 0) {
+      if (!step.branch) throw failure(`git clone ${step.url}`, first);
       // seed 003 §6.2 edge case: a branch that fails to clone falls back to the default branch.
       const fallback = await attempt(null);
-      if (fallback.exitCode === 0) return { status: "ok", detail: { branchFallback: true, branchError: tail(first.stderr) } };
-      throw failure(`git clone ${step.url}`, fallback);
+      if (fallback.exitCode !== 0) throw failure(`git clone ${step.url}`, fallback);
+      detail = { branchFallback: true, branchError: tail(first.stderr) };
     }
-    throw failure(`git clone ${step.url}`, first);
+    if (step.ref) await checkoutRef(step.dir, step.ref);
+    return { status: "ok", ...(Object.keys(detail).length > 0 ? { detail } : {}) };
+  }
+
+  /** seed 004 `REPO_REF`: a pinned commit or tag, fetched first when a shallow clone lacks it. */
+  async function checkoutRef(dir: string, ref: string): Promise<void> {
+    const git = (args: string[]) => runToCompletion("git", ["-C", dir, ...args], { env: gitEnv(), timeoutMs: CLONE_TIMEOUT_MS });
+    if ((await git(["checkout", "--quiet", "--detach", ref, "--"])).exitCode === 0) return;
+    const fetched = await git(["fetch", "--quiet", "origin", ref]);
+    if (fetched.exitCode !== 0) throw failure(`git fetch ${ref}`, fetched);
+    const checkout = await git(["checkout", "--quiet", "--detach", "FETCH_HEAD", "--"]);
+    if (checkout.exitCode !== 0) throw failure(`git checkout ${ref}`, checkout);
   }
 
   async function gitPull(step: Extract<BootStep, { kind: "git-pull" }>): Promise<StepOutcome> {
@@ -210,7 +224,7 @@ export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
       case "start-dev-model": {
         // Imported only when used: the image never runs the development model.
         const { startDevModelServer } = await import("../dev-model/server");
-        const server = await startDevModelServer({ port: step.port });
+        const server = await startDevModelServer({ port: step.port, requiredKeySha256: step.requiredKeySha256 });
         deps.processes.onStop(() => server.close());
         return { status: "ok", detail: { url: server.url } };
       }

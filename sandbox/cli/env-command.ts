@@ -4,12 +4,18 @@
  * apply, every required key; only when all of it passes does pass 2 touch the disk. A file's
  * last path component is never followed: apply replaces it by rename and scrub unlinks it, so a
  * symlink planted at a target path cannot redirect a write or a delete.
+ *
+ * Values (issue 23): with `SIDECAR_SOCKET` set, apply first asks the sidecar's socket for the
+ * session's org secrets (`GET /env/values`) and those win over every other source; when that
+ * ask fails, apply fails (a file written without the org's values would be silently wrong).
  */
 import { lstat, mkdir, open, readFile, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
+import { z } from "zod";
 import { OutsideWorkspaceError, resolveInsideWorkspace } from "../shared/workspace-path";
 import { EnvSpecSchema, parseValues, planEnvFiles, renderEnvFile, type EnvSpec } from "./env-spec";
 import { addExclude, containingRepo, removeExclude } from "./git-exclude";
+import { socketJson, type SocketClientOptions } from "./socket-client";
 
 /** seed 003 §6.11: the provider drops per-session values here. */
 export const DEFAULT_VALUES_FILE = "/tmp/.proliferate_env.json";
@@ -18,6 +24,8 @@ export interface EnvCommandIo {
   workspaceDir: string;
   env: Record<string, string | undefined>;
   out: (line: string) => void;
+  /** The org's values from the sidecar (`SIDECAR_SOCKET`); absent: none asked for. */
+  sidecarValues?: () => Promise<Record<string, string>>;
 }
 
 export class EnvCommandError extends Error {
@@ -49,6 +57,24 @@ async function loadValues(explicit: string | undefined, env: Record<string, stri
     // The default file is optional; a file the caller named must exist.
     if ((err as NodeJS.ErrnoException).code === "ENOENT" && explicit === undefined) return {};
     throw new EnvCommandError([err instanceof Error ? err.message : String(err)]);
+  }
+}
+
+const SidecarValuesSchema = z.object({ values: z.record(z.string(), z.string()) });
+
+/** `GET /env/values` on the sidecar's socket: the session's org secrets, fresh each time. */
+export async function sidecarEnvValues(socket: SocketClientOptions): Promise<Record<string, string>> {
+  const parsed = SidecarValuesSchema.safeParse(await socketJson<unknown>(socket, "GET", "/env/values"));
+  if (!parsed.success) throw new Error("the sidecar's answer is not {values: {NAME: string}}");
+  return parsed.data.values;
+}
+
+async function loadSidecarValues(io: EnvCommandIo): Promise<Record<string, string>> {
+  if (!io.sidecarValues) return {};
+  try {
+    return await io.sidecarValues();
+  } catch (err) {
+    throw new EnvCommandError([`org secrets: could not read env values from the sidecar: ${err instanceof Error ? err.message : String(err)}`]);
   }
 }
 
@@ -92,7 +118,9 @@ async function writeAtomically(target: string, content: string): Promise<void> {
 
 export async function envApply(io: EnvCommandIo, opts: { spec: string; values?: string }): Promise<void> {
   const spec = await loadSpec(opts.spec);
-  const values = await loadValues(opts.values, io.env);
+  // Org secrets are the source of truth: merged over the values file, which outranks the
+  // environment and the spec's own `value` in planEnvFiles.
+  const values = { ...(await loadValues(opts.values, io.env)), ...(await loadSidecarValues(io)) };
   // Pass 1: every path and every required key, all problems reported at once.
   const { targets, problems } = await resolveTargets(io.workspaceDir, spec);
   const plan = planEnvFiles(spec, { values, env: io.env });

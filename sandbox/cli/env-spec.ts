@@ -13,6 +13,11 @@ const KeySchema = z.object({
   required: z.boolean().default(true),
   /** Fallback used when neither the values file nor the environment has the key. */
   value: z.string().optional(),
+  /**
+   * The org secret the control plane serves this key's value from (default: an org secret of the
+   * key's own name). Read by the control plane only; the CLI never sees secret names resolved.
+   */
+  secret: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, "secret must be a secret name").optional(),
 });
 
 /** One generated file; the control plane validates a session's `envFiles` with this same schema. */
@@ -40,8 +45,9 @@ export interface PlannedFile {
 export type EnvPlan = { ok: true; files: PlannedFile[] } | { ok: false; problems: string[] };
 
 /**
- * Resolves every key of every file: values file first (seed: `/tmp/.proliferate_env.json`
- * overrides), then the environment, then the spec's own `value`. Never returns a partial plan.
+ * Resolves every key of every file: `values` first (the sidecar's org secrets merged over the
+ * values file, seed: `/tmp/.proliferate_env.json` overrides), then the environment, then the
+ * spec's own `value`. Never returns a partial plan.
  */
 export function planEnvFiles(spec: EnvSpec, sources: { values: Record<string, string>; env: Record<string, string | undefined> }): EnvPlan {
   const problems: string[] = [];

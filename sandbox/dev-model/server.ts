@@ -2,11 +2,13 @@
  * The development model (API.md "Local runtime"): a tiny OpenAI-compatible chat-completions
  * server that lets the local sandbox run a real OpenCode agent with no LLM key and no network.
  * A turn streams back `echo: <prompt>`; a prompt containing `sleep <N>s` first makes a real
- * `bash` tool call (`sleep N`), so the agent stays busy for N seconds like a long tool call.
+ * `bash` tool call (`sleep N`), so the agent stays busy for N seconds like a long tool call; a
+ * prompt line `$ <command>` makes it run that command with the same tool (tests: an agent commit).
  * OpenCode talks to it through `@ai-sdk/openai-compatible`, so the wire shape must stay the
  * OpenAI one: SSE `data: {chunk}` lines ending in `data: [DONE]`, tool calls as streamed
  * `tool_calls` deltas and `finish_reason: "tool_calls"`.
  */
+import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 
@@ -52,6 +54,8 @@ function promptText(message: ChatMessage): string {
 }
 
 const SLEEP_PATTERN = /\bsleep\s+(\d+(?:\.\d+)?)s\b/i;
+/** A prompt line `$ <command>` makes the model run that command with the real `bash` tool. */
+const RUN_PATTERN = /^\s*\$ (.+)$/m;
 
 /** Decides the model's answer from the conversation; pure, so the unit tests can read it. */
 export function planReply(messages: ChatMessage[]): DevModelReply {
@@ -66,6 +70,10 @@ export function planReply(messages: ChatMessage[]): DevModelReply {
   const prompt = user ? promptText(user) : "";
   // A tool result after the last user message means this turn already ran its tool call.
   const toolDone = messages.slice(lastUser + 1).some((m) => m.role === "tool");
+  const run = RUN_PATTERN.exec(prompt);
+  if (run?.[1] && !toolDone) {
+    return { kind: "tool_call", name: "bash", arguments: { command: run[1], description: "Run the requested command" } };
+  }
   const sleep = SLEEP_PATTERN.exec(prompt);
   if (sleep && !toolDone) {
     const seconds = sleep[1] ?? "0";
@@ -189,11 +197,25 @@ export interface DevModelServer {
   close(): Promise<void>;
 }
 
-/** Starts the server; port 0 (the default) lets the OS allocate a free port. */
-export async function startDevModelServer(opts: { port?: number; host?: string } = {}): Promise<DevModelServer> {
+/** The bearer key of a request, hashed; null without one. */
+function presentedKeySha256(req: IncomingMessage): string | null {
+  const key = /^Bearer\s+(.+)$/i.exec(req.headers.authorization ?? "")?.[1];
+  return key ? createHash("sha256").update(key, "utf8").digest("hex") : null;
+}
+
+/**
+ * Starts the server; port 0 (the default) lets the OS allocate a free port. With
+ * `requiredKeySha256` every request must carry a bearer key hashing to it (like a real model
+ * provider refusing a missing or wrong key): the proof that a configured key reached OpenCode.
+ */
+export async function startDevModelServer(opts: { port?: number; host?: string; requiredKeySha256?: string | null } = {}): Promise<DevModelServer> {
   const host = opts.host ?? "127.0.0.1";
   const server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0];
+    if (opts.requiredKeySha256 && presentedKeySha256(req) !== opts.requiredKeySha256) {
+      sendJson(res, 401, { error: { message: "invalid api key", type: "authentication_error", code: "invalid_api_key" } });
+      return;
+    }
     if (req.method === "POST" && path === "/v1/chat/completions") {
       handleChat(req, res).catch((err: unknown) => {
         if (!res.headersSent) sendJson(res, 500, { error: { message: String(err), type: "server_error" } });

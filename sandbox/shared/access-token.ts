@@ -89,6 +89,17 @@ function parseClaims(payload: string): AccessClaims | null {
 }
 
 /**
+ * The session an access token claims, read WITHOUT checking its signature: only to pick the key
+ * to verify it with (the control plane derives one key per session). Never trust it before
+ * `verifyAccessToken` passes with that key.
+ */
+export function claimedSessionId(token: string): string | null {
+  const parts = token.split(".");
+  if (parts.length !== 3 || parts[0] !== ACCESS_TOKEN_PREFIX || !parts[1]) return null;
+  return parseClaims(parts[1])?.sid ?? null;
+}
+
+/**
  * Checks an access token against this sandbox's key and session at `nowSeconds`. The signature
  * is compared in constant time before the claims are trusted.
  */

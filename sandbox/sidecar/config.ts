@@ -2,11 +2,15 @@
  * The sidecar's configuration, parsed once from `process.env` (STYLE.md 4); a bad value fails
  * start-up with a message naming the variable. `SIDECAR_TOKEN` may be absent: the sidecar still
  * starts (so `/health` answers) and refuses every other route. Without `SESSION_ID` only the
- * plain token opens it (access tokens name a session).
+ * plain token opens it (access tokens name a session). Without `SIDECAR_SOCKET` there is no
+ * in-sandbox listener; without `CONTROL_PLANE_URL` its credential routes answer 503.
  */
-import { dirname, join, resolve } from "node:path";
+import { dirname, isAbsolute, join, resolve } from "node:path";
 import { z } from "zod";
 import type { SidecarOptions } from "./server";
+
+/** Linux `sun_path` is 108 bytes including the terminating NUL. */
+export const MAX_SOCKET_PATH_BYTES = 107;
 
 const optionalString = z
   .string()
@@ -24,6 +28,19 @@ const EnvSchema = z.object({
   SIDECAR_STATE_DIR: optionalString,
   CADDY_ADMIN_URL: optionalString.pipe(z.url().optional()),
   SERVICES_FILE: optionalString,
+  /**
+   * The in-sandbox-only listener (git credentials, env values); unset: none. Absolute, and short
+   * enough for a Unix socket address (`sun_path` holds 108 bytes with the terminating NUL).
+   */
+  SIDECAR_SOCKET: optionalString.pipe(
+    z
+      .string()
+      .refine((p) => isAbsolute(p), "must be an absolute path")
+      .refine((p) => Buffer.byteLength(p) <= MAX_SOCKET_PATH_BYTES, `must be at most ${MAX_SOCKET_PATH_BYTES} bytes`)
+      .optional(),
+  ),
+  /** Where the sidecar asks for git credentials and env values (issue 23); unset: those answer 503. */
+  CONTROL_PLANE_URL: optionalString.pipe(z.url().optional()),
 });
 
 export function sidecarOptionsFromEnv(env: NodeJS.ProcessEnv): SidecarOptions {
@@ -43,5 +60,7 @@ export function sidecarOptionsFromEnv(env: NodeJS.ProcessEnv): SidecarOptions {
     stateDir: c.SIDECAR_STATE_DIR ? resolve(c.SIDECAR_STATE_DIR) : join(dirname(workspaceDir), ".sidecar"),
     caddyAdminUrl: c.CADDY_ADMIN_URL,
     servicesFile: c.SERVICES_FILE ? resolve(c.SERVICES_FILE) : undefined,
+    socketPath: c.SIDECAR_SOCKET,
+    controlPlaneUrl: c.CONTROL_PLANE_URL,
   };
 }

@@ -1,7 +1,8 @@
 /**
  * Process entry for the sidecar inside a sandbox (seed 003 §6.4 phase 2 step 5).
  * Usage: `node --import tsx sandbox/sidecar/main.ts`, configured by SIDECAR_PORT, SIDECAR_HOST,
- * SIDECAR_TOKEN, WORKSPACE_DIR, SIDECAR_STATE_DIR, CADDY_ADMIN_URL, SERVICES_FILE (config.ts).
+ * SIDECAR_TOKEN, SESSION_ID, WORKSPACE_DIR, SIDECAR_STATE_DIR, CADDY_ADMIN_URL, SERVICES_FILE,
+ * SIDECAR_SOCKET, CONTROL_PLANE_URL (config.ts).
  * Prints one `sidecar listening on <url>` line once it accepts connections. SIGTERM closes the
  * server; services keep running so a restarted sidecar adopts them.
  */

@@ -6,6 +6,10 @@
  * everything (secure by default). Started by `main.ts` in the sandbox and in-process by tests.
  * Steps: open the service manager (adopt/restore from the state dir), load SERVICES_FILE
  * definitions, listen, route; `close()` ends streams and terminals but leaves services running.
+ *
+ * With `SIDECAR_SOCKET` it also listens on that Unix socket (mode 0600, no auth header) as the
+ * sandbox's credential broker (issue 23, socket-api.ts): git credentials and env values from the
+ * control plane. Those routes exist only there, never on the TCP port the tunnel reaches.
  */
 import { randomUUID } from "node:crypto";
 import { readFile } from "node:fs/promises";
@@ -14,11 +18,14 @@ import type { AddressInfo, Socket } from "node:net";
 import { WebSocketServer } from "ws";
 import { z } from "zod";
 import { authenticate, type AuthConfig } from "./auth";
+import { ControlPlaneClient } from "./control-plane-client";
+import { CredentialBroker } from "./credential-broker";
 import { SidecarError, unauthorized } from "./errors";
 import { sendError, sendJson } from "./http-io";
 import { matchRoute, type RouteContext } from "./routes";
 import { ServiceManager } from "./service-manager";
 import { ServiceDefinitionSchema } from "./service-state";
+import { startSocketApi, type SocketApi } from "./socket-api";
 import { attachTerminal, type TerminalSession } from "./terminal";
 
 export interface SidecarOptions {
@@ -33,12 +40,18 @@ export interface SidecarOptions {
   caddyAdminUrl?: string;
   /** JSON file of `[{name, command, cwd?}]` defined at start (not started). */
   servicesFile?: string;
+  /** `SIDECAR_SOCKET`: the in-sandbox-only listener (credential broker); undefined: none. */
+  socketPath?: string;
+  /** `CONTROL_PLANE_URL`: where the broker asks; undefined: its routes answer 503. */
+  controlPlaneUrl?: string;
+  /** The broker's fetch (tests); default the global `fetch`. */
+  controlPlaneFetch?: typeof fetch;
   /** Shell argv for the terminal; default `bash -l`. */
   terminalCommand?: string[];
   /** Stop every service on close (tests); in a sandbox services outlive a sidecar restart. */
   stopServicesOnClose?: boolean;
   stopGraceMs?: number;
-  /** Epoch milliseconds for access-token expiry (tests); default `Date.now`. */
+  /** Epoch milliseconds for access-token expiry and the credential cache (tests); default `Date.now`. */
   now?: () => number;
   log?: (message: string, fields?: Record<string, unknown>) => void;
 }
@@ -46,6 +59,8 @@ export interface SidecarOptions {
 export interface Sidecar {
   url: string;
   port: number;
+  /** The Unix socket's path, when `socketPath` was given. */
+  socketPath?: string;
   close(): Promise<void>;
 }
 
@@ -153,10 +168,33 @@ export async function startSidecar(options: SidecarOptions): Promise<Sidecar> {
   const port = (server.address() as AddressInfo).port;
   sidecarUrl = `http://127.0.0.1:${port}`;
 
+  let socketApi: SocketApi | undefined;
+  if (options.socketPath) {
+    if (!options.controlPlaneUrl) log("CONTROL_PLANE_URL is not set: git credentials and env values answer 503");
+    const now = options.now ?? Date.now;
+    const client = new ControlPlaneClient({
+      url: options.controlPlaneUrl,
+      sandboxKey: options.token,
+      sessionId: options.sessionId,
+      fetch: options.controlPlaneFetch,
+      now,
+      log,
+    });
+    try {
+      socketApi = await startSocketApi({ socketPath: options.socketPath, broker: new CredentialBroker(client, now), log });
+    } catch (err) {
+      server.close();
+      await services.close({ stopServices: options.stopServicesOnClose });
+      throw err;
+    }
+  }
+
   return {
     url: sidecarUrl,
     port,
+    socketPath: socketApi?.path,
     close: async () => {
+      await socketApi?.close();
       for (const t of terminals) t.close();
       for (const res of ctx.streams) res.end();
       wss.close();

@@ -56,7 +56,7 @@ async function specFor(opts: Partial<CreateSandboxOpts>, extra: { restored?: boo
     timeoutSeconds: 600,
     gitFreshness: extra.gitFreshness ?? null,
   });
-  const env = sandboxEnv({ hostPath: process.env.PATH ?? "/usr/bin:/bin", home: paths.home, sessionId: "ses_boot", sandboxId: "sb", providerEnv: {}, envVars: {} });
+  const env = sandboxEnv({ hostPath: process.env.PATH ?? "/usr/bin:/bin", home: paths.home, sessionId: "ses_boot", sandboxId: "sb", providerEnv: {}, opts: { sessionId: "ses_boot", envVars: {} } });
   return { spec, paths, env };
 }
 

@@ -32,12 +32,16 @@
  *   POWERTOOLS_LOG_LEVEL=SILENT POWERTOOLS_METRICS_DISABLED=true AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED=true \
  *     npx tsx -e 'import("./test/bench/idle-lag.ts").then((m) => m.benchIdleLag())'
  */
+import { DynamoOrgSettingsStore } from "../../functions/store/dynamo-org-settings";
 import { fork, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import os from "node:os";
 import path from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { parseConfig, type Config } from "../../functions/config/config";
+import { DynamoOrgSecretStore } from "../../functions/store/dynamo-org-secrets";
+import { LocalSecretKeyWrapper } from "../../functions/secrets/local-key-wrapper";
 import { newSessionId } from "../../functions/domain/ids";
 import { newSessionRecord } from "../../functions/domain/session";
 import type { FlowDeps } from "../../functions/flows/flow-deps";
@@ -242,6 +246,8 @@ function startBench(endpoint: string, tableName: string): Bench {
     provider: () => Promise.resolve(provider),
     agent: new ScriptedAgent(),
     sandboxKeys: staticKeyring("bench-master-key-0123456789abcdefghijklmnop"),
+    secrets: new DynamoOrgSecretStore(doc, tableName, new LocalSecretKeyWrapper(randomBytes(32))),
+    orgSettings: new DynamoOrgSettingsStore(doc, tableName),
     config,
     metrics,
     now: () => new Date(),

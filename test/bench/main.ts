@@ -6,7 +6,8 @@
  *   4. lifecycle flows on a zero-latency provider: flow overhead, AWS calls and cost per 1,000 session lifecycles;
  *   5. the streaming relay: streams held by one process, fan-out latency, memory per held stream;
  *   6. idle-detection lag: grace expiry -> idle snapshot start over the event-driven idle checks (p50, p99), checks per session;
- *   7. local sandbox start with and without the sidecar, and the sandbox credentials' cost per call.
+ *   7. local sandbox start with and without the sidecar, and the sandbox credentials' cost per call;
+ *   8. org secrets: cost per secret per month, KMS envelope in the table vs Secrets Manager (measured ops, list prices).
  * layers/README.md records the packaging decision drawn from section 2.
  */
 // Quiet the runtime before anything loads it: static imports are hoisted, so the rest is imported dynamically.
@@ -43,6 +44,7 @@ try {
   await section("relay", async () => (await import("./relay")).benchRelay());
   await section("idle lag", async () => (await import("./idle-lag")).benchIdleLag());
   await section("sandbox start", async () => (await import("./sandbox-start")).benchSandboxStart());
+  await section("org secrets", async () => (await import("./org-secrets")).benchOrgSecrets());
 } finally {
   rmSync(tmpDir, { recursive: true, force: true });
 }

@@ -5,12 +5,9 @@
  * phase 2 (`sandbox env apply`) writes each file into the cloned repository, mode 0600, listed in
  * the repository's `.git/info/exclude` (so `git status` stays clean).
  *
- * Values: the control plane has no per-session source of secret values yet (the provision step
- * only sends `SESSION_ID` and the sidecar key as sandbox env vars). This test uses the two
- * sources the existing path does have: `SESSION_ID`, which the control plane already puts in the
- * sandbox's environment, and `DATABASE_URL`, which the test's provider wrapper adds to the
- * create call's `envVars`: it stands in for the missing secrets source, which would put values
- * exactly there.
+ * Values come from both sources a sandbox has: `SESSION_ID`, which the control plane puts in the
+ * sandbox's environment, and `DATABASE_URL`, an org secret the sidecar fetches from the control
+ * plane when `env apply` runs (never in the create call, the boot spec or the environment).
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, rmSync, statSync } from "node:fs";
@@ -22,22 +19,22 @@ import { gitOrigin } from "../support/git-origin";
 import type { LocalRuntime } from "../../infra/local/runtime";
 import { startRuntimeForTest, storedSession, waitFor, type ApiClient } from "../support/local-runtime";
 
-/** Stands in for the secrets source the control plane does not have yet. */
-const STAND_IN_VALUES = { DATABASE_URL: "postgres://app:pw with space@db:5432/app" };
+/** An org secret (PUT /v1/secrets/DATABASE_URL before the session boots). */
+const SECRET_VALUES = { DATABASE_URL: "postgres://app:pw with space@db:5432/app" };
 
 let runtime: LocalRuntime;
 let api: ApiClient;
 let origin: string;
 const createCalls: CreateSandboxOpts[] = [];
 
-/** Delegates everything to the real local provider; records each create call and adds the stand-in values. */
+/** Delegates everything to the real local provider; records each create call. */
 function recordingProvider(real: SandboxProvider): SandboxProvider {
   return new Proxy(real, {
     get(target, prop) {
       if (prop === "ensureSandbox" || prop === "createSandbox") {
         return (opts: CreateSandboxOpts) => {
           createCalls.push(opts);
-          return target[prop]({ ...opts, envVars: { ...opts.envVars, ...STAND_IN_VALUES } });
+          return target[prop](opts);
         };
       }
       const value: unknown = Reflect.get(target, prop, target);
@@ -90,6 +87,7 @@ describe("env files: from POST /v1/sessions to files in the sandbox's workspace"
   });
 
   it("a session created with envFiles gets them written in its repository and excluded from git", async () => {
+    expect((await api.request("PUT", "/v1/secrets/DATABASE_URL", { body: { value: SECRET_VALUES.DATABASE_URL } })).status).toBe(200);
     const created = await api.request("POST", "/v1/sessions", {
       body: { title: "env files", repos: [{ url: `file://${origin}`, workspacePath: "app" }], envFiles: ENV_FILES },
     });
@@ -109,12 +107,13 @@ describe("env files: from POST /v1/sessions to files in the sandbox's workspace"
     // The provider's create call carried the session's env files (provision step -> CreateSandboxOpts).
     const call = createCalls.find((c) => c.sessionId === session.id);
     expect(call?.envFiles).toEqual(NORMALIZED);
+    expect(JSON.stringify(call)).not.toContain(SECRET_VALUES.DATABASE_URL);
     // ... and the boot request the local provider wrote for the boot has them (bootRequest).
     const sandbox = await readSandboxRecord(runtime.sandboxDir, sandboxId);
     if (!sandbox) throw new Error(`no registry record for ${sandboxId}`);
     const bootSpec = JSON.parse(readFileSync(join(runtime.sandboxDir, "sandboxes", sandboxId, "boot-spec.json"), "utf8")) as { request: { envFiles?: unknown } };
     expect(bootSpec.request.envFiles).toEqual(NORMALIZED);
-    expect(JSON.stringify(bootSpec)).not.toContain(STAND_IN_VALUES.DATABASE_URL);
+    expect(JSON.stringify(bootSpec)).not.toContain(SECRET_VALUES.DATABASE_URL);
 
     // Phase 2 runs after the sandbox is up: wait for the boot's env step.
     const repo = join(sandbox.workspace, "app");
@@ -131,9 +130,9 @@ describe("env files: from POST /v1/sessions to files in the sandbox's workspace"
 
     const dotenv = readFileSync(join(repo, ".env.local"), "utf8");
     expect(dotenv).toContain(`SESSION_ID=${session.id}\n`);
-    expect(dotenv).toContain(`DATABASE_URL='${STAND_IN_VALUES.DATABASE_URL}'\n`);
+    expect(dotenv).toContain(`DATABASE_URL='${SECRET_VALUES.DATABASE_URL}'\n`);
     expect(dotenv).not.toContain("NOT_PROVIDED_ANYWHERE");
-    expect(JSON.parse(readFileSync(join(repo, "config/secrets.json"), "utf8"))).toEqual({ DATABASE_URL: STAND_IN_VALUES.DATABASE_URL });
+    expect(JSON.parse(readFileSync(join(repo, "config/secrets.json"), "utf8"))).toEqual({ DATABASE_URL: SECRET_VALUES.DATABASE_URL });
     expect(statSync(join(repo, ".env.local")).mode & 0o777).toBe(0o600);
 
     const exclude = readFileSync(join(repo, ".git/info/exclude"), "utf8").split("\n");

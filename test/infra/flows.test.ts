@@ -349,11 +349,12 @@ describe("provider credentials", () => {
   /**
    * The sandbox access key's readers: whatever creates sandboxes (their SIDECAR_TOKEN), signs
    * sidecar access, or calls the agent (its password derives from the session's key): the sandbox
-   * steps, the agent and sidecar routes, and the WebSocket routes that reach the agent.
+   * steps, the agent and sidecar routes, and the WebSocket routes that reach the agent; plus the
+   * routes sandboxes call back on (they verify a sandbox's signature, and read no provider credential).
    */
   const keyReaders = (): string[] => [
     ...FLOW_STEPS.filter((s) => s.sandboxAccess).map((s) => s.id),
-    ...HTTP_ROUTES.filter((r) => r.agentAccess || r.sandboxAccess).map((r) => r.id),
+    ...HTTP_ROUTES.filter((r) => r.agentAccess || r.sandboxAccess || r.verifiesSandboxes).map((r) => r.id),
     ...WS_ROUTES.filter((r) => r.agentAccess).map((r) => r.id),
   ];
 
@@ -374,8 +375,21 @@ describe("provider credentials", () => {
     const signers = keyReaders();
     expect(readers.length).toBeGreaterThan(0);
     expect(signers.sort()).toEqual(
-      ["ProvisionStep", "QuiesceStep", "SnapshotStep", "TerminateStep", "DiscardStep", "FinishStep", "CreatePrompt", "CreateSidecarAccess", "WsMessage"].sort(),
+      [
+        "ProvisionStep",
+        "QuiesceStep",
+        "SnapshotStep",
+        "TerminateStep",
+        "DiscardStep",
+        "FinishStep",
+        "CreatePrompt",
+        "CreateSidecarAccess",
+        "SandboxGitCredential",
+        "SandboxEnvValues",
+        "WsMessage",
+      ].sort(),
     );
+    for (const id of ["SandboxGitCredential", "SandboxEnvValues"]) expect(readers, id).not.toContain(id);
     // Neither the sweeper nor schedule-fired talks to an agent (they start flows), nor do the other WebSocket functions.
     for (const id of ["Sweeper", "ScheduleFired", "WsConnect", "WsDisconnect", "SendInit"]) expect(signers, id).not.toContain(id);
     for (const id of Object.keys(stack.functions)) {
@@ -386,6 +400,12 @@ describe("provider credentials", () => {
       expect(envOf(id).PROVIDER_SECRET_ARN, id).toEqual(readers.includes(id) ? { Ref: secret } : undefined);
       expect(envOf(id).SANDBOX_ACCESS_KEY_SECRET_ARN, id).toEqual(signers.includes(id) ? { Ref: key } : undefined);
     }
+  });
+
+  it("sandboxes are told where to call back: the provision step has the HTTP API's URL", () => {
+    const url = envOf("ProvisionStep").CONTROL_PLANE_URL as unknown;
+    expect(JSON.stringify(url)).toContain("HttpApi");
+    expect(envOf("ProvisionStep").SANDBOX_GIT_PULL_ON_RESTORE).toBeUndefined();
   });
 
   it("the sandbox access key is generated in the stack, never in the template", () => {

@@ -4,6 +4,7 @@
  * agent client the test passes (the real local provider + OpenCode, or the instant provider,
  * wrapped in the fault-injecting provider).
  */
+import { DynamoOrgSettingsStore } from "../../functions/store/dynamo-org-settings";
 import { staticKeyring } from "../../functions/config/sandbox-keyring";
 import { parseConfig, type Config } from "../../functions/config/config";
 import { newSessionId } from "../../functions/domain/ids";
@@ -17,6 +18,8 @@ import { makeScheduleFiredHandler } from "../../functions/schedules/schedule-fir
 import { DynamoSessionStore } from "../../functions/store/dynamo-session-store";
 import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue, DynamoProxyConnectionRegistry } from "../../functions/store/dynamo-session-items";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
+import { DynamoOrgSecretStore } from "../../functions/store/dynamo-org-secrets";
+import { LocalSecretKeyWrapper } from "../../functions/secrets/local-key-wrapper";
 import { RecordingMetricsSink } from "../../functions/ports/metrics-sink";
 import { LocalFlowRunner } from "../../infra/local/local-flow-runner";
 import { LocalLifecycleScheduler } from "../../infra/local/local-lifecycle-scheduler";
@@ -25,6 +28,8 @@ import { RecordingPush } from "./recording-push";
 
 /** The flow harness's master sandbox key (tests derive the expected SIDECAR_TOKEN from it). */
 export const TEST_MASTER_KEY = "test-master-key-0123456789abcdefghijklmnop";
+/** The flow harness's local secrets master key (wraps each org secret's data key). */
+export const TEST_SECRETS_MASTER_KEY = Buffer.alloc(32, 7);
 
 export interface FlowHarness {
   table: TestTable;
@@ -86,6 +91,9 @@ export async function startFlowHarness(options: { provider: SandboxProvider; age
     provider: () => Promise.resolve(options.provider),
     agent: options.agent,
     sandboxKeys: staticKeyring(TEST_MASTER_KEY),
+    // Real envelope encryption under a fixed local master key: tests seed secrets with deps.secrets.put.
+    secrets: new DynamoOrgSecretStore(table.doc, table.tableName, new LocalSecretKeyWrapper(TEST_SECRETS_MASTER_KEY)),
+    orgSettings: new DynamoOrgSettingsStore(table.doc, table.tableName),
     config,
     metrics,
     now: () => new Date(Date.now() + offsetMs),

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { planReply, startDevModelServer, type DevModelServer } from "../../sandbox/dev-model/server";
 
@@ -118,5 +119,40 @@ describe("planReply", () => {
       arguments: { command: "sleep 0.5", description: "Sleep for 0.5 seconds" },
     });
     expect(planReply([{ role: "user", content: "hi<system-reminder>be nice</system-reminder>" }])).toEqual({ kind: "text", text: "echo: hi" });
+  });
+});
+
+describe("planReply: `$ <command>` lines", () => {
+  it("runs the command with the bash tool, then echoes once the tool result is in", () => {
+    const ask = { role: "user", content: "please commit\n$ git commit -am 'x'\nthanks" };
+    expect(planReply([ask])).toEqual({ kind: "tool_call", name: "bash", arguments: { command: "git commit -am 'x'", description: "Run the requested command" } });
+    expect(planReply([ask, { role: "assistant", content: null }, { role: "tool", content: "done" }])).toMatchObject({ kind: "text" });
+    expect(planReply([{ role: "user", content: "costs $ 5" }])).toEqual({ kind: "text", text: "echo: costs $ 5" });
+  });
+});
+
+describe("a development model that requires a key", () => {
+  const KEY = "dev-key-0123456789";
+  const sha = createHash("sha256").update(KEY).digest("hex");
+  let keyed: DevModelServer;
+  beforeAll(async () => {
+    keyed = await startDevModelServer({ requiredKeySha256: sha });
+  });
+  afterAll(async () => {
+    await keyed.close();
+  });
+  const call = (authorization?: string) =>
+    fetch(`${keyed.url}/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...(authorization ? { authorization } : {}) },
+      body: JSON.stringify({ model: "echo", messages: [{ role: "user", content: "hi" }] }),
+    });
+
+  it("answers 401 without the key or with another, like a real provider; answers with it", async () => {
+    expect((await call()).status).toBe(401);
+    expect((await call("Bearer not-the-key")).status).toBe(401);
+    const ok = await call(`Bearer ${KEY}`);
+    expect(ok.status).toBe(200);
+    expect(((await ok.json()) as { choices: { message: { content: string } }[] }).choices[0]?.message.content).toBe("echo: hi");
   });
 });

@@ -1,23 +1,15 @@
 import { describe, expect, it } from "vitest";
 import type { APIGatewayProxyEventV2 } from "aws-lambda";
-import { Logger } from "@aws-lambda-powertools/logger";
+import { redactingReplacer } from "../../functions/observability/logger";
 import { parseConfig } from "../../functions/config/config";
 import { ValidationError } from "../../functions/domain/errors";
 import { httpRoute, type HttpDeps } from "../../functions/http/http-handler";
 import { createMetrics } from "../../functions/observability/metrics";
-import { redactingReplacer } from "../../functions/observability/logger";
+import { capturingLogger } from "../support/capturing-logger";
 import { buildLambdaContext } from "../../infra/local/api-gateway-events";
 
 const SECRET = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789";
 
-/** A logger whose output is captured (JSON lines), with the production replacer. */
-function capturingLogger(): { logger: Logger; lines: string[] } {
-  const lines: string[] = [];
-  const sink = { log: (s: string) => lines.push(s), info: (s: string) => lines.push(s), error: (s: string) => lines.push(s), warn: (s: string) => lines.push(s), debug: (s: string) => lines.push(s), trace: (s: string) => lines.push(s) };
-  const logger = new Logger({ serviceName: "test", logLevel: "DEBUG", jsonReplacerFn: redactingReplacer });
-  (logger as unknown as { console: typeof sink }).console = sink;
-  return { logger, lines };
-}
 
 function deps(overrides: Partial<HttpDeps> = {}): HttpDeps {
   return {
@@ -32,7 +24,9 @@ function deps(overrides: Partial<HttpDeps> = {}): HttpDeps {
     agent: {} as HttpDeps["agent"],
     provider: () => Promise.reject(new Error("no provider in this test")),
     sandboxKeys: { sandboxKey: () => Promise.reject(new Error("no keys in this test")) },
-    tokens: { resolveToken: async () => ({ userId: "u", orgId: "o" }), putToken: async () => undefined },
+    secrets: {} as HttpDeps["secrets"],
+    orgSettings: {} as HttpDeps["orgSettings"],
+    tokens: { resolveToken: async () => ({ userId: "u", orgId: "o", role: "member" }), putToken: async () => undefined },
     config: parseConfig({ TABLE_NAME: "t" }),
     now: () => new Date(),
     newSessionId: () => "ses_x",

@@ -141,34 +141,87 @@ describe("phase 1", () => {
   });
 });
 
+describe("git: identity, credential helper, history", () => {
+  const image = (request: Partial<BootRequestInput> = {}) =>
+    planBoot(parseBootSpec({ version: BOOT_SPEC_VERSION, request: { sessionId: "ses_1", restored: false, now: NOW, ...request }, layout: imageLayout() }));
+  const gitConfig = (plan: ReturnType<typeof planBoot>) => {
+    const op = step<"files">(plan.phase1, "write git config").ops[0];
+    return op && op.op === "write" ? op : null;
+  };
+
+  it("writes the user's identity and the sidecar-socket credential helper before any clone, and no token anywhere", () => {
+    const plan = image({ repos: REPOS, controlPlaneUrl: "https://api.example.test", gitIdentity: { name: 'Ada "A" Lovelace', email: "ada@example.test" } });
+    const order = names(plan.phase1);
+    expect(order.indexOf("start sidecar")).toBeLessThan(order.indexOf("write git config"));
+    expect(order.indexOf("write git config")).toBeLessThan(order.indexOf("clone web"));
+    const file = gitConfig(plan);
+    expect(file?.path).toBe("/home/user/.gitconfig");
+    expect(file?.content).toContain('\tname = "Ada \\"A\\" Lovelace"\n');
+    expect(file?.content).toContain('\temail = "ada@example.test"\n');
+    // The empty helper resets system helpers; then only ours, which asks the sidecar's socket.
+    expect(file?.content).toContain('\thelper =\n\thelper = "!node /opt/sandbox/cli.mjs git-credential --socket /tmp/sandbox/sidecar.sock"\n\tuseHttpPath = true\n');
+  });
+
+  it("identity only, without a control plane to ask; nothing at all without either", () => {
+    const idOnly = gitConfig(image({ gitIdentity: { name: "a", email: "a@b.c" } }))?.content ?? "";
+    expect(idOnly).toContain("[user]");
+    expect(idOnly).not.toContain("[credential]");
+    expect(names(image().phase1)).not.toContain("write git config");
+  });
+
+  it("clones the whole history unless a depth is asked, and pins the ref", () => {
+    const plan = image({ repos: [{ url: "https://h/a.git" }, { url: "https://h/b.git", depth: 5, ref: "v1.2.3" }] });
+    expect(step<"clone">(plan.phase1, "clone a")).toMatchObject({ depth: null, ref: null });
+    expect(step<"clone">(plan.phase1, "clone b")).toMatchObject({ depth: 5, ref: "v1.2.3" });
+  });
+
+  it("env apply reads the org's values from the sidecar socket only when there is a control plane", () => {
+    const envFiles = [{ path: ".env", keys: [{ name: "A" }] }];
+    expect(step<"run">(image({ envFiles }).phase2, "apply env files").env.SIDECAR_SOCKET).toBeUndefined();
+    expect(step<"run">(image({ envFiles, controlPlaneUrl: "https://api.example.test" }).phase2, "apply env files").env.SIDECAR_SOCKET).toBe("/tmp/sandbox/sidecar.sock");
+  });
+
+  it("the development model's key: OpenCode's config names the variable, never the value", () => {
+    const local = spec({}, { devModel: { port: 4200 } });
+    const withKey = planBoot(local, { agentPassword: null, devModelKey: true });
+    const config = JSON.parse(step<"spawn">(withKey.phase1, "start opencode").env.OPENCODE_CONFIG_CONTENT ?? "{}") as { provider: { dev: { options: { apiKey: string } } } };
+    expect(config.provider.dev.options.apiKey).toBe("{env:DEV_MODEL_API_KEY}");
+    const without = JSON.parse(step<"spawn">(planBoot(local).phase1, "start opencode").env.OPENCODE_CONFIG_CONTENT ?? "{}") as typeof config;
+    expect(without.provider.dev.options.apiKey).toBe("dev");
+  });
+});
+
 describe("phase 2", () => {
   const image = (request: Partial<BootRequestInput> = {}) =>
     planBoot(parseBootSpec({ version: BOOT_SPEC_VERSION, request: { sessionId: "ses_1", restored: false, now: NOW, ...request }, layout: imageLayout() }));
 
-  it("in the image: infrastructure services, Caddy, the sidecar, in that order; nothing else by default", () => {
-    expect(names(image().phase2)).toEqual([
-      "start infrastructure services",
-      "start caddy",
-      "wait for caddy",
-      "write service definitions",
-      "start sidecar",
-      "wait for sidecar",
-    ]);
-    const sidecar = step<"spawn">(image().phase2, "start sidecar");
+  it("in the image: the sidecar starts first in phase 1 (git asks it while cloning); infrastructure services, Caddy, then the wait for the sidecar", () => {
+    expect(names(image().phase1).slice(0, 2)).toEqual(["write service definitions", "start sidecar"]);
+    expect(names(image().phase2)).toEqual(["start infrastructure services", "start caddy", "wait for caddy", "wait for sidecar"]);
+    const sidecar = step<"spawn">(image().phase1, "start sidecar");
     expect(sidecar.env).toMatchObject({
       SIDECAR_PORT: "4000",
       SIDECAR_HOST: "127.0.0.1",
       WORKSPACE_DIR: "/home/user/workspace",
       CADDY_ADMIN_URL: "http://127.0.0.1:2019",
       SERVICES_FILE: "/home/user/.proliferate/services.json",
+      SIDECAR_SOCKET: "/tmp/sandbox/sidecar.sock",
     });
     // The token comes from the boot's environment at run time, never from the plan.
     expect(sidecar.env.SIDECAR_TOKEN).toBeUndefined();
+    // No control plane to ask: no URL for the sidecar, no credential helper.
+    expect(sidecar.env.CONTROL_PLANE_URL).toBeUndefined();
+    expect(names(image().phase1)).not.toContain("write git config");
+    const withUrl = step<"spawn">(image({ controlPlaneUrl: "https://api.example.test" }).phase1, "start sidecar");
+    expect(withUrl.env.CONTROL_PLANE_URL).toBe("https://api.example.test");
   });
 
   it("service commands start only when the snapshot has the dependencies (and there are commands)", () => {
     const services = [{ name: "web", command: "npm run dev", cwd: "app" }];
     expect(names(image({ serviceCommands: services }).phase2)).not.toContain("start service commands");
+    // Commands the session named itself start at every boot.
+    expect(names(image({ serviceCommands: services, autoStartServices: true }).phase2).at(-1)).toBe("start service commands");
+    expect(names(image({ autoStartServices: true }).phase2)).not.toContain("start service commands");
     expect(names(image({ snapshotHasDeps: true }).phase2)).not.toContain("start service commands");
     const withDeps = image({ snapshotHasDeps: true, serviceCommands: services }).phase2;
     expect(names(withDeps).at(-1)).toBe("start service commands");
@@ -176,7 +229,7 @@ describe("phase 2", () => {
     // It calls the sidecar: the executor hands it an access token (never the sandbox key).
     expect(step<"run">(withDeps, "start service commands").sidecarAccess).toBe(true);
     // Defined either way, so the sidecar lists them.
-    const defs = step<"files">(image({ serviceCommands: services }).phase2, "write service definitions").ops[0];
+    const defs = step<"files">(image({ serviceCommands: services }).phase1, "write service definitions").ops[0];
     expect(defs && defs.op === "write" ? JSON.parse(defs.content) : null).toEqual(services);
   });
 
@@ -229,9 +282,10 @@ describe("OpenCode's server password", () => {
   const everyStep = (plan: ReturnType<typeof planBoot>) => [...plan.phase1, ...plan.phase2];
 
   it("is derived from SIDECAR_TOKEN; no token, no password", () => {
-    expect(bootSecrets({ SIDECAR_TOKEN: TOKEN })).toEqual({ agentPassword: deriveAgentPassword(TOKEN) });
-    expect(bootSecrets({})).toEqual({ agentPassword: null });
-    expect(bootSecrets({ SIDECAR_TOKEN: "" })).toEqual({ agentPassword: null });
+    expect(bootSecrets({ SIDECAR_TOKEN: TOKEN })).toEqual({ agentPassword: deriveAgentPassword(TOKEN), devModelKey: false });
+    expect(bootSecrets({})).toEqual({ agentPassword: null, devModelKey: false });
+    expect(bootSecrets({ SIDECAR_TOKEN: "" })).toEqual({ agentPassword: null, devModelKey: false });
+    expect(bootSecrets({ DEV_MODEL_API_KEY: "k" }).devModelKey).toBe(true);
   });
 
   it("with it, OpenCode's spawn env has OPENCODE_SERVER_PASSWORD, its readiness probe the Authorization, and no other step either", () => {

@@ -6,12 +6,22 @@
  *   recovers the sandbox the first attempt created instead of creating a second one;
  * - `migrate` always creates a fresh sandbox from the snapshot just taken.
  *
+ * Every sandbox of the session (first boot, restore, migration) gets the session's settings
+ * (sessionSandboxOpts): the model and its key (session over org over deployment default), the
+ * system prompt, service commands, SSH key, trigger context, git identity, and where its sidecar
+ * asks for git credentials and env-file values. The model key is the only secret in the create
+ * call (the agent needs it in its environment); git tokens and env values are fetched on demand.
+ *
  * If anything fails after a new sandbox exists, the step terminates that sandbox before it
  * fails, so a retry or the failure path never leaves one running that nothing references.
  */
-import type { SandboxProvider } from "../../ports/sandbox-provider";
+import type { CreateSandboxOpts, SandboxProvider } from "../../ports/sandbox-provider";
+import { resolveModel, type ResolvedModel } from "../../domain/agent-settings";
+import type { SessionRecord } from "../../domain/session";
+import type { FlowDeps } from "../flow-deps";
+import type { Config } from "../../config/config";
 import { resolveSnapshot } from "../../domain/snapshot-resolution";
-import { NotFoundError } from "../../domain/errors";
+import { NotFoundError, SessionSettingsError } from "../../domain/errors";
 import { errorForLog } from "../../observability/logger";
 import { flowStep } from "../step";
 import { SANDBOX_KEY_ENV } from "../../../sandbox/shared/access-token";
@@ -28,21 +38,20 @@ export const makeProvisionStep = flowStep("provision", async (doc, deps) => {
     repos: session.repos,
     sessionSnapshotId: migrating ? (doc.snapshot?.snapshotId ?? null) : session.snapshotId,
   });
+  const sandboxKey = await deps.sandboxKeys.sandboxKey(session.id);
+  const model = await sessionModel(session, deps);
   const opts = {
-    sessionId: session.id,
-    repos: session.repos,
-    envVars: { SESSION_ID: session.id, [SANDBOX_KEY_ENV]: await deps.sandboxKeys.sandboxKey(session.id) },
+    ...sessionSandboxOpts(session, model, deps.config),
+    envVars: { SESSION_ID: session.id, [SANDBOX_KEY_ENV]: sandboxKey, ...(await modelKeyEnv(session, model, deps)) },
     snapshotId: layers.snapshotId,
     baseSnapshotId: layers.baseSnapshotId,
     snapshotHasDeps: layers.snapshotHasDeps,
-    sessionType: session.sessionType,
-    envFiles: session.envFiles,
     currentSandboxId: migrating ? null : session.sandboxId,
   };
   const result = migrating ? { ...(await provider.createSandbox(opts)), recovered: false } : await provider.ensureSandbox(opts);
   try {
     // The key the sandbox got as SIDECAR_TOKEN: its OpenCode's password derives from it.
-    const codingAgentSessionId = await deps.agent.ensureSession(agentEndpointForKey(result.tunnelUrl, opts.envVars[SANDBOX_KEY_ENV]), session.codingAgentSessionId);
+    const codingAgentSessionId = await deps.agent.ensureSession(agentEndpointForKey(result.tunnelUrl, sandboxKey), session.codingAgentSessionId);
     return {
       sandboxId: result.sandboxId,
       tunnelUrl: result.tunnelUrl,
@@ -59,5 +68,41 @@ export const makeProvisionStep = flowStep("provision", async (doc, deps) => {
     throw err;
   }
 });
+
+/** The model the session resolves to: its own, else its org's (read only when needed). */
+async function sessionModel(session: SessionRecord, deps: FlowDeps): Promise<ResolvedModel> {
+  return resolveModel(session.model, session.model ? null : await deps.orgSettings.getModel(session.orgId));
+}
+
+/** Everything but the env vars and snapshot facts: plain settings, no secret among them. */
+export function sessionSandboxOpts(session: SessionRecord, model: ResolvedModel, config: Config): Omit<CreateSandboxOpts, "envVars"> {
+  return {
+    sessionId: session.id,
+    repos: session.repos,
+    sessionType: session.sessionType,
+    envFiles: session.envFiles,
+    ...(model.source === "default" ? {} : { agentConfig: { modelId: model.modelId } }),
+    ...(session.systemPrompt ? { systemPrompt: session.systemPrompt } : {}),
+    serviceCommands: session.serviceCommands,
+    autoStartServices: session.serviceCommands.length > 0,
+    ...(session.sshPublicKey ? { sshPublicKey: session.sshPublicKey } : {}),
+    ...(session.triggerContext ? { triggerContext: session.triggerContext } : {}),
+    ...(session.gitIdentity ? { gitIdentity: session.gitIdentity } : {}),
+    ...(config.CONTROL_PLANE_URL ? { controlPlaneUrl: config.CONTROL_PLANE_URL.replace(/\/+$/, "") } : {}),
+    gitFreshness: { enabled: config.SANDBOX_GIT_PULL_ON_RESTORE, cadenceSeconds: config.SANDBOX_GIT_PULL_CADENCE_SECONDS },
+  };
+}
+
+/**
+ * The model key the sandbox's agent needs, from the org secret the session's (or org's) model
+ * names: `{ANTHROPIC_API_KEY: ...}`. Empty when the model uses the deployment's own key. A
+ * secret deleted since the session was created fails the boot with its name (never its value).
+ */
+async function modelKeyEnv(session: SessionRecord, model: ResolvedModel, deps: FlowDeps): Promise<Record<string, string>> {
+  if (model.source === "default" || !model.keySecret) return {};
+  const value = (await deps.secrets.reveal(session.orgId, [model.keySecret]))[model.keySecret];
+  if (value === undefined) throw new SessionSettingsError(`the model key secret "${model.keySecret}" no longer exists in the session's organization`);
+  return { [model.keyEnv]: value };
+}
 
 export const handler = stepEntry(makeProvisionStep);

@@ -6,10 +6,16 @@
  * right away, so the first connect or resume delivers it like any other queued prompt.
  * `envFiles` (key names and target paths, never values) is stored on the session and handed to
  * every sandbox the session gets, whose boot runs `sandbox env apply` with it.
+ * Session settings (model, system prompt, service commands, SSH key, trigger context) are stored
+ * and delivered at every boot; secrets are referenced by name only (a repo's `credential`, the
+ * model's `apiKeySecret`, an env key's `secret`), and each name must exist in the caller's org.
+ * The git identity of the agent's commits is the caller's.
  * 201 with the session and its Location.
  */
 import { z } from "zod";
 import { ValidationError } from "../../domain/errors";
+import { ServiceCommand, SshPublicKey, SupportedAgentModel, gitIdentityFor } from "../../domain/agent-settings";
+import type { OrgSecretStore } from "../../ports/org-secrets";
 import { ClientType, ProviderType, RepoSpec, SessionEnvFiles, SessionType, newSessionRecord, toSessionView } from "../../domain/session";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
@@ -31,8 +37,48 @@ export const CreateSessionBody = z
     initialPrompt: z.string().min(1).max(32_000).optional(),
     /** Env files to generate at boot: the in-sandbox CLI's schema, key names only (domain/session.ts). */
     envFiles: SessionEnvFiles.optional(),
+    /** The model and the org secret holding its key; default: the org's model, else the deployment's. */
+    model: SupportedAgentModel.optional(),
+    systemPrompt: z.string().trim().min(1).max(32_000).optional(),
+    serviceCommands: z
+      .array(ServiceCommand)
+      .max(20)
+      .refine((list) => new Set(list.map((s) => s.name)).size === list.length, "service names must be unique")
+      .optional(),
+    sshPublicKey: SshPublicKey.optional(),
+    /** Automation runs: what triggered them (at most 16 KB of JSON). */
+    triggerContext: z
+      .record(z.string(), z.unknown())
+      .refine((v) => JSON.stringify(v).length <= 16_384, "must be at most 16384 bytes of JSON")
+      .optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((body, ctx) => {
+    body.repos?.forEach((repo, i) => {
+      if (repo.credential && !/^https?:\/\//.test(repo.url)) {
+        ctx.addIssue({ code: "custom", path: ["repos", i, "credential"], message: "only http(s) repository URLs take a credential" });
+      }
+    });
+  });
+
+type CreateSessionBody = z.infer<typeof CreateSessionBody>;
+
+/** Every secret the body names, with the field that names it (for the 400's message). */
+function secretReferences(body: CreateSessionBody): { field: string; name: string }[] {
+  const refs: { field: string; name: string }[] = [];
+  body.repos?.forEach((r, i) => r.credential && refs.push({ field: `body.repos.${i}.credential`, name: r.credential }));
+  if (body.model?.apiKeySecret) refs.push({ field: "body.model.apiKeySecret", name: body.model.apiKeySecret });
+  body.envFiles?.forEach((f, i) => f.keys.forEach((k, j) => k.secret && refs.push({ field: `body.envFiles.${i}.keys.${j}.secret`, name: k.secret })));
+  return refs;
+}
+
+/** A session must not name a secret its org does not have: it would fail at boot instead of here. */
+export async function requireSecretsExist(secrets: OrgSecretStore, orgId: string, refs: { field: string; name: string }[]): Promise<void> {
+  if (refs.length === 0) return;
+  const existing = await secrets.existing(orgId, [...new Set(refs.map((r) => r.name))]);
+  const missing = refs.find((r) => !existing.has(r.name));
+  if (missing) throw new ValidationError(`${missing.field}: no secret named "${missing.name}" in this organization`, "unknown_secret");
+}
 
 export const makeCreateSessionHandler = httpRoute(
   { name: "CreateSession", auth: true, body: CreateSessionBody },
@@ -45,6 +91,7 @@ export const makeCreateSessionHandler = httpRoute(
         "provider_unavailable",
       );
     }
+    await requireSecretsExist(deps.secrets, who.orgId, secretReferences(body));
     const record = newSessionRecord({
       id: deps.newSessionId(),
       orgId: who.orgId,
@@ -55,6 +102,12 @@ export const makeCreateSessionHandler = httpRoute(
       provider,
       repos: body.repos,
       envFiles: body.envFiles,
+      model: body.model,
+      systemPrompt: body.systemPrompt,
+      serviceCommands: body.serviceCommands,
+      sshPublicKey: body.sshPublicKey,
+      triggerContext: body.triggerContext,
+      gitIdentity: gitIdentityFor(who),
       prebuildId: body.prebuildId,
       initialPrompt: body.initialPrompt,
       now: deps.now(),

@@ -93,6 +93,8 @@ export interface E2BProviderConfig {
   apiKey?: string;
   domain?: string;
   gitFreshness?: GitFreshnessConfig;
+  /** The deployment's model keys (DEPLOYMENT_MODEL_VARS), for sessions without their own. */
+  modelEnv?: Record<string, string>;
 }
 
 export interface E2BProviderDeps {
@@ -171,7 +173,7 @@ export class E2BSandboxProvider implements SandboxProvider {
     try {
       const template = opts.snapshotId ? opts.snapshotId.slice(E2B_SNAPSHOT_PREFIX.length) : this.config.template;
       sandbox = await this.sdk.create(template, {
-        envs: buildSandboxEnv(opts),
+        envs: buildSandboxEnv(opts, this.config.modelEnv ?? {}),
         metadata: { sessionId: opts.sessionId, ...MANAGED_BY_METADATA },
         timeoutMs: this.timeoutMs(),
         lifecycle: { onTimeout: "pause" },
@@ -203,8 +205,9 @@ export class E2BSandboxProvider implements SandboxProvider {
         ` && (grep -qs 'env.proliferate' /home/user/.bashrc || echo '. ${SANDBOX_PATHS.envProfile}' >> /home/user/.bashrc)`;
       const exported = await exec(["sh", "-c", exportEnv]);
       if (exported.exitCode !== 0) throw new Error(`export env exited ${exported.exitCode}: ${exported.stderr.slice(0, 2_000)}`);
-      if (this.config.gitFreshness) {
-        const spec = imageBootSpec(opts, { restored: true, now: this.now(), gitFreshness: this.config.gitFreshness });
+      const freshness = opts.gitFreshness ?? this.config.gitFreshness ?? null;
+      if (freshness?.enabled) {
+        const spec = imageBootSpec(opts, { restored: true, now: this.now(), gitFreshness: freshness });
         await sandbox.files.write(SANDBOX_PATHS.bootRequest, JSON.stringify(spec));
         // Best effort (seed 003 §6.7): a failed pull never fails the resume; the cadence stays, so the next one retries.
         await runImageBoot(exec, "resume", { file: SANDBOX_PATHS.bootRequest }).catch(() => undefined);

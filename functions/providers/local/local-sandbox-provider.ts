@@ -19,7 +19,7 @@
  */
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdir, open, readFile, writeFile } from "node:fs/promises";
+import { mkdir, open, readFile, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, resolve, sep } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -42,7 +42,7 @@ import type {
   SandboxTunnels,
 } from "../../ports/sandbox-provider";
 import { copyAgentState, removeDir, repointSessions, writeSnapshotMeta } from "./filesystem-snapshot";
-import { homeEnv, localBootSpec, sandboxEnv, sandboxPaths, usesDevModel } from "./opencode-launch";
+import { devModelRequiredKeySha256, homeEnv, localBootSpec, sandboxEnv, sandboxPaths, sidecarSocketPath, usesDevModel } from "./opencode-launch";
 import { allocatePort, groupPresent, killGroup, leaderAlive, pidPresent, processStartTime, run } from "./process-group";
 import { listSandboxRecords, readSandboxRecord, writeSandboxRecord, type SandboxRecord } from "./sandbox-registry";
 
@@ -256,7 +256,7 @@ export class LocalSandboxProvider implements SandboxProvider {
    * record is written before the wait, so a boot that fails or hangs is still found and killed.
    */
   private async boot(opts: CreateSandboxOpts, sandboxId: string, paths: { root: string; workspace: string; home: string }, restoredFrom: string | null): Promise<SandboxRecord> {
-    const devModelPort = usesDevModel(this.env) ? await allocatePort() : null;
+    const devModelPort = usesDevModel(opts, this.env) ? await allocatePort() : null;
     const openCodePort = await allocatePort();
     const sidecarPort = this.sidecar ? await allocatePort() : null;
     const createdAt = Date.now();
@@ -271,7 +271,9 @@ export class LocalSandboxProvider implements SandboxProvider {
       opencodeBin: this.opencodeBin,
       openCodePort,
       devModelPort,
+      devModelRequiredKeySha256: devModelRequiredKeySha256(this.env),
       sidecarPort,
+      sidecarSocket: sidecarPort === null ? null : sidecarSocketPath(sandboxId),
       readinessBudgetMs: this.readyTimeoutMs,
       timeoutSeconds: this.timeoutSeconds,
       gitFreshness: this.gitFreshness,
@@ -284,7 +286,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       sessionId: opts.sessionId,
       sandboxId,
       providerEnv: this.env,
-      envVars: opts.envVars,
+      opts,
     });
     const logPath = `${paths.root}/sandbox.log`;
     // The log is a file, not a pipe: the sandbox must outlive the process that started it.
@@ -347,5 +349,6 @@ export class LocalSandboxProvider implements SandboxProvider {
       throw fail("terminate", `services of sandbox ${sandboxId} survived SIGKILL: ${survivors.join(", ")}`, { retryable: true, sandboxId });
     }
     await removeDir(paths.root);
+    await rm(sidecarSocketPath(sandboxId), { force: true });
   }
 }

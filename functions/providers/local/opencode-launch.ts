@@ -10,7 +10,12 @@ import type { GitFreshnessConfig } from "../../domain/git-freshness";
 import type { CreateSandboxOpts } from "../../ports/sandbox-provider";
 import { BOOT_SPEC_VERSION, type BootSpec } from "../../../sandbox/boot/boot-spec";
 import { homeEnv } from "../../../sandbox/boot/layout";
-import { bootRequest } from "../sandbox-boot";
+import { bootRequest, buildSandboxEnv } from "../sandbox-boot";
+import { createHash } from "node:crypto";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { modelProvider } from "../../domain/agent-settings";
+import { DEV_MODEL } from "../../../sandbox/boot/opencode-files";
 
 export { homeEnv };
 
@@ -28,18 +33,39 @@ export function sandboxPaths(dataDir: string, sandboxId: string): SandboxPaths {
   return { root, workspace: `${root}/workspace`, home: `${root}/home` };
 }
 
+/**
+ * The sidecar's Unix socket of a local sandbox: in the OS temp dir, not under the data dir,
+ * because a socket path must fit in 108 bytes and DATA_DIR may be long.
+ */
+export function sidecarSocketPath(sandboxId: string): string {
+  return join(tmpdir(), `scp-${sandboxId}.sock`);
+}
+
 /** Path of OpenCode's session database inside a sandbox (or snapshot) home. */
 export function openCodeDbPath(home: string): string {
   return `${home}/.local/share/opencode/opencode.db`;
 }
 
-/** The real model when an Anthropic key is configured, else the development model. */
-export function usesDevModel(providerEnv: Record<string, string>): boolean {
+/**
+ * Host env (tests): the development model refuses requests whose key is not this one, so a test
+ * proves the session's model key reached OpenCode. Only its SHA-256 enters the boot spec.
+ */
+export const DEV_MODEL_REQUIRED_KEY_ENV = "DEV_MODEL_REQUIRED_KEY";
+
+/**
+ * The development model runs when the session names it (`dev/...`), or names no model and the
+ * deployment has no Anthropic key; otherwise the real model the session resolved to.
+ */
+export function usesDevModel(opts: Pick<CreateSandboxOpts, "agentConfig">, providerEnv: Record<string, string>): boolean {
+  const modelId = opts.agentConfig?.modelId;
+  if (modelId) return modelProvider(modelId) === DEV_MODEL.provider;
   return !providerEnv.ANTHROPIC_API_KEY;
 }
 
-/** The provider env keys that reach the agent (never the whole host environment). */
-const AGENT_KEYS = ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"] as const;
+export function devModelRequiredKeySha256(providerEnv: Record<string, string>): string | null {
+  const key = providerEnv[DEV_MODEL_REQUIRED_KEY_ENV];
+  return key ? createHash("sha256").update(key, "utf8").digest("hex") : null;
+}
 
 /**
  * The boot process's environment (its children inherit it): a minimal host base (so host
@@ -52,19 +78,14 @@ export function sandboxEnv(input: {
   sessionId: string;
   sandboxId: string;
   providerEnv: Record<string, string>;
-  envVars: Record<string, string>;
+  opts: Pick<CreateSandboxOpts, "sessionId" | "envVars" | "agentConfig">;
 }): Record<string, string> {
-  const agent: Record<string, string> = {};
-  for (const key of AGENT_KEYS) {
-    const value = input.providerEnv[key];
-    if (value) agent[key] = value;
-  }
   return {
     PATH: input.hostPath,
     LANG: "C.UTF-8",
     ...homeEnv(input.home),
-    ...input.envVars,
-    ...agent,
+    // The session's vars and its model key, else the deployment's (the same rule as Modal and E2B).
+    ...buildSandboxEnv(input.opts, input.providerEnv),
     SESSION_ID: input.sessionId,
     SANDBOX_ID: input.sandboxId,
     OPENCODE_DISABLE_AUTOUPDATE: "1",
@@ -91,7 +112,11 @@ export interface LocalBootInput {
   opencodeBin: string;
   openCodePort: number;
   devModelPort: number | null;
+  /** SHA-256 of the key the development model requires (DEV_MODEL_REQUIRED_KEY), or null. */
+  devModelRequiredKeySha256?: string | null;
   sidecarPort: number | null;
+  /** The sidecar's in-sandbox Unix socket (short: sun_path holds 108 bytes). */
+  sidecarSocket?: string | null;
   readinessBudgetMs: number;
   timeoutSeconds: number;
   gitFreshness: GitFreshnessConfig | null;
@@ -111,9 +136,12 @@ export function localBootSpec(input: LocalBootInput): BootSpec {
       opencode: { bin: input.opencodeBin, port: input.openCodePort, hostname: "127.0.0.1" },
       readinessBudgetMs: input.readinessBudgetMs,
       toolModules: `${repoRoot}/node_modules`,
-      devModel: input.devModelPort === null ? null : { port: input.devModelPort },
+      devModel: input.devModelPort === null ? null : { port: input.devModelPort, requiredKeySha256: input.devModelRequiredKeySha256 ?? null },
       caddy: null,
-      sidecar: input.sidecarPort === null ? null : { command: tsEntry(`${repoRoot}/sandbox/sidecar/main.ts`), host: "127.0.0.1", port: input.sidecarPort },
+      sidecar:
+        input.sidecarPort === null
+          ? null
+          : { command: tsEntry(`${repoRoot}/sandbox/sidecar/main.ts`), host: "127.0.0.1", port: input.sidecarPort, socket: input.sidecarSocket ?? null },
       cli: tsEntry(`${repoRoot}/sandbox/cli/main.ts`),
       servicesScript: null,
       expiresInSeconds: input.timeoutSeconds,

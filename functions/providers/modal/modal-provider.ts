@@ -122,6 +122,8 @@ export interface ModalProviderConfig {
   tokenId?: string;
   tokenSecret?: string;
   gitFreshness?: GitFreshnessConfig;
+  /** The deployment's model keys (DEPLOYMENT_MODEL_VARS), for sessions without their own. */
+  modelEnv?: Record<string, string>;
 }
 
 export interface ModalProviderDeps {
@@ -405,7 +407,7 @@ export class ModalSandboxProvider implements SandboxProvider {
     return {
       name: opts.sessionId,
       tags: this.tags(opts.sessionId),
-      env: buildSandboxEnv(opts),
+      env: buildSandboxEnv(opts, this.config.modelEnv ?? {}),
       timeoutMs: this.config.timeoutSeconds * 1_000,
       cpu: SANDBOX_CPU,
       memoryMiB: SANDBOX_MEMORY_MIB,

@@ -1,4 +1,5 @@
 import { AuthenticationError, RateLimitError, SandboxNotFoundError, type SandboxInfo, type SandboxListOpts, type SandboxOpts } from "e2b";
+import { CREATE_SECRETS, sessionCreateOpts } from "../../support/builders";
 import { describe, expect, it } from "vitest";
 import { ProviderError } from "../../../functions/domain/errors";
 import {
@@ -386,5 +387,28 @@ describe("E2BSandboxProvider", () => {
       limited.sdk.failures.set("list.nextItems", new RateLimitError("slow down"));
       await expect(limited.provider.listSandboxes()).rejects.toMatchObject({ operation: "listSandboxes", retryable: true });
     });
+  });
+});
+
+describe("E2BSandboxProvider: what a session's create call carries", () => {
+  it("envs: exactly the session's vars (its own model key, never the deployment's); the boot spec file: the settings, no secret", async () => {
+    const { sdk, provider } = setup(true, { modelEnv: CREATE_SECRETS.deployment });
+    await provider.createSandbox(sessionCreateOpts(SESSION, ));
+    const create = sdk.calls.find((c) => c[0] === "create");
+    expect((create?.[2] as { envs: unknown }).envs).toEqual({ SESSION_ID: SESSION, SIDECAR_TOKEN: CREATE_SECRETS.sandboxKey, ANTHROPIC_API_KEY: CREATE_SECRETS.sessionModelKey });
+    expect(bootSpecOf(sdk, "e2b-1").request).toMatchObject({ modelId: "anthropic/claude-sonnet-4-5", systemPrompt: "Be brief.", controlPlaneUrl: "https://api.example.test" });
+    const raw = sdk.boxes.get("e2b-1")?.files[SPEC_PATH] ?? "";
+    for (const secret of [CREATE_SECRETS.sandboxKey, CREATE_SECRETS.sessionModelKey, ...Object.values(CREATE_SECRETS.deployment)]) expect(raw).not.toContain(secret);
+  });
+
+  it("no model configured: the deployment's Anthropic key only; a resume never writes a model key into the shell env file", async () => {
+    const { sdk, provider } = setup(true, { modelEnv: CREATE_SECRETS.deployment });
+    await provider.createSandbox(sessionCreateOpts(SESSION, { agentConfig: undefined, envVars: { SESSION_ID: SESSION, SIDECAR_TOKEN: CREATE_SECRETS.sandboxKey } }));
+    const create = sdk.calls.find((c) => c[0] === "create");
+    expect((create?.[2] as { envs: unknown }).envs).toEqual({ SESSION_ID: SESSION, SIDECAR_TOKEN: CREATE_SECRETS.sandboxKey, ANTHROPIC_API_KEY: CREATE_SECRETS.deployment.ANTHROPIC_API_KEY });
+    await provider.pause(SESSION, "e2b-1");
+    await provider.ensureSandbox(sessionCreateOpts(SESSION, { snapshotId: "e2b-1", currentSandboxId: "e2b-1" }));
+    const written = Object.values(sdk.boxes.get("e2b-1")?.files ?? {}).join("\n");
+    for (const secret of [CREATE_SECRETS.sandboxKey, CREATE_SECRETS.sessionModelKey, CREATE_SECRETS.deployment.ANTHROPIC_API_KEY]) expect(written).not.toContain(secret);
   });
 });

@@ -1,4 +1,5 @@
 import { AlreadyExistsError, NotFoundError, SandboxTimeoutError, type SandboxListParams } from "modal";
+import { CREATE_SECRETS, sessionCreateOpts } from "../../support/builders";
 import { describe, expect, it } from "vitest";
 import { ProviderError } from "../../../functions/domain/errors";
 import {
@@ -595,5 +596,39 @@ describe("ModalSandboxProvider", () => {
       expect(notFound).toMatchObject({ operation: "listSandboxes", retryable: false });
       expect(notFound.context).toMatchObject({ kind: "not_found" });
     });
+  });
+});
+
+describe("ModalSandboxProvider: what a session's create call carries", () => {
+  it("env: exactly the session's vars (its own model key, never the deployment's); the boot spec: the settings, no secret", async () => {
+    const { sdk, provider } = setup({ modelEnv: CREATE_SECRETS.deployment });
+    await provider.createSandbox(sessionCreateOpts(SESSION, ));
+    const create = sdk.calls.find((c) => c[0] === "sandboxes.create");
+    expect((create?.[3] as { env: unknown }).env).toEqual({ SESSION_ID: SESSION, SIDECAR_TOKEN: CREATE_SECRETS.sandboxKey, ANTHROPIC_API_KEY: CREATE_SECRETS.sessionModelKey });
+    const spec = bootSpecOf(sdk, "sb-1");
+    expect(spec.request).toMatchObject({
+      modelId: "anthropic/claude-sonnet-4-5",
+      systemPrompt: "Be brief.",
+      serviceCommands: [{ name: "web", command: "npm run dev" }],
+      autoStartServices: true,
+      gitIdentity: { name: "Ada", email: "ada@example.test" },
+      controlPlaneUrl: "https://api.example.test",
+    });
+    const raw = sdk.byId.get("sb-1")?.stdins[0] ?? "";
+    for (const secret of [CREATE_SECRETS.sandboxKey, CREATE_SECRETS.sessionModelKey, ...Object.values(CREATE_SECRETS.deployment)]) expect(raw).not.toContain(secret);
+  });
+
+  it("no model configured: the deployment's Anthropic key and nothing else of the deployment's", async () => {
+    const { sdk, provider } = setup({ modelEnv: CREATE_SECRETS.deployment });
+    await provider.createSandbox(sessionCreateOpts(SESSION, { agentConfig: undefined, envVars: { SESSION_ID: SESSION, SIDECAR_TOKEN: CREATE_SECRETS.sandboxKey } }));
+    const create = sdk.calls.find((c) => c[0] === "sandboxes.create");
+    expect((create?.[3] as { env: unknown }).env).toEqual({ SESSION_ID: SESSION, SIDECAR_TOKEN: CREATE_SECRETS.sandboxKey, ANTHROPIC_API_KEY: CREATE_SECRETS.deployment.ANTHROPIC_API_KEY });
+  });
+
+  it("a model named without a key secret: the deployment's key for that provider only", async () => {
+    const { sdk, provider } = setup({ modelEnv: CREATE_SECRETS.deployment });
+    await provider.createSandbox(sessionCreateOpts(SESSION, { agentConfig: { modelId: "openai/gpt-5" }, envVars: { SESSION_ID: SESSION, SIDECAR_TOKEN: CREATE_SECRETS.sandboxKey } }));
+    const create = sdk.calls.find((c) => c[0] === "sandboxes.create");
+    expect((create?.[3] as { env: unknown }).env).toEqual({ SESSION_ID: SESSION, SIDECAR_TOKEN: CREATE_SECRETS.sandboxKey, OPENAI_API_KEY: CREATE_SECRETS.deployment.OPENAI_API_KEY });
   });
 });

@@ -1,0 +1,56 @@
+/**
+ * The routes a sandbox calls back on (never a person): its sidecar signs each call with the
+ * session's sandbox key (`auth: "sandbox"`), so a sandbox can only ever read its own session's
+ * credentials. Values travel only in these responses (over TLS in AWS), and only to the sidecar,
+ * which keeps them in memory: they are never logged, stored on the session, or put in the boot
+ * spec or the sandbox's environment.
+ *
+ * - POST /v1/sandbox/git-credential `{protocol, host, path?}` -> `200 {credential: {username,
+ *   password, expiresAt}}` for a session repo that names a credential, else 404.
+ * - POST /v1/sandbox/env-values `{}` -> `200 {values}`: the session's env-file keys that its
+ *   org's secrets hold (`env apply` in the sandbox writes them).
+ * A stopped session's sandbox gets nothing (409): it should not be running.
+ */
+import { z } from "zod";
+import { ConflictError, NotFoundError } from "../../domain/errors";
+import type { SessionRecord } from "../../domain/session";
+import { envFileValues, matchCredentialRepo, OrgSecretGitCredentials } from "../../sandbox-access/git-credentials";
+import { httpRoute, type HttpDeps } from "../http-handler";
+
+const GitCredentialBody = z
+  .object({
+    protocol: z.enum(["http", "https"]),
+    host: z.string().min(1).max(255),
+    path: z.string().max(2048).optional(),
+  })
+  .strict();
+
+async function callingSession(deps: HttpDeps, sessionId: string | null): Promise<SessionRecord> {
+  if (!sessionId) throw new Error("route declared auth: sandbox but has no session");
+  const session = await deps.sessions.getSession(sessionId);
+  if (!session) throw new NotFoundError(`session ${sessionId} not found`);
+  if (session.status === "stopped") throw new ConflictError("session is stopped: its sandbox gets no credentials");
+  return session;
+}
+
+export const makeSandboxGitCredentialHandler = httpRoute(
+  { name: "SandboxGitCredential", auth: "sandbox", body: GitCredentialBody },
+  async ({ body, sandboxSessionId }, deps) => {
+    const session = await callingSession(deps, sandboxSessionId);
+    const repo = matchCredentialRepo(session.repos, body);
+    const credential = repo ? await new OrgSecretGitCredentials(deps.secrets).credentialFor({ orgId: session.orgId, repo, now: deps.now() }) : null;
+    if (!credential) throw new NotFoundError(`no credential for ${body.protocol}://${body.host}/${body.path ?? ""}`);
+    deps.logger.info("git credential served", { sessionId: session.id, host: body.host, credential: repo?.credential });
+    return { status: 200, body: { credential: { ...credential, expiresAt: credential.expiresAt.toISOString() } } };
+  },
+);
+
+export const makeSandboxEnvValuesHandler = httpRoute(
+  { name: "SandboxEnvValues", auth: "sandbox", body: z.object({}).strict() },
+  async ({ sandboxSessionId }, deps) => {
+    const session = await callingSession(deps, sandboxSessionId);
+    const values = await envFileValues(deps.secrets, session.orgId, session.envFiles);
+    deps.logger.info("env values served", { sessionId: session.id, keys: Object.keys(values) });
+    return { status: 200, body: { values } };
+  },
+);

@@ -1,0 +1,34 @@
+/**
+ * Org settings over DynamoDB: one item per org (`ORG#<orgId>` / `SETTINGS`, table-layout.ts).
+ * Last write wins: settings are set by an admin, and a session reads them once per boot.
+ */
+import { GetCommand, UpdateCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { AgentModel } from "../domain/agent-settings";
+import type { OrgSettingsStore } from "../ports/org-settings";
+import { keys } from "./table-layout";
+
+export class DynamoOrgSettingsStore implements OrgSettingsStore {
+  constructor(
+    private readonly doc: DynamoDBDocumentClient,
+    private readonly tableName: string,
+  ) {}
+
+  async getModel(orgId: string): Promise<AgentModel | null> {
+    const out = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: keys.orgSettings(orgId), ProjectionExpression: "model" }));
+    const parsed = AgentModel.nullable().safeParse(out.Item?.model ?? null);
+    // A stored value this version cannot read is treated as unset, never as a crash of every boot.
+    return parsed.success ? parsed.data : null;
+  }
+
+  async putModel(orgId: string, model: AgentModel | null, now: Date): Promise<void> {
+    await this.doc.send(
+      new UpdateCommand({
+        TableName: this.tableName,
+        Key: keys.orgSettings(orgId),
+        UpdateExpression: model ? "SET #model = :model, updatedAt = :now" : "REMOVE #model SET updatedAt = :now",
+        ExpressionAttributeNames: { "#model": "model" },
+        ExpressionAttributeValues: { ...(model ? { ":model": model } : {}), ":now": now.toISOString() },
+      }),
+    );
+  }
+}

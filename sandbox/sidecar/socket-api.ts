@@ -1,0 +1,137 @@
+/**
+ * The sidecar's in-sandbox-only listener (issue 23): a Unix domain socket at `SIDECAR_SOCKET`,
+ * mode 0600, serving the credential broker's two routes and nothing else. There is no auth
+ * header: the file's permissions are the auth. The public tunnel reaches only the TCP port
+ * (through Caddy), never this socket, and the TCP server does not serve these routes.
+ *
+ *   POST /git/credential {protocol, host, path?} -> 200 {username, password}
+ *                                                 | 404 no_credential | 503 (names why)
+ *   GET  /env/values                              -> 200 {values}     | 503
+ *
+ * Called by the in-sandbox CLI: `git-credential get` (git's credential helper) and `env apply`.
+ * Logs carry route, host, path and status only: never a password or a value.
+ */
+import { randomUUID } from "node:crypto";
+import { chmod, lstat, rm } from "node:fs/promises";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import { z } from "zod";
+import { credentialCacheKey, type CredentialBroker } from "./credential-broker";
+import { invalidRequest, SidecarError } from "./errors";
+import { readJsonBody, sendError, sendJson } from "./http-io";
+
+export const SOCKET_MODE = 0o600;
+
+/** What git sends a credential helper, as the CLI forwards it (https://git-scm.com/docs/git-credential). */
+const GitCredentialBodySchema = z.object({
+  protocol: z.enum(["http", "https"]),
+  /** Host, with `:port` when the URL has one; no whitespace or slash (a line-based protocol). */
+  host: z.string().min(1).max(255).regex(/^[^\s/]+$/, "host must not contain whitespace or '/'"),
+  /** Only sent when git's `credential.useHttpPath` is on. */
+  path: z
+    .string()
+    .max(2048)
+    .regex(/^[^\0\r\n]*$/, "path must be one line")
+    .optional(),
+});
+
+export interface SocketApiOptions {
+  socketPath: string;
+  broker: CredentialBroker;
+  log: (message: string, fields?: Record<string, unknown>) => void;
+}
+
+export interface SocketApi {
+  path: string;
+  close(): Promise<void>;
+}
+
+/** A socket left behind by a sidecar that died is replaced; anything else at the path is not ours to delete. */
+async function removeStaleSocket(path: string): Promise<void> {
+  const existing = await lstat(path).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === "ENOENT") return null;
+    throw err;
+  });
+  if (!existing) return;
+  if (!existing.isSocket()) throw new Error(`SIDECAR_SOCKET ${path} exists and is not a socket`);
+  await rm(path, { force: true });
+}
+
+export async function startSocketApi(options: SocketApiOptions): Promise<SocketApi> {
+  const { socketPath, broker, log } = options;
+
+  const gitCredential = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const parsed = GitCredentialBodySchema.safeParse(await readJsonBody(req));
+    if (!parsed.success) throw invalidRequest(parsed.error.issues.map((i) => `${i.path.join(".") || "body"}: ${i.message}`).join("; "));
+    const request = parsed.data;
+    const { credential, cached } = await broker.gitCredential(request);
+    log("git credential", { protocol: request.protocol, host: request.host, path: request.path ?? null, found: credential !== null, cached });
+    if (!credential) throw new SidecarError(404, "no_credential", `no credential for ${credentialCacheKey(request)}`);
+    sendJson(res, 200, { username: credential.username, password: credential.password });
+  };
+
+  const envValues = async (_req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const values = await broker.envValues();
+    log("env values", { count: Object.keys(values).length });
+    sendJson(res, 200, { values });
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> => {
+    if (url.pathname === "/git/credential" && req.method === "POST") return gitCredential(req, res);
+    if (url.pathname === "/env/values" && req.method === "GET") return envValues(req, res);
+    throw new SidecarError(404, "not_found", `no route ${req.method ?? ""} ${url.pathname}`);
+  };
+
+  // Connections that arrive before the chmod below are refused: until then the socket has the
+  // umask's mode, and only a 0600 socket is authenticated.
+  let ready = false;
+  const server = createServer((req, res) => {
+    res.setHeader("cache-control", "no-store");
+    const url = new URL(req.url ?? "/", "http://sidecar.sock");
+    handle(req, res, url).catch((err: unknown) => {
+      if (err instanceof SidecarError) {
+        sendError(res, err.status, err.code, err.message);
+        return;
+      }
+      const requestId = randomUUID();
+      log("socket request failed", { requestId, method: req.method, path: url.pathname, error: err instanceof Error ? err.name : "unknown" });
+      sendError(res, 500, "internal", "internal error", { requestId });
+    });
+  });
+  server.on("connection", (socket: Socket) => {
+    if (!ready) socket.destroy();
+  });
+
+  await removeStaleSocket(socketPath);
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(socketPath, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  let ino: number;
+  try {
+    await chmod(socketPath, SOCKET_MODE);
+    ino = (await lstat(socketPath)).ino;
+  } catch (err) {
+    server.close();
+    throw err;
+  }
+  ready = true;
+
+  return {
+    path: socketPath,
+    close: async () => {
+      broker.clear();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      // libuv unlinks the path on close; a file that is still there and still ours goes too
+      // (one a newer sidecar bound meanwhile is left alone).
+      const left = await lstat(socketPath).catch(() => null);
+      if (left?.isSocket() && left.ino === ino) await rm(socketPath, { force: true });
+    },
+  };
+}

@@ -1,0 +1,105 @@
+/**
+ * Session settings reach every sandbox of a session (issue 23), through the real ASL files and
+ * the real provision step over dynalite: the create call carries the session's settings, and its
+ * env vars hold exactly what the boot needs (SESSION_ID, the sandbox key, the model key when an
+ * org secret names it) and nothing more. Model resolution: session over org over the deployment
+ * default; a deleted key secret fails the provision naming the secret, never its value.
+ */
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { AgentModel } from "../../functions/domain/agent-settings";
+import { DynamoOrgSettingsStore } from "../../functions/store/dynamo-org-settings";
+import { deriveSandboxKey } from "../../sandbox/shared/access-token";
+import { startFlowHarness, TEST_MASTER_KEY, type FlowHarness } from "../support/flow-harness";
+import { InstantSandboxProvider } from "../support/instant-provider";
+import { ScriptedAgent } from "../support/scripted-agent";
+
+const ANTHROPIC_KEY = "sk-ant-api03-session-settings-test-key";
+const OPENAI_KEY = "sk-proj-org-default-key-0123456789";
+
+let inner: InstantSandboxProvider;
+let h: FlowHarness;
+let orgSettings: DynamoOrgSettingsStore;
+
+beforeEach(async () => {
+  inner = new InstantSandboxProvider({});
+  h = await startFlowHarness({ provider: inner, agent: new ScriptedAgent(), env: { CONTROL_PLANE_URL: "https://api.example.test", SANDBOX_GIT_PULL_ON_RESTORE: "true", SANDBOX_GIT_PULL_CADENCE_SECONDS: "600" } });
+  orgSettings = new DynamoOrgSettingsStore(h.table.doc, h.table.tableName);
+  const now = new Date();
+  await h.deps.secrets.put({ orgId: "org_1", name: "ANTHROPIC_KEY", value: ANTHROPIC_KEY, now });
+  await h.deps.secrets.put({ orgId: "org_1", name: "OPENAI_KEY", value: OPENAI_KEY, now });
+});
+afterEach(async () => {
+  await h.close();
+});
+
+const SETTINGS = {
+  orgId: "org_1",
+  repos: [{ url: "https://github.com/acme/app.git", credential: "GIT_TOKEN", ref: "v1.0.0" }],
+  model: { id: "anthropic/claude-sonnet-4-5", apiKeySecret: "ANTHROPIC_KEY" } satisfies AgentModel,
+  systemPrompt: "Be brief.",
+  serviceCommands: [{ name: "web", command: "npm run dev" }],
+  sshPublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBexample me@laptop",
+  triggerContext: { source: "automation", automationId: "aut_1" },
+  gitIdentity: { name: "Ada", email: "ada@example.test" },
+};
+
+describe("session settings in the create call", () => {
+  it("every sandbox (first boot and resume) gets the settings, and exactly SESSION_ID, the sandbox key and the model key", async () => {
+    const s = await h.createSession(SETTINGS);
+    await h.run("ensure-runtime", s.id);
+    await h.run("pause", s.id);
+    await h.run("ensure-runtime", s.id);
+    expect(inner.createCalls).toHaveLength(2);
+    for (const call of inner.createCalls) {
+      expect(call.envVars).toEqual({ SESSION_ID: s.id, SIDECAR_TOKEN: deriveSandboxKey(TEST_MASTER_KEY, s.id), ANTHROPIC_API_KEY: ANTHROPIC_KEY });
+      expect(call).toMatchObject({
+        repos: SETTINGS.repos,
+        agentConfig: { modelId: "anthropic/claude-sonnet-4-5" },
+        systemPrompt: "Be brief.",
+        serviceCommands: SETTINGS.serviceCommands,
+        autoStartServices: true,
+        sshPublicKey: SETTINGS.sshPublicKey,
+        triggerContext: SETTINGS.triggerContext,
+        gitIdentity: SETTINGS.gitIdentity,
+        controlPlaneUrl: "https://api.example.test",
+        gitFreshness: { enabled: true, cadenceSeconds: 600 },
+      });
+    }
+    // The key is in the create call only: not on the session, not in its events.
+    const stored = JSON.stringify([await h.session(s.id), (await h.deps.events.list(s.id, { limit: 100 })).items]);
+    expect(stored).not.toContain(ANTHROPIC_KEY);
+  });
+
+  it("the org's model applies when the session names none; the session's wins over it", async () => {
+    await orgSettings.putModel("org_1", { id: "openai/gpt-5", apiKeySecret: "OPENAI_KEY" }, new Date());
+    const byOrg = await h.createSession({ orgId: "org_1" });
+    await h.run("ensure-runtime", byOrg.id);
+    const own = await h.createSession(SETTINGS);
+    await h.run("ensure-runtime", own.id);
+    const [orgCall, ownCall] = inner.createCalls;
+    expect(orgCall?.agentConfig).toEqual({ modelId: "openai/gpt-5" });
+    expect(orgCall?.envVars.OPENAI_API_KEY).toBe(OPENAI_KEY);
+    expect(orgCall?.envVars.ANTHROPIC_API_KEY).toBeUndefined();
+    expect(ownCall?.agentConfig).toEqual({ modelId: "anthropic/claude-sonnet-4-5" });
+    expect(ownCall?.envVars.OPENAI_API_KEY).toBeUndefined();
+  });
+
+  it("no model anywhere: no agent config and no key (the provider applies the deployment default)", async () => {
+    const s = await h.createSession({ orgId: "org_1" });
+    await h.run("ensure-runtime", s.id);
+    const call = inner.createCalls[0];
+    expect(call?.agentConfig).toBeUndefined();
+    expect(Object.keys(call?.envVars ?? {}).sort()).toEqual(["SESSION_ID", "SIDECAR_TOKEN"]);
+    expect(call?.autoStartServices).toBe(false);
+  });
+
+  it("a key secret deleted since the session was created fails the provision with its name, and leaves no sandbox", async () => {
+    const s = await h.createSession(SETTINGS);
+    await h.deps.secrets.delete("org_1", "ANTHROPIC_KEY");
+    const failed = await h.run("ensure-runtime", s.id);
+    expect(failed.status).toBe("error");
+    expect(failed.errorMessage).toContain('the model key secret "ANTHROPIC_KEY" no longer exists');
+    expect(inner.createCalls).toEqual([]);
+    expect(inner.live()).toEqual([]);
+  });
+});
