@@ -4,8 +4,9 @@
  * rules a reader needs are all here:
  *
  * Phase 1, blocking (the sandbox is not usable before it ends):
- *   the sidecar is started first (not waited for): git's credential helper asks it, over its
- *   Unix socket, for the session's token while the repos clone;
+ *   when a repo names a credential, the sidecar is started first (not waited for): git's
+ *   credential helper asks it, over its Unix socket, for the token while the repos clone (and
+ *   during the freshness pull); otherwise it starts in phase 2, off the critical path;
  *   git config: the user's identity and that credential helper (no token is ever written);
  *   workspace: clone each repo (fresh: whole history unless a depth is asked, then the pinned
  *   ref) or read the snapshot's metadata (restored);
@@ -151,9 +152,18 @@ function sidecarUrlOf(layout: BootSpec["layout"]): string | null {
 }
 
 /**
- * Defines the service commands and starts the sidecar (first thing in phase 1, waited for in
- * phase 2): the sandbox key stays in its environment only (step-executor.ts), and the control
- * plane's URL tells it where to ask for credentials.
+ * Git asks the sidecar for credentials during the boot itself (clone, freshness pull): then it
+ * must start before them. Starting it also costs about a second of a 2-core sandbox's boot
+ * (bench section 7), so otherwise it starts in phase 2.
+ */
+function sidecarFirst(spec: BootSpec): boolean {
+  return spec.request.controlPlaneUrl !== null && spec.request.repos.some((r) => r.credential !== undefined);
+}
+
+/**
+ * Defines the service commands and starts the sidecar (phase 1 or 2, see `sidecarFirst`; always
+ * waited for in phase 2): the sandbox key stays in its environment only (step-executor.ts), and
+ * the control plane's URL tells it where to ask for credentials.
  */
 function sidecarSteps(spec: BootSpec): BootStep[] {
   const { request, layout } = spec;
@@ -190,7 +200,7 @@ function sidecarSteps(spec: BootSpec): BootStep[] {
 function phase1(spec: BootSpec, secrets: BootSecrets): BootStep[] {
   const { request, layout } = spec;
   const files = sandboxFiles(layout);
-  const steps: BootStep[] = [...sidecarSteps(spec)];
+  const steps: BootStep[] = sidecarFirst(spec) ? sidecarSteps(spec) : [];
   const metadata = freshMetadata(spec);
   const gitConfig = gitConfigFile(spec);
   if (gitConfig) steps.push({ kind: "files", name: "write git config", ops: [{ op: "write", path: files.gitConfig, content: gitConfig }] });
@@ -334,7 +344,8 @@ function phase2(spec: BootSpec): BootStep[] {
     steps.push({ kind: "wait-http", name: "wait for caddy", url: `${layout.caddy.adminUrl}/config/`, budgetMs: layout.readinessBudgetMs, process: "caddy" });
   }
   const sidecarUrl = sidecarUrlOf(layout);
-  // Started in phase 1 (sidecarSteps); its service definitions are there, `services start` below starts them.
+  // Its service definitions are written with it; `services start` below starts them.
+  if (!sidecarFirst(spec)) steps.push(...sidecarSteps(spec));
   if (sidecarUrl) steps.push({ kind: "wait-http", name: "wait for sidecar", url: `${sidecarUrl}/health`, budgetMs: layout.readinessBudgetMs, process: "sidecar" });
   const socket = layout.sidecar?.socket ?? null;
   const cliEnv = {

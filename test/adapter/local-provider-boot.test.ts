@@ -110,9 +110,6 @@ describe("local provider boots through sandbox/boot", () => {
       const lines = logOf(sandbox.sandboxId);
       const phase1 = lines.filter((l) => l.msg === "boot.step" && l.phase === 1);
       expect(phase1.map((l) => l.step)).toEqual([
-        // Started first, so git's credential helper can ask it while repos clone; waited for in phase 2.
-        "write service definitions",
-        "start sidecar",
         "write metadata",
         "write opencode config",
         "write plugin",
@@ -131,7 +128,7 @@ describe("local provider boots through sandbox/boot", () => {
       const config = JSON.parse(readFileSync(join(record.home, ".config/opencode/opencode.json"), "utf8")) as { instructions: string[] };
       expect(readFileSync(config.instructions[0] ?? "", "utf8")).toBe("You set up repos.");
 
-      // After create returned (phase 2 waits for it): the sidecar answers, with the session's key and with an
+      // Phase 2 (after create returned): the sidecar answers, with the session's key and with an
       // access token minted from it.
       const sidecarPort = record.sidecarPort;
       expect(sidecarPort).not.toBeNull();

@@ -150,7 +150,11 @@ describe("git: identity, credential helper, history", () => {
   };
 
   it("writes the user's identity and the sidecar-socket credential helper before any clone, and no token anywhere", () => {
-    const plan = image({ repos: REPOS, controlPlaneUrl: "https://api.example.test", gitIdentity: { name: 'Ada "A" Lovelace', email: "ada@example.test" } });
+    const plan = image({
+      repos: [...REPOS, { url: "https://github.com/acme/private.git", credential: "GH" }],
+      controlPlaneUrl: "https://api.example.test",
+      gitIdentity: { name: 'Ada "A" Lovelace', email: "ada@example.test" },
+    });
     const order = names(plan.phase1);
     expect(order.indexOf("start sidecar")).toBeLessThan(order.indexOf("write git config"));
     expect(order.indexOf("write git config")).toBeLessThan(order.indexOf("clone web"));
@@ -195,10 +199,16 @@ describe("phase 2", () => {
   const image = (request: Partial<BootRequestInput> = {}) =>
     planBoot(parseBootSpec({ version: BOOT_SPEC_VERSION, request: { sessionId: "ses_1", restored: false, now: NOW, ...request }, layout: imageLayout() }));
 
-  it("in the image: the sidecar starts first in phase 1 (git asks it while cloning); infrastructure services, Caddy, then the wait for the sidecar", () => {
-    expect(names(image().phase1).slice(0, 2)).toEqual(["write service definitions", "start sidecar"]);
-    expect(names(image().phase2)).toEqual(["start infrastructure services", "start caddy", "wait for caddy", "wait for sidecar"]);
-    const sidecar = step<"spawn">(image().phase1, "start sidecar");
+  it("in the image: infrastructure services, Caddy, the sidecar, in that order; nothing else by default", () => {
+    expect(names(image().phase2)).toEqual([
+      "start infrastructure services",
+      "start caddy",
+      "wait for caddy",
+      "write service definitions",
+      "start sidecar",
+      "wait for sidecar",
+    ]);
+    const sidecar = step<"spawn">(image().phase2, "start sidecar");
     expect(sidecar.env).toMatchObject({
       SIDECAR_PORT: "4000",
       SIDECAR_HOST: "127.0.0.1",
@@ -212,8 +222,20 @@ describe("phase 2", () => {
     // No control plane to ask: no URL for the sidecar, no credential helper.
     expect(sidecar.env.CONTROL_PLANE_URL).toBeUndefined();
     expect(names(image().phase1)).not.toContain("write git config");
-    const withUrl = step<"spawn">(image({ controlPlaneUrl: "https://api.example.test" }).phase1, "start sidecar");
+    const withUrl = step<"spawn">(image({ controlPlaneUrl: "https://api.example.test" }).phase2, "start sidecar");
     expect(withUrl.env.CONTROL_PLANE_URL).toBe("https://api.example.test");
+  });
+
+  it("a repo with a credential: the sidecar starts first in phase 1 (git asks it while cloning and pulling), and is waited for in phase 2", () => {
+    const repos = [{ url: "https://github.com/acme/private.git", credential: "GH" }];
+    for (const restored of [false, true]) {
+      const plan = image({ repos, restored, controlPlaneUrl: "https://api.example.test", gitFreshness: { enabled: true, cadenceSeconds: 0 } });
+      expect(names(plan.phase1).slice(0, 2)).toEqual(["write service definitions", "start sidecar"]);
+      expect(names(plan.phase2)).not.toContain("start sidecar");
+      expect(names(plan.phase2)).toContain("wait for sidecar");
+    }
+    // No control plane to ask: nothing to gain from starting it early.
+    expect(names(image({ repos }).phase1)).not.toContain("start sidecar");
   });
 
   it("service commands start only when the snapshot has the dependencies (and there are commands)", () => {
@@ -229,7 +251,7 @@ describe("phase 2", () => {
     // It calls the sidecar: the executor hands it an access token (never the sandbox key).
     expect(step<"run">(withDeps, "start service commands").sidecarAccess).toBe(true);
     // Defined either way, so the sidecar lists them.
-    const defs = step<"files">(image({ serviceCommands: services }).phase1, "write service definitions").ops[0];
+    const defs = step<"files">(image({ serviceCommands: services }).phase2, "write service definitions").ops[0];
     expect(defs && defs.op === "write" ? JSON.parse(defs.content) : null).toEqual(services);
   });
 
