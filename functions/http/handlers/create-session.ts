@@ -15,7 +15,7 @@
 import { z } from "zod";
 import { ValidationError } from "../../domain/errors";
 import { ServiceCommand, SshPublicKey, SupportedAgentModel, gitIdentityFor } from "../../domain/agent-settings";
-import type { OrgSecretStore } from "../../ports/org-secrets";
+import { requireSecretsExist, type SecretReference } from "../secret-references";
 import { ClientType, ProviderType, RepoSpec, SessionEnvFiles, SessionType, newSessionRecord, toSessionView } from "../../domain/session";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
@@ -64,21 +64,14 @@ export const CreateSessionBody = z
 type CreateSessionBody = z.infer<typeof CreateSessionBody>;
 
 /** Every secret the body names, with the field that names it (for the 400's message). */
-function secretReferences(body: CreateSessionBody): { field: string; name: string }[] {
-  const refs: { field: string; name: string }[] = [];
+function secretReferences(body: CreateSessionBody): SecretReference[] {
+  const refs: SecretReference[] = [];
   body.repos?.forEach((r, i) => r.credential && refs.push({ field: `body.repos.${i}.credential`, name: r.credential }));
   if (body.model?.apiKeySecret) refs.push({ field: "body.model.apiKeySecret", name: body.model.apiKeySecret });
   body.envFiles?.forEach((f, i) => f.keys.forEach((k, j) => k.secret && refs.push({ field: `body.envFiles.${i}.keys.${j}.secret`, name: k.secret })));
   return refs;
 }
 
-/** A session must not name a secret its org does not have: it would fail at boot instead of here. */
-export async function requireSecretsExist(secrets: OrgSecretStore, orgId: string, refs: { field: string; name: string }[]): Promise<void> {
-  if (refs.length === 0) return;
-  const existing = await secrets.existing(orgId, [...new Set(refs.map((r) => r.name))]);
-  const missing = refs.find((r) => !existing.has(r.name));
-  if (missing) throw new ValidationError(`${missing.field}: no secret named "${missing.name}" in this organization`, "unknown_secret");
-}
 
 export const makeCreateSessionHandler = httpRoute(
   { name: "CreateSession", auth: true, body: CreateSessionBody },

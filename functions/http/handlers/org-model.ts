@@ -9,7 +9,7 @@ import { z } from "zod";
 import { SupportedAgentModel } from "../../domain/agent-settings";
 import { httpRoute } from "../http-handler";
 import { requireAdmin, requirePrincipal } from "../session-access";
-import { requireSecretsExist } from "./create-session";
+import { requireSecretsExist } from "../secret-references";
 
 export const OrgModelBody = z.object({ model: SupportedAgentModel.nullable() }).strict();
 

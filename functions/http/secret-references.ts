@@ -1,0 +1,20 @@
+/**
+ * Secrets named by a request (a repo's `credential`, a model's `apiKeySecret`, an env key's
+ * `secret`) must exist in the caller's org when the request is made: a reference that would only
+ * fail at boot is a 400 now, naming the field.
+ */
+import { ValidationError } from "../domain/errors";
+import type { OrgSecretStore } from "../ports/org-secrets";
+
+export interface SecretReference {
+  /** The request field that names the secret, e.g. `body.repos.0.credential`. */
+  field: string;
+  name: string;
+}
+
+export async function requireSecretsExist(secrets: Pick<OrgSecretStore, "existing">, orgId: string, refs: readonly SecretReference[]): Promise<void> {
+  if (refs.length === 0) return;
+  const existing = await secrets.existing(orgId, [...new Set(refs.map((r) => r.name))]);
+  const missing = refs.find((r) => !existing.has(r.name));
+  if (missing) throw new ValidationError(`${missing.field}: no secret named "${missing.name}" in this organization`, "unknown_secret");
+}
