@@ -1,6 +1,9 @@
 /**
  * The agent client port (ports/agent-client.ts) over OpenCode's HTTP API and `/event` SSE
  * stream; one implementation for every provider, since each gives an OpenCode base URL.
+ * Requests go through OpenCode's own generated client, `@opencode-ai/sdk` (pinned to the
+ * `opencode-ai` version; test/unit/opencode-sdk-version.test.ts fails when they drift, and
+ * test/adapter/opencode-sdk-contract.test.ts runs this client against that `opencode serve`).
  * Every failure is an `AgentUnavailableError` whose message never holds the base URL nor the
  * endpoint's authorization, and whose echoed response text is redacted.
  *
@@ -23,6 +26,9 @@
  * `GET /session/status` is a map of session id to `{type: "busy" | "retry" | "idle", ...}`;
  * idle sessions are absent (an idle server answers `{}`).
  */
+import { OpencodeClient } from "@opencode-ai/sdk/v2/client";
+import { createClient, type Client } from "@opencode-ai/sdk/v2/gen/client";
+import { createParser } from "eventsource-parser";
 import { z } from "zod";
 import { AgentUnavailableError } from "../domain/errors";
 import { redactSecrets } from "../observability/redact-secrets";
@@ -33,75 +39,6 @@ export interface OpenCodeAgentClientOptions {
   requestTimeoutMs?: number;
 }
 
-/** One dispatched server-sent event (WHATWG HTML "event stream interpretation"). */
-export interface SseMessage {
-  /** The `event:` field; "message" when absent. */
-  event: string;
-  /** `data:` lines joined with "\n". */
-  data: string;
-  /** The last `id:` seen on the stream, or null. */
-  id: string | null;
-}
-
-/**
- * Parses an event stream from arbitrary chunks: lines may split anywhere (inside a multi-byte
- * character, between `\r` and `\n`), comments (`:` keepalives) are skipped, and a frame cut off
- * by the end of the stream is discarded, as the spec says.
- */
-export async function* parseSse(chunks: AsyncIterable<Uint8Array | string>): AsyncGenerator<SseMessage> {
-  const decoder = new TextDecoder();
-  let buffer = "";
-  let started = false;
-  let data: string[] = [];
-  let event = "";
-  let lastId: string | null = null;
-
-  /** Applies one line; returns the message an empty line dispatches. */
-  const takeLine = (line: string): SseMessage | null => {
-    if (line === "") {
-      const message = data.length > 0 ? { event: event || "message", data: data.join("\n"), id: lastId } : null;
-      data = [];
-      event = "";
-      return message;
-    }
-    if (line.startsWith(":")) return null;
-    const colon = line.indexOf(":");
-    const field = colon < 0 ? line : line.slice(0, colon);
-    let value = colon < 0 ? "" : line.slice(colon + 1);
-    if (value.startsWith(" ")) value = value.slice(1);
-    if (field === "data") data.push(value);
-    else if (field === "event") event = value;
-    else if (field === "id" && !value.includes("\0")) lastId = value;
-    return null;
-  };
-
-  for await (const chunk of chunks) {
-    buffer += typeof chunk === "string" ? chunk : decoder.decode(chunk, { stream: true });
-    if (!started && buffer.length > 0) {
-      started = true;
-      if (buffer.charCodeAt(0) === 0xfeff) buffer = buffer.slice(1);
-    }
-    let start = 0;
-    for (;;) {
-      const cr = buffer.indexOf("\r", start);
-      const lf = buffer.indexOf("\n", start);
-      const end = cr < 0 ? lf : lf < 0 ? cr : Math.min(cr, lf);
-      if (end < 0) break;
-      // A trailing `\r` may be the first half of `\r\n`: wait for the next chunk.
-      if (end === cr && end === buffer.length - 1) break;
-      const message = takeLine(buffer.slice(start, end));
-      start = end + (end === cr && buffer[end + 1] === "\n" ? 2 : 1);
-      if (message) yield message;
-    }
-    buffer = buffer.slice(start);
-  }
-  // The stream ended: a held-back `\r` was a line end after all; anything else is a cut-off line.
-  if (buffer.endsWith("\r")) {
-    const message = takeLine(buffer.slice(0, -1));
-    if (message) yield message;
-  }
-}
-
 const CreatedSession = z.object({ id: z.string().min(1) });
 const SessionStatusMap = z.record(z.string(), z.object({ type: z.string() }));
 const EventPayload = z.object({ type: z.string().min(1), properties: z.record(z.string(), z.unknown()).optional() });
@@ -110,10 +47,22 @@ const EventPayload = z.object({ type: z.string().min(1), properties: z.record(z.
 const OPENCODE_SESSION_ID = /^ses[A-Za-z0-9_-]*$/;
 const BODY_EXCERPT = 300;
 
-interface HttpAnswer {
+/** What one SDK call answered: the HTTP status, the decoded body (2xx) or error body (other statuses). */
+export interface OpenCodeAnswer {
   status: number;
-  text: string;
+  data: unknown;
+  error: unknown;
 }
+
+/** The per-call options the SDK merges over its client config: the endpoint, its authorization, the deadline. */
+export interface OpenCodeCallOptions {
+  baseUrl: string;
+  headers: Record<string, string>;
+  signal: AbortSignal;
+}
+
+/** The fields-style result every SDK method returns with `throwOnError` off; `response` is absent when fetch threw. */
+type SdkResult = Promise<{ data?: unknown; error?: unknown; response?: Response }>;
 
 /** A sanitised copy: fetch errors may carry the request URL, and the cause is logged with the error. */
 function redactedCause(err: unknown): Error {
@@ -131,118 +80,67 @@ function networkCode(err: unknown): string | null {
   return typeof code === "string" ? code : null;
 }
 
-/** The request headers plus the endpoint's `Authorization`, when it has one. */
-export function withAuthorization(headers: Record<string, string>, endpoint: AgentEndpoint): Record<string, string> {
-  return endpoint.authorization ? { ...headers, authorization: endpoint.authorization } : headers;
+/** The SDK hands error bodies back decoded (JSON) or as text, and an empty body as `{}`. */
+function bodyExcerpt(body: unknown): string {
+  const text = typeof body === "string" ? body : body && typeof body === "object" && Object.keys(body).length > 0 ? JSON.stringify(body) : "";
+  return redactSecrets(text.slice(0, BODY_EXCERPT)).trim();
 }
 
-export class OpenCodeAgentClient implements AgentClient {
-  private readonly requestTimeoutMs: number;
+/**
+ * The SDK's generated client with the error mapping this project needs, shared by the agent
+ * client and the relay's message reader (functions/relay/agent-messages.ts). Built with the
+ * SDK's `createClient` rather than `createOpencodeClient`: the latter turns any `text/html`
+ * answer into a thrown plain `Error`, so a provider tunnel's HTML 502 page would lose its status
+ * and its retryability; we need none of its directory/workspace rewriting either.
+ */
+export class OpenCodeApi {
+  /** The low-level client: `/event` is read through it as a raw stream (see `OpenCodeAgentClient.events`). */
+  readonly http: Client = createClient();
+  readonly sdk = new OpencodeClient({ client: this.http });
 
-  constructor(options: OpenCodeAgentClientOptions = {}) {
-    this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
-  }
-
-  /**
-   * Seed 000: verify the stored agent session, create one if it is invalid. Only "not found"
-   * (404, or an id OpenCode cannot hold) leads to a new session; a 5xx or network failure is
-   * thrown, because a new session on a transient failure would silently fork the conversation.
-   */
-  async ensureSession(endpoint: AgentEndpoint, existingId?: string | null): Promise<string> {
-    if (existingId && OPENCODE_SESSION_ID.test(existingId)) {
-      const found = await this.call("ensureSession", endpoint, "GET", `/session/${encodeURIComponent(existingId)}`);
-      if (found.status >= 200 && found.status < 300) return existingId;
-      if (found.status !== 404 && found.status !== 400) throw this.httpError("ensureSession", found);
-    }
-    const created = await this.call("ensureSession", endpoint, "POST", "/session", {});
-    if (created.status < 200 || created.status >= 300) throw this.httpError("ensureSession", created);
-    return this.parse("ensureSession", created, CreatedSession).id;
-  }
-
-  async promptAsync(endpoint: AgentEndpoint, agentSessionId: string, text: string): Promise<void> {
-    const path = `/session/${encodeURIComponent(agentSessionId)}/prompt_async`;
-    const answer = await this.call("promptAsync", endpoint, "POST", path, { parts: [{ type: "text", text }] });
-    if (answer.status < 200 || answer.status >= 300) throw this.httpError("promptAsync", answer);
-  }
-
-  async abort(endpoint: AgentEndpoint, agentSessionId: string): Promise<void> {
-    const answer = await this.call("abort", endpoint, "POST", `/session/${encodeURIComponent(agentSessionId)}/abort`, {});
-    if (answer.status < 200 || answer.status >= 300) throw this.httpError("abort", answer);
-  }
-
-  /** "retry" counts as busy: the turn is still running, waiting out a model provider error. */
-  async isBusy(endpoint: AgentEndpoint, agentSessionId: string): Promise<boolean> {
-    const answer = await this.call("isBusy", endpoint, "GET", "/session/status");
-    if (answer.status < 200 || answer.status >= 300) throw this.httpError("isBusy", answer);
-    const entry = this.parse("isBusy", answer, SessionStatusMap)[agentSessionId];
-    return entry?.type === "busy" || entry?.type === "retry";
-  }
+  constructor(readonly requestTimeoutMs = 10_000) {}
 
   /**
-   * The request timeout bounds only the wait for the response headers; the stream itself runs
-   * until `signal` aborts (then it ends quietly) or the server closes it. A connection lost
-   * mid-stream throws a retryable error so the caller reconnects.
+   * One request with the endpoint and a deadline (`signal`; default: `requestTimeoutMs`, body
+   * included). Throws only for a bad base URL and for network failures; HTTP errors are answers.
    */
-  async *events(endpoint: AgentEndpoint, signal: AbortSignal): AsyncIterable<AgentEvent> {
-    if (signal.aborted) return;
-    const url = this.url("events", endpoint.url, "/event");
-    const headersDeadline = new AbortController();
-    const timer = setTimeout(() => headersDeadline.abort(), this.requestTimeoutMs);
-    let res: Response;
+  async call(operation: string, endpoint: AgentEndpoint, send: (options: OpenCodeCallOptions) => SdkResult, signal?: AbortSignal): Promise<OpenCodeAnswer> {
+    const options: OpenCodeCallOptions = {
+      baseUrl: this.baseUrl(operation, endpoint.url),
+      headers: endpoint.authorization ? { authorization: endpoint.authorization } : {},
+      signal: signal ?? AbortSignal.timeout(this.requestTimeoutMs),
+    };
+    let result: Awaited<SdkResult>;
     try {
-      res = await fetch(url, { headers: withAuthorization({ accept: "text/event-stream" }, endpoint), signal: AbortSignal.any([signal, headersDeadline.signal]) });
+      result = await send(options);
     } catch (err) {
-      if (signal.aborted) return;
-      throw this.networkError("events", headersDeadline.signal.aborted ? new DOMException("timed out", "TimeoutError") : err);
-    } finally {
-      clearTimeout(timer);
-    }
-    if (!res.ok || !res.body) {
-      const text = await res.text().catch(() => "");
-      throw this.httpError("events", { status: res.status, text });
-    }
-    try {
-      for await (const message of parseSse(res.body)) {
-        const event = toAgentEvent(message.data);
-        if (event) yield event;
-      }
-    } catch (err) {
-      if (signal.aborted) return;
-      throw this.networkError("events", err);
-    }
-  }
-
-  /** One bounded request; the body is read under the same timeout. Throws only for network failures. */
-  private async call(operation: string, endpoint: AgentEndpoint, method: "GET" | "POST", path: string, body?: unknown): Promise<HttpAnswer> {
-    const url = this.url(operation, endpoint.url, path);
-    try {
-      const res = await fetch(url, {
-        method,
-        headers: withAuthorization(body === undefined ? { accept: "application/json" } : { accept: "application/json", "content-type": "application/json" }, endpoint),
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal: AbortSignal.timeout(this.requestTimeoutMs),
-      });
-      return { status: res.status, text: await res.text() };
-    } catch (err) {
+      // The SDK returns fetch failures, but a body that cannot be read in time rejects.
       throw this.networkError(operation, err);
     }
+    if (!result.response) throw this.networkError(operation, result.error);
+    return { status: result.response.status, data: result.data, error: result.error };
   }
 
-  /** A base URL fetch cannot use is a configuration error, not a transient one; it is never echoed. */
-  private url(operation: string, baseUrl: string, path: string): URL {
-    let base: URL;
-    try {
-      base = new URL(baseUrl);
-    } catch (err) {
-      throw new AgentUnavailableError(`OpenCode ${operation} failed: the base URL is not a URL`, { cause: redactedCause(err), context: { operation } });
-    }
-    if ((base.protocol !== "http:" && base.protocol !== "https:") || base.username || base.password) {
-      throw new AgentUnavailableError(`OpenCode ${operation} failed: the base URL must be http(s) without credentials`, { context: { operation } });
-    }
-    return new URL(base.pathname.replace(/\/+$/, "") + path, base);
+  /** The answer when it is a 2xx; any other status is an `AgentUnavailableError`, retryable for 5xx. */
+  ok(operation: string, answer: OpenCodeAnswer): OpenCodeAnswer {
+    if (answer.status >= 200 && answer.status < 300) return answer;
+    const excerpt = bodyExcerpt(answer.error);
+    throw new AgentUnavailableError(`OpenCode ${operation} failed: HTTP ${answer.status}${excerpt ? `: ${excerpt}` : ""}`, {
+      retryable: answer.status >= 500,
+      context: { operation, httpStatus: answer.status },
+    });
   }
 
-  private networkError(operation: string, err: unknown): AgentUnavailableError {
+  /** A 2xx body that is not what this OpenCode version documents is a non-retryable failure. */
+  parse<T>(operation: string, answer: OpenCodeAnswer, schema: z.ZodType<T>): T {
+    const parsed = schema.safeParse(this.ok(operation, answer).data);
+    if (parsed.success) return parsed.data;
+    throw new AgentUnavailableError(`OpenCode ${operation} failed: unexpected response: ${bodyExcerpt(answer.data)}`, {
+      context: { operation, httpStatus: answer.status },
+    });
+  }
+
+  networkError(operation: string, err: unknown): AgentUnavailableError {
     const timedOut = err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError");
     const code = networkCode(err);
     const why = timedOut ? `no answer within ${this.requestTimeoutMs} ms` : `unreachable${code ? ` (${code})` : ""}`;
@@ -253,33 +151,136 @@ export class OpenCodeAgentClient implements AgentClient {
     });
   }
 
-  private httpError(operation: string, answer: HttpAnswer): AgentUnavailableError {
-    const excerpt = redactSecrets(answer.text.slice(0, BODY_EXCERPT)).trim();
-    return new AgentUnavailableError(`OpenCode ${operation} failed: HTTP ${answer.status}${excerpt ? `: ${excerpt}` : ""}`, {
-      retryable: answer.status >= 500,
-      context: { operation, httpStatus: answer.status },
-    });
-  }
-
-  private parse<T>(operation: string, answer: HttpAnswer, schema: z.ZodType<T>): T {
-    let json: unknown;
+  /** A base URL fetch cannot use is a configuration error, not a transient one; it is never echoed. */
+  private baseUrl(operation: string, url: string): string {
+    let base: URL;
     try {
-      json = JSON.parse(answer.text);
-    } catch {
-      json = undefined;
+      base = new URL(url);
+    } catch (err) {
+      throw new AgentUnavailableError(`OpenCode ${operation} failed: the base URL is not a URL`, { cause: redactedCause(err), context: { operation } });
     }
-    const parsed = schema.safeParse(json);
-    if (!parsed.success) {
-      const excerpt = redactSecrets(answer.text.slice(0, BODY_EXCERPT)).trim();
-      throw new AgentUnavailableError(`OpenCode ${operation} failed: unexpected response: ${excerpt}`, {
-        context: { operation, httpStatus: answer.status },
-      });
+    if ((base.protocol !== "http:" && base.protocol !== "https:") || base.username || base.password) {
+      throw new AgentUnavailableError(`OpenCode ${operation} failed: the base URL must be http(s) without credentials`, { context: { operation } });
     }
-    return parsed.data;
+    // The SDK appends route paths to the base as strings: no trailing slash, no query.
+    return base.origin + base.pathname.replace(/\/+$/, "");
   }
 }
 
-/** Frames that are not an OpenCode event (`{type, properties}`) are skipped: one bad frame must not end the stream. */
+/**
+ * OpenCode events from an SSE byte stream: `eventsource-parser` frames it (lines split anywhere,
+ * `\r\n` across chunks, comments and keepalives skipped, a frame cut off by the end of the stream
+ * discarded); the decoder drops a leading byte order mark. Frames that are not an OpenCode event
+ * (`{type, properties}`) are skipped: one bad frame must not end the stream. Ends quietly when
+ * `signal` aborts, and closes the stream when the consumer stops early.
+ */
+export async function* openCodeEvents(body: ReadableStream<Uint8Array>, signal?: AbortSignal): AsyncGenerator<AgentEvent> {
+  // The parser is fed from the body's reader, not through `EventSourceParserStream`: two
+  // TransformStreams per held stream cost the relay ~20 KiB of heap and more CPU per heartbeat
+  // at 2,000 streams (bench section 5).
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  const frames: string[] = [];
+  const parser = createParser({ onEvent: (message) => frames.push(message.data) });
+  // Cancelled here rather than trusting the fetch's signal: the SDK wraps the call in a Request
+  // that undici follows only weakly, so once that Request is collected an abort no longer
+  // reaches the body, and a stream the relay let go of would stay open.
+  const cancel = () => void reader.cancel().catch(() => undefined);
+  signal?.addEventListener("abort", cancel, { once: true });
+  if (signal?.aborted) cancel();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      parser.feed(done ? decoder.decode() : decoder.decode(value, { stream: true }));
+      for (const data of frames.splice(0)) {
+        const event = toAgentEvent(data);
+        if (event) yield event;
+      }
+      if (done) return;
+    }
+  } finally {
+    signal?.removeEventListener("abort", cancel);
+    cancel();
+  }
+}
+
+export class OpenCodeAgentClient implements AgentClient {
+  private readonly api: OpenCodeApi;
+
+  constructor(options: OpenCodeAgentClientOptions = {}) {
+    this.api = new OpenCodeApi(options.requestTimeoutMs);
+  }
+
+  /**
+   * Seed 000: verify the stored agent session, create one if it is invalid. Only "not found"
+   * (404, or an id OpenCode cannot hold) leads to a new session; a 5xx or network failure is
+   * thrown, because a new session on a transient failure would silently fork the conversation.
+   */
+  async ensureSession(endpoint: AgentEndpoint, existingId?: string | null): Promise<string> {
+    const { api } = this;
+    if (existingId && OPENCODE_SESSION_ID.test(existingId)) {
+      const found = await api.call("ensureSession", endpoint, (o) => api.sdk.session.get({ sessionID: existingId }, o));
+      if (found.status >= 200 && found.status < 300) return existingId;
+      if (found.status !== 404 && found.status !== 400) api.ok("ensureSession", found);
+    }
+    const created = await api.call("ensureSession", endpoint, (o) => api.sdk.session.create({}, o));
+    return api.parse("ensureSession", created, CreatedSession).id;
+  }
+
+  async promptAsync(endpoint: AgentEndpoint, agentSessionId: string, text: string): Promise<void> {
+    const { api } = this;
+    api.ok("promptAsync", await api.call("promptAsync", endpoint, (o) => api.sdk.session.promptAsync({ sessionID: agentSessionId, parts: [{ type: "text", text }] }, o)));
+  }
+
+  async abort(endpoint: AgentEndpoint, agentSessionId: string): Promise<void> {
+    const { api } = this;
+    api.ok("abort", await api.call("abort", endpoint, (o) => api.sdk.session.abort({ sessionID: agentSessionId }, o)));
+  }
+
+  /** "retry" counts as busy: the turn is still running, waiting out a model provider error. */
+  async isBusy(endpoint: AgentEndpoint, agentSessionId: string): Promise<boolean> {
+    const { api } = this;
+    const answer = await api.call("isBusy", endpoint, (o) => api.sdk.session.status({}, o));
+    const entry = api.parse("isBusy", answer, SessionStatusMap)[agentSessionId];
+    return entry?.type === "busy" || entry?.type === "retry";
+  }
+
+  /**
+   * The request timeout bounds only the wait for the response headers; the stream itself runs
+   * until `signal` aborts (then it ends quietly) or the server closes it. A connection lost
+   * mid-stream throws a retryable error so the caller reconnects.
+   *
+   * Not the SDK's `event.subscribe()`: its stream retries by itself on every failure (a 401
+   * included) and only reports errors to a callback, has no deadline for the headers apart from
+   * the stream's own signal, and reconnecting is the relay's job (functions/relay/session-stream.ts:
+   * backoff, heartbeat timeout, revalidation before reconnecting). The route is still requested
+   * through the SDK's client, so base URL and authorization are set in one place.
+   */
+  async *events(endpoint: AgentEndpoint, signal: AbortSignal): AsyncIterable<AgentEvent> {
+    if (signal.aborted) return;
+    const { api } = this;
+    const headersDeadline = new AbortController();
+    const timer = setTimeout(() => headersDeadline.abort(new DOMException("timed out", "TimeoutError")), api.requestTimeoutMs);
+    let answer: OpenCodeAnswer;
+    try {
+      answer = await api.call("events", endpoint, (o) => api.http.get({ url: "/event", parseAs: "stream", ...o }), AbortSignal.any([signal, headersDeadline.signal]));
+    } catch (err) {
+      if (signal.aborted) return;
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+    const body = api.ok("events", answer).data;
+    if (!(body instanceof ReadableStream)) throw api.networkError("events", new Error("the event stream has no body"));
+    try {
+      yield* openCodeEvents(body as ReadableStream<Uint8Array>, signal);
+    } catch (err) {
+      if (signal.aborted) return;
+      throw api.networkError("events", err);
+    }
+  }
+}
+
 function toAgentEvent(data: string): AgentEvent | null {
   let json: unknown;
   try {

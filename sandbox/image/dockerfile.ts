@@ -1,22 +1,24 @@
 /**
- * A small Dockerfile reader and the image's lint rules. The reader handles what this project's
- * Dockerfile uses (comments, `\` continuations, `--flag=value` options, JSON exec form); the
- * Modal translation (modal-image.ts) and the lint both read through it, so they agree on what
- * the file says. `lintDockerfile` is what CI runs where no Docker engine can build the image.
+ * The image's Dockerfile read with `dockerfile-ast` (the parser behind VS Code's Docker tooling,
+ * and the one E2B's `fromDockerfile` uses, so we read the file as E2B does) and checked with
+ * `dockerfile-utils` (its linter) plus the rules this image needs that no Dockerfile linter
+ * knows. The Modal translation (modal-image.ts), the E2B template (e2b-template.ts) and the lint
+ * all read through `parseDockerfile`, so they agree on what the file says. `lintDockerfile` is
+ * what CI runs where no Docker engine can build the image.
  */
 import { posix } from "node:path";
+import { DockerfileParser, ModifiableInstruction, type Dockerfile } from "dockerfile-ast";
+import { validate, ValidationSeverity, type ValidatorSettings } from "dockerfile-utils";
 
 export interface Instruction {
   /** Upper-case keyword: FROM, RUN, COPY, ... */
   keyword: string;
-  /** Everything after the keyword and its flags, continuations joined with a space. */
+  /** Everything after the keyword and its flags, continuations joined as Docker joins them. */
   args: string;
   /** Leading `--name=value` options (`--interval=30s`); a bare `--name` maps to "". */
   flags: Record<string, string>;
   /** 1-based line of the keyword. */
   line: number;
-  /** The original text of the instruction (continuations included). */
-  raw: string;
 }
 
 export class DockerfileSyntaxError extends Error {
@@ -26,47 +28,56 @@ export class DockerfileSyntaxError extends Error {
   }
 }
 
-const FLAG_KEYWORDS = new Set(["FROM", "RUN", "COPY", "ADD", "HEALTHCHECK"]);
+/** LSP `DiagnosticSeverity.Error`: what Docker itself would refuse. */
+const DIAGNOSTIC_ERROR = 1;
 
-export function parseDockerfile(text: string): Instruction[] {
-  const lines = text.split(/\r?\n/);
-  const out: Instruction[] = [];
-  let i = 0;
-  while (i < lines.length) {
-    const first = lines[i] ?? "";
-    const startLine = i + 1;
-    i += 1;
-    if (first.trim() === "" || first.trim().startsWith("#")) continue;
-    const rawLines = [first];
-    let logical = first;
-    while (/\\\s*$/.test(logical)) {
-      logical = logical.replace(/\\\s*$/, " ");
-      // Comment and empty lines inside a continuation are dropped, as Docker does.
-      while (i < lines.length && /^\s*(#.*)?$/.test(lines[i] ?? "")) {
-        rawLines.push(lines[i] ?? "");
-        i += 1;
-      }
-      if (i >= lines.length) throw new DockerfileSyntaxError(`line ${startLine}: continuation at end of file`);
-      rawLines.push(lines[i] ?? "");
-      logical += (lines[i] ?? "").trim();
-      i += 1;
+/**
+ * dockerfile-utils rules raised to errors for the lint: each is something only the last
+ * occurrence of would count (a second CMD or HEALTHCHECK silently replaces the first), or a
+ * form Docker reads differently than it looks (`CMD ['a']` is shell form).
+ */
+const LINT_SETTINGS: ValidatorSettings = {
+  instructionCmdMultiple: ValidationSeverity.ERROR,
+  instructionEntrypointMultiple: ValidationSeverity.ERROR,
+  instructionHealthcheckMultiple: ValidationSeverity.ERROR,
+  instructionJSONInSingleQuotes: ValidationSeverity.ERROR,
+  deprecatedMaintainer: ValidationSeverity.ERROR,
+};
+
+/**
+ * dockerfile-utils' findings (`line N: message`; `errorsOnly` keeps what Docker would refuse),
+ * and two that dockerfile-ast lets through because an editor's parser must tolerate them: an
+ * escape character at the very end of the file (the last instruction never ends), and arguments
+ * that still span lines once continuations are joined (a heredoc, or a comment line indented
+ * inside a continuation, which dockerfile-ast keeps as text): Modal and E2B replay one line each.
+ */
+function validationProblems(text: string, dockerfile: Dockerfile, settings: ValidatorSettings, errorsOnly: boolean): string[] {
+  const problems = validate(text, settings)
+    .filter((d) => !errorsOnly || d.severity === DIAGNOSTIC_ERROR)
+    .map((d) => `line ${d.range.start.line + 1}: ${d.message}`);
+  const escape = dockerfile.getEscapeCharacter();
+  for (const ins of dockerfile.getInstructions()) {
+    const line = ins.getRange().start.line + 1;
+    if (ins.getArgumentsContent()?.includes("\n")) problems.push(`line ${line}: arguments span lines (a heredoc, or an indented comment inside a continuation)`);
+    if (ins.getRange().end.line === dockerfile.getRange()?.end.line && ins.getTextContent().trimEnd().endsWith(escape)) {
+      problems.push(`line ${line}: continuation at end of file`);
     }
-    const match = /^\s*([A-Za-z]+)(?:\s+([\s\S]*))?$/.exec(logical);
-    if (!match?.[1]) throw new DockerfileSyntaxError(`line ${startLine}: expected an instruction, got ${JSON.stringify(logical.trim())}`);
-    const keyword = match[1].toUpperCase();
-    let rest = (match[2] ?? "").trim();
-    const flags: Record<string, string> = {};
-    if (FLAG_KEYWORDS.has(keyword)) {
-      for (;;) {
-        const flag = /^--([A-Za-z-]+)(?:=(\S*))?\s*/.exec(rest);
-        if (!flag?.[1]) break;
-        flags[flag[1]] = flag[2] ?? "";
-        rest = rest.slice(flag[0].length);
-      }
-    }
-    out.push({ keyword, args: rest.trim(), flags, line: startLine, raw: rawLines.join("\n") });
   }
-  return out;
+  return problems;
+}
+
+function toInstruction(ins: ReturnType<Dockerfile["getInstructions"]>[number]): Instruction {
+  const flags: Record<string, string> = {};
+  if (ins instanceof ModifiableInstruction) for (const flag of ins.getFlags()) flags[flag.getName()] = flag.getValue() ?? "";
+  return { keyword: ins.getKeyword(), args: ins.getArgumentsContent() ?? "", flags, line: ins.getRange().start.line + 1 };
+}
+
+/** The instructions, in order; throws `DockerfileSyntaxError` for what Docker would refuse. */
+export function parseDockerfile(text: string): Instruction[] {
+  const dockerfile = DockerfileParser.parse(text);
+  const [error] = validationProblems(text, dockerfile, {}, true);
+  if (error) throw new DockerfileSyntaxError(error);
+  return dockerfile.getInstructions().map(toInstruction);
 }
 
 /** The JSON exec form of CMD/ENTRYPOINT/RUN (`["a", "b"]`), or null for shell form. */
@@ -108,15 +119,17 @@ export interface LintExpectations {
   contextFiles?: string[];
 }
 
-/** Problems with the image's Dockerfile, one sentence each; empty when it passes. */
+/**
+ * Problems with the image's Dockerfile, one sentence each; empty when it passes. First
+ * dockerfile-utils' (syntax, flags, ports, durations, repeated CMD/HEALTHCHECK, JSON in single
+ * quotes), then this image's own rules: what Modal and E2B can replay, pinned versions, apt
+ * hygiene, a non-root user, the ports, a health check and an exec-form CMD. dockerfile-utils
+ * has none of the latter (they are hadolint's or ours), so they stay here.
+ */
 export function lintDockerfile(text: string, expect: LintExpectations): string[] {
-  const problems: string[] = [];
-  let instructions: Instruction[];
-  try {
-    instructions = parseDockerfile(text);
-  } catch (err) {
-    return [err instanceof Error ? err.message : String(err)];
-  }
+  const dockerfile = DockerfileParser.parse(text);
+  const problems = validationProblems(text, dockerfile, LINT_SETTINGS, false);
+  const instructions = dockerfile.getInstructions().map(toInstruction);
   const at = (ins: Instruction, message: string) => problems.push(`line ${ins.line}: ${message}`);
 
   const froms = instructions.filter((i) => i.keyword === "FROM");

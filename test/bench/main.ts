@@ -1,10 +1,10 @@
 /**
  * `npm run bench`: prints figures (never asserts timings).
- *   1. each HTTP route's Lambda bundle size (esbuild with the CDK stack's options);
+ *   1. each HTTP route's Lambda bundle size (esbuild with the CDK stack's options), and (1b) the relay image's bundle against its size before issue 21;
  *   2. provider SDK packaging: SDK bundled into the function vs in a layer (sizes, cold import);
  *   3. control-plane HTTP overhead over the local runtime, DynamoDB requests and cost per request type;
  *   4. lifecycle flows on a zero-latency provider: flow overhead, AWS calls and cost per 1,000 session lifecycles;
- *   5. the streaming relay: streams held by one process, fan-out latency, memory per held stream;
+ *   5. the streaming relay: streams held by one process, fan-out latency (beside the figures before issue 21), memory per held stream;
  *   6. idle-detection lag: grace expiry -> idle snapshot start over the event-driven idle checks (p50, p99), checks per session;
  *   7. local sandbox start with and without the sidecar, and the sandbox credentials' cost per call;
  *   8. org secrets: cost per secret per month, KMS envelope in the table vs Secrets Manager (measured ops, list prices).
@@ -38,6 +38,7 @@ async function section(name: string, run: () => Promise<unknown>): Promise<void>
 
 try {
   await section("lambda bundles", async () => (await import("./bundle-sizes")).benchLambdaBundles(repoRoot, tmpDir));
+  await section("relay bundle", async () => (await import("./bundle-sizes")).benchRelayBundle(repoRoot, tmpDir));
   await section("provider packaging", async () => (await import("./provider-packaging")).benchProviderPackaging(repoRoot, tmpDir));
   await section("http overhead", async () => (await import("./http-overhead")).benchHttpOverhead());
   await section("lifecycle flows", async () => (await import("./lifecycle-flows")).benchLifecycleFlows());

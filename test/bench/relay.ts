@@ -49,6 +49,13 @@ const LAG_P99_LIMIT_MS = 1_000;
 /** Fan-out run: 400 turns of 5 text deltas = 2,000 measured events over ~10 s. */
 const LOAD = { turns: 400, turnsPerSecond: 40, deltasPerTurn: 5, deltaGapMs: 25 };
 const LEASE_TTL_SECONDS = 60;
+/**
+ * This section's figures before issue 21 (hand-written OpenCode client and SSE parser; now
+ * `@opencode-ai/sdk` and `eventsource-parser`), same 2-CPU machine, run alone: the mean of two
+ * runs, which themselves differed by up to ~10% (p50 1.69/1.52 ms, heartbeat 0.40/0.52 ms,
+ * claim 11.58/13.67 ms CPU). Fan-out p99 and max follow dynalite, not the parser.
+ */
+const BEFORE_ISSUE_21 = { p50Ms: 1.61, p90Ms: 3.98, p99Ms: 61.88, relayCpuPct: 62.2, heartbeatCpuMs: 0.46, claimCpuMs: 12.63, heapPerStreamKiB: 34.45 };
 const STEADY_MS = 5_000;
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -574,6 +581,22 @@ export async function benchRelay(): Promise<void> {
       `frames pushed per run: ${loads.map((l) => l.frames).join(", ")} (create + deltas + finalize per turn); turns without an open stream: ${loads.map((l) => l.noStream).join(", ")}; ` +
         `emitter start lag p99: ${loads.map((l) => `${f2(l.lateStartP99Ms)} ms`).join(", ")}.`,
     );
+    const quiet = loads[0];
+    if (quiet && top) {
+      const change = (now: number, before: number) => `${now >= before ? "+" : ""}${f1(((now - before) / before) * 100)}%`;
+      const p50 = percentile(quiet.latencies, 50);
+      const p90 = percentile(quiet.latencies, 90);
+      const cpu = (quiet.window.cpuMs / quiet.window.ms) * 100;
+      const heartbeat = steady.cpuMs / Math.max(1, (n * STEADY_MS) / 10_000);
+      const claim = top.window.cpuMs / Math.max(1, top.open - (stages.at(-2)?.open ?? 0));
+      const heap = (top.mem.heapUsed - baseline.heapUsed) / Math.max(1, top.open) / 1024;
+      const b = BEFORE_ISSUE_21;
+      note(
+        `before issue 21 (hand-written client + SSE parser; run "${quiet.label}"): p50 ${f2(b.p50Ms)} ms (now ${change(p50, b.p50Ms)}), p90 ${f2(b.p90Ms)} ms (${change(p90, b.p90Ms)}), ` +
+          `p99 ${f2(b.p99Ms)} ms, relay CPU ${f1(b.relayCpuPct)}% (${change(cpu, b.relayCpuPct)}); heartbeat ${f2(b.heartbeatCpuMs)} ms CPU (${change(heartbeat, b.heartbeatCpuMs)}), ` +
+          `claim ${f2(b.claimCpuMs)} ms CPU (${change(claim, b.claimCpuMs)}), heap ${f1(b.heapPerStreamKiB)} KiB / stream (${change(heap, b.heapPerStreamKiB)}). Budget: +5%; runs of the same code differ by up to ~10%.`,
+      );
+    }
     note(`clock offset child − relay: ${f2(best.offset)} ms, corrected (best IPC round trip ${f2(best.rtt)} ms bounds its error). "timed" < emitted: frames not pushed within 10 s of the last emit.`);
     note("A session's events are handled one at a time: a delta waits for the turn's busy write (agent state) and the connection-list Query");
     note("(re-read once a second per session), so fan-out latency includes DynamoDB latency, here dynalite's, which queues behind the SDK's 50 sockets.");

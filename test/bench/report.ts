@@ -65,7 +65,10 @@ export function ms(value: number): string {
 }
 
 /** The largest contributors to an esbuild output, grouped by npm package (or "our code"). */
-export function topContributors(meta: { outputs: Record<string, { inputs: Record<string, { bytesInOutput: number }> }> } | undefined, count = 5): string {
+type Metafile = { outputs: Record<string, { inputs: Record<string, { bytesInOutput: number }> }> } | undefined;
+
+/** Minified bytes in the output per npm package ("(our code)" for the rest). */
+export function bytesByPackage(meta: Metafile): Map<string, number> {
   const byPackage = new Map<string, number>();
   for (const output of Object.values(meta?.outputs ?? {})) {
     for (const [input, { bytesInOutput }] of Object.entries(output.inputs)) {
@@ -74,7 +77,11 @@ export function topContributors(meta: { outputs: Record<string, { inputs: Record
       byPackage.set(key, (byPackage.get(key) ?? 0) + bytesInOutput);
     }
   }
-  return [...byPackage.entries()]
+  return byPackage;
+}
+
+export function topContributors(meta: Metafile, count = 5): string {
+  return [...bytesByPackage(meta).entries()]
     .sort((a, b) => b[1] - a[1])
     .slice(0, count)
     .map(([k, v]) => `${k} ${kib(v)}`)

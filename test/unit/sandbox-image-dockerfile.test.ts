@@ -61,6 +61,10 @@ describe("lintDockerfile", () => {
     ["a BuildKit cache mount", (d) => d.replace("RUN npm install --global", "RUN --mount=type=cache,target=/root/.npm npm install --global"), /RUN flags \(mount\)/],
     ["apt recommends", (d) => d.replace("--no-install-recommends", ""), /without --no-install-recommends/],
     ["apt lists kept", (d) => d.replace(" \\\n && rm -rf /var/lib/apt/lists/*", ""), /apt lists are not removed/],
+    ["a second CMD (dockerfile-utils)", (d) => d.replace('CMD ["sleep", "infinity"]', 'CMD ["true"]\nCMD ["sleep", "infinity"]'), /line \d+: There can only be one CMD/],
+    ["a second HEALTHCHECK (dockerfile-utils)", (d) => d.replace(/^(HEALTHCHECK[\s\S]*?\|\| exit 1)$/m, "$1\nHEALTHCHECK CMD true"), /line \d+: There can only be one HEALTHCHECK/],
+    ["JSON in single quotes (dockerfile-utils)", (d) => d.replace('CMD ["sleep", "infinity"]', "CMD ['sleep', 'infinity']"), /line \d+: .*JSON array but is using single quotes/],
+    ["an invalid health check duration (dockerfile-utils)", (d) => d.replace("--interval=30s", "--interval=30"), /line \d+: time: missing unit in duration 30/],
     ["a backslash escape E2B would drop", (d) => d.replace("echo 'PermitRootLogin no'", "printf 'PermitRootLogin no\\n'"), /backslash escape/],
   ];
   for (const [what, mutate, problem] of broken) {
@@ -78,18 +82,30 @@ describe("lintDockerfile", () => {
 });
 
 describe("parseDockerfile", () => {
-  it("joins continuations, skips comments (also inside a continuation), reads flags and keeps line numbers", () => {
+  it("joins continuations as Docker does, skips comments (also inside a continuation), reads flags and keeps line numbers", () => {
     const parsed = parseDockerfile(
-      ["# syntax comment", "FROM node:20.20.2-bookworm-slim", "", "RUN a \\", "  # inside", "  && b", "HEALTHCHECK --interval=30s --timeout=5s \\", "  CMD true"].join("\n"),
+      ["# syntax comment", "FROM node:20.20.2-bookworm-slim", "", "RUN a \\", "# inside", "  && b", "HEALTHCHECK --interval=30s --timeout=5s \\", "  CMD true"].join("\n"),
     );
     expect(parsed.map((i) => [i.keyword, i.line, i.args, i.flags])).toEqual([
       ["FROM", 2, "node:20.20.2-bookworm-slim", {}],
-      ["RUN", 4, "a  && b", {}],
+      ["RUN", 4, "a   && b", {}],
       ["HEALTHCHECK", 7, "CMD true", { interval: "30s", timeout: "5s" }],
     ]);
   });
 
   it("rejects a continuation at the end of the file", () => {
-    expect(() => parseDockerfile("FROM x\nRUN a \\")).toThrow(/continuation at end of file/);
+    expect(() => parseDockerfile("FROM x\nRUN a \\")).toThrow(/line 2: continuation at end of file/);
+    expect(parseDockerfile("FROM x\nRUN a\n# ends with \\").map((i) => i.args)).toEqual(["x", "a"]);
+  });
+
+  it("rejects arguments that would still span lines (an indented comment inside a continuation, a heredoc)", () => {
+    expect(() => parseDockerfile("FROM x\nRUN a \\\n  # inside\n  && b")).toThrow(/line 2: arguments span lines/);
+    expect(() => parseDockerfile("FROM x\nRUN <<EOF\necho hi\nEOF")).toThrow(/line 2: arguments span lines/);
+  });
+
+  it("rejects what Docker would refuse (dockerfile-utils errors), naming the line", () => {
+    expect(() => parseDockerfile("FROM x\nFOO bar")).toThrow(/line 2: Unknown instruction: FOO/);
+    expect(() => parseDockerfile("FROM x\nEXPOSE abc")).toThrow(/line 2: Invalid containerPort: abc/);
+    expect(() => parseDockerfile("FROM x\nCOPY a")).toThrow(/line 2: COPY requires at least two arguments/);
   });
 });
