@@ -33,10 +33,13 @@ export const HTTP_ROUTE_THROTTLES: Readonly<Record<string, Throttle>> = {
   SandboxEnvValues: { rateLimit: 20, burstLimit: 40 },
 };
 
-/** WebSocket routes by route key: a connect provisions or resumes a sandbox; frames carry prompts. */
+/**
+ * WebSocket routes by route key: a connect provisions or resumes a sandbox. Frames (`$default`:
+ * pings and heartbeats of every open client, and prompts, which the queued-prompt cap bounds)
+ * keep the stage's throttle.
+ */
 export const WS_ROUTE_THROTTLES: Readonly<Record<string, Throttle>> = {
   $connect: { rateLimit: 10, burstLimit: 20 },
-  $default: { rateLimit: 50, burstLimit: 100 },
 };
 
 /**

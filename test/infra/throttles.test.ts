@@ -69,7 +69,7 @@ describe("HTTP API stage", () => {
 });
 
 describe("WebSocket stage", () => {
-  it("throttles $connect (it provisions sandboxes) and $default (prompts) tighter than the stage", () => {
+  it("throttles $connect (it provisions sandboxes) tighter than the stage; frames keep the stage's throttle", () => {
     const api = q.logicalIdOf(stack.webSocketApi);
     const stage = stageOf(api);
     expect(stage.props.DefaultRouteSettings).toMatchObject({ ThrottlingRateLimit: DEFAULT_STAGE_THROTTLE.rateLimit });
@@ -78,6 +78,7 @@ describe("WebSocket stage", () => {
       Object.fromEntries(Object.entries(WS_ROUTE_THROTTLES).map(([k, t]) => [k, { ThrottlingRateLimit: t.rateLimit, ThrottlingBurstLimit: t.burstLimit }])),
     );
     expect(stage.props.RouteSettings?.$connect?.ThrottlingRateLimit).toBeLessThan(DEFAULT_STAGE_THROTTLE.rateLimit);
+    expect(stage.props.RouteSettings?.$default).toBeUndefined();
   });
 });
 
