@@ -71,6 +71,14 @@ export class DynamoSessionStore implements SessionStore {
   }
 
   async createSession(record: SessionRecord): Promise<void> {
+    // The open-session marker first: a failed create can only leave a marker without its session,
+    // an overcount the reconciling count repairs, never a session nobody counts.
+    await this.doc.send(
+      new PutCommand({
+        TableName: this.tableName,
+        Item: { ...keys.openSession(record.orgId, record.id), sessionId: record.id, createdAt: record.createdAt },
+      }),
+    );
     try {
       await this.doc.send(
         new PutCommand({
@@ -89,13 +97,6 @@ export class DynamoSessionStore implements SessionStore {
       if (isConditionFailure(err)) throw new ConflictError(`session ${record.id} already exists`, { cause: err });
       throw err;
     }
-    // After the session: a marker never exists without its session (a lost marker undercounts by one until the session stops).
-    await this.doc.send(
-      new PutCommand({
-        TableName: this.tableName,
-        Item: { ...keys.openSession(record.orgId, record.id), sessionId: record.id, createdAt: record.createdAt },
-      }),
-    );
   }
 
   async countOpenSessions(orgId: string, options: { reconcile?: boolean } = {}): Promise<number> {
