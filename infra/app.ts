@@ -5,7 +5,8 @@
  * credentials secret; default: the stack creates one), `webSocketAccessLogs` (default false: needs the
  * account's API Gateway CloudWatch Logs role), `sweeperIntervalSeconds` (orphan sweeper period,
  * default 600), `gitPullOnRestore` + `gitPullCadenceSeconds` (seed 003 freshness pull on restore,
- * default off). cdk-nag's AwsSolutions pack runs on every synth.
+ * default off), `reservedConcurrency` (default true; false where the account's Lambda concurrency
+ * limit cannot spare it). cdk-nag's AwsSolutions pack runs on every synth.
  */
 import { App, Validations } from "aws-cdk-lib";
 import { AwsSolutionsChecks } from "cdk-nag";
@@ -20,6 +21,7 @@ export function buildApp(app = new App()): { app: App; stack: ControlPlaneStack 
   const sweeperIntervalSeconds = app.node.tryGetContext("sweeperIntervalSeconds");
   const gitPullOnRestore = app.node.tryGetContext("gitPullOnRestore");
   const gitPullCadenceSeconds = app.node.tryGetContext("gitPullCadenceSeconds");
+  const reservedConcurrency = app.node.tryGetContext("reservedConcurrency");
   const stack = new ControlPlaneStack(app, "SandboxControlPlane", {
     deletionProtection: deletionProtection === undefined ? true : String(deletionProtection) !== "false",
     ...(provider === "modal" || provider === "e2b" ? { defaultSandboxProvider: provider } : {}),
@@ -27,6 +29,7 @@ export function buildApp(app = new App()): { app: App; stack: ControlPlaneStack 
     webSocketAccessLogs: String(webSocketAccessLogs) === "true",
     ...(sweeperIntervalSeconds === undefined ? {} : { sweeperIntervalSeconds: Number(sweeperIntervalSeconds) }),
     ...(gitPullOnRestore === undefined ? {} : { gitPullOnRestore: { enabled: String(gitPullOnRestore) === "true", cadenceSeconds: Number(gitPullCadenceSeconds ?? 0) } }),
+    ...(reservedConcurrency === undefined ? {} : { reservedConcurrency: String(reservedConcurrency) !== "false" }),
   });
   return { app, stack };
 }

@@ -10,7 +10,7 @@
  * (handler-function.ts).
  */
 import { ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack, Validations, type StackProps } from "aws-cdk-lib";
-import { HttpApi, HttpMethod, HttpStage, LogGroupLogDestination, type WebSocketApi, type WebSocketRoute, type WebSocketStage } from "aws-cdk-lib/aws-apigatewayv2";
+import { HttpApi, HttpMethod, HttpStage, LogGroupLogDestination, type CfnStage, type WebSocketApi, type WebSocketRoute, type WebSocketStage } from "aws-cdk-lib/aws-apigatewayv2";
 import { HttpLambdaIntegration, WebSocketLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations";
 import { Alarm, ComparisonOperator, Metric, Stats, TreatMissingData } from "aws-cdk-lib/aws-cloudwatch";
 import { AttributeType, BillingMode, Table, TableEncryption } from "aws-cdk-lib/aws-dynamodb";
@@ -31,6 +31,7 @@ import { SEND_INIT_ENTRY, WS_ROUTES } from "../functions/ws/routes";
 import { createHandlerFunction } from "./handler-function";
 import { allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
 import { createRelayService, type RelayService } from "./relay-service";
+import { DEFAULT_STAGE_THROTTLE, HTTP_ROUTE_THROTTLES, RESERVED_CONCURRENCY, WS_ROUTE_THROTTLES, type Throttle } from "./api-throttles";
 import { acknowledgePushWildcard, allowPush, createWebSocketApi, createWebSocketStage, pushGrant } from "./websocket-api";
 
 /** CloudWatch namespace of every metric the control plane publishes (POWERTOOLS_METRICS_NAMESPACE). */
@@ -57,13 +58,31 @@ export function sweeperRateMinutes(intervalSeconds: number): number {
   return Math.max(1, Math.round(intervalSeconds / 60));
 }
 
+interface RouteSettings {
+  ThrottlingRateLimit: number;
+  ThrottlingBurstLimit: number;
+}
+
+/** A route's throttle as stage route settings, never looser than the stage's own. */
+function routeSettings(route: Throttle, stage: Throttle): RouteSettings {
+  return { ThrottlingRateLimit: Math.min(route.rateLimit, stage.rateLimit), ThrottlingBurstLimit: Math.min(route.burstLimit, stage.burstLimit) };
+}
+
 export interface ControlPlaneStackProps extends StackProps {
   /** Protect the table from deletion (and retain it when the stack is deleted). Default true. */
   deletionProtection?: boolean;
   /** Sandbox provider sessions use by default in AWS (the local provider cannot run in Lambda). */
   defaultSandboxProvider?: "modal" | "e2b";
-  /** API-wide throttling (requests per second, burst), HTTP and WebSocket alike. */
+  /**
+   * API-wide throttling (requests per second, burst), HTTP and WebSocket alike; the expensive
+   * routes get tighter per-route throttles (infra/api-throttles.ts), never looser than this.
+   */
   throttle?: { rateLimit: number; burstLimit: number };
+  /**
+   * Reserved concurrency on the functions that start sandboxes or sweep (infra/api-throttles.ts).
+   * Default true; false for an account whose Lambda concurrency limit cannot spare it.
+   */
+  reservedConcurrency?: boolean;
   /**
    * WebSocket stage access logs. Default false: they need the account's API Gateway CloudWatch
    * Logs role (set once per account and region, outside this stack), or the stage fails to deploy.
@@ -105,6 +124,8 @@ export class ControlPlaneStack extends Stack {
     const deletionProtection = props.deletionProtection ?? true;
     const defaultProvider = props.defaultSandboxProvider ?? "modal";
     const sweeperMinutes = sweeperRateMinutes(props.sweeperIntervalSeconds ?? DEFAULT_SWEEPER_INTERVAL_SECONDS);
+    const stageThrottle = props.throttle ?? DEFAULT_STAGE_THROTTLE;
+    const reserved = (id: string): number | undefined => ((props.reservedConcurrency ?? true) ? RESERVED_CONCURRENCY[id] : undefined);
 
     this.table = new Table(this, "SessionTable", {
       partitionKey: { name: TABLE_DEFINITION.partitionKey, type: AttributeType.STRING },
@@ -132,7 +153,7 @@ export class ControlPlaneStack extends Stack {
       httpApi: this.httpApi,
       stageName: "$default",
       autoDeploy: true,
-      throttle: props.throttle ?? { rateLimit: 100, burstLimit: 200 },
+      throttle: stageThrottle,
       accessLogSettings: { destination: new LogGroupLogDestination(accessLogs) },
     });
 
@@ -274,6 +295,7 @@ export class ControlPlaneStack extends Stack {
       ...(props.gitPullOnRestore === undefined ? {} : { SANDBOX_GIT_PULL_ON_RESTORE: String(props.gitPullOnRestore.enabled), SANDBOX_GIT_PULL_CADENCE_SECONDS: String(props.gitPullOnRestore.cadenceSeconds) }),
     };
 
+    const httpRouteSettings: Record<string, RouteSettings> = {};
     for (const route of HTTP_ROUTES) {
       const fn = createHandlerFunction(this, {
         id: route.id,
@@ -285,6 +307,7 @@ export class ControlPlaneStack extends Stack {
         timeout: Duration.seconds(10),
         table: this.table,
         tableAccess: route.tableAccess,
+        reservedConcurrency: reserved(route.id),
       });
       allowStartingFlows(fn, route.startsFlows ?? [], `route ${route.id}`);
       if (route.agentAccess || route.sandboxAccess) allowProviderSecret(fn);
@@ -292,13 +315,20 @@ export class ControlPlaneStack extends Stack {
       // The idle check when a proxy connection closes (functions/http/handlers/proxy-connections.ts).
       if (route.armsSchedules) allowScheduling(fn);
       if (route.secretAccess) allowSecrets(fn, route.secretAccess);
-      this.httpApi.addRoutes({
+      const [httpRoute] = this.httpApi.addRoutes({
         path: route.path,
         methods: [HttpMethod[route.method]],
         integration: new HttpLambdaIntegration(`${route.id}Integration`, fn),
       });
+      const throttle = HTTP_ROUTE_THROTTLES[route.id];
+      if (throttle && httpRoute) {
+        httpRouteSettings[`${route.method} ${route.path}`] = routeSettings(throttle, stageThrottle);
+        // Route settings name routes that must exist when the stage deploys.
+        stage.node.addDependency(httpRoute);
+      }
       this.functions[route.id] = fn;
     }
+    (stage.node.defaultChild as CfnStage).routeSettings = httpRouteSettings;
 
     const stepFunctions = new Map<string, NodejsFunction>();
     for (const step of FLOW_STEPS) {
@@ -364,6 +394,7 @@ export class ControlPlaneStack extends Stack {
       timeout: Duration.seconds(300),
       table: this.table,
       tableAccess: "readwrite",
+      reservedConcurrency: reserved("Sweeper"),
     });
     allowProviderSecret(sweeper);
     allowStartingFlows(sweeper, ["idle-snapshot"], "the sweeper");
@@ -435,10 +466,13 @@ export class ControlPlaneStack extends Stack {
       this.functions[route.id] = fn;
     }
     this.webSocketStage = createWebSocketStage(this, webSocket, {
-      throttle: props.throttle ?? { rateLimit: 100, burstLimit: 200 },
+      throttle: stageThrottle,
       accessLogs: props.webSocketAccessLogs ?? false,
       routes: wsRoutes,
     });
+    (this.webSocketStage.node.defaultChild as CfnStage).routeSettings = Object.fromEntries(
+      Object.entries(WS_ROUTE_THROTTLES).map(([routeKey, throttle]) => [routeKey, routeSettings(throttle, stageThrottle)]),
+    );
 
     // The relay (functions/relay/service.ts) pushes every translated agent message to clients and
     // completes turns, which delivers the next prompt and may wake a paused session

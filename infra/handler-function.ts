@@ -36,6 +36,8 @@ export interface HandlerFunctionProps {
   tableAccess: TableAccess;
   /** Only where another resource must know the ARN before the function exists. */
   functionName?: string;
+  /** Reserved concurrency (infra/api-throttles.ts); unset: the account's unreserved pool. */
+  reservedConcurrency?: number;
 }
 
 export function createHandlerFunction(scope: Construct, props: HandlerFunctionProps): NodejsFunction {
@@ -55,6 +57,7 @@ export function createHandlerFunction(scope: Construct, props: HandlerFunctionPr
     architecture: Architecture.ARM_64,
     memorySize: props.memorySize,
     timeout: props.timeout,
+    ...(props.reservedConcurrency === undefined ? {} : { reservedConcurrentExecutions: props.reservedConcurrency }),
     role,
     logGroup,
     tracing: Tracing.ACTIVE,

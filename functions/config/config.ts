@@ -73,6 +73,14 @@ export const ConfigSchema = z.object({
   SANDBOX_GIT_PULL_CADENCE_SECONDS: z.coerce.number().nonnegative().finite().default(0),
   /** Largest accepted HTTP request body. */
   MAX_BODY_BYTES: z.coerce.number().int().positive().default(64 * 1024),
+  /**
+   * Deployment-wide safety cap (issue 14 §7): sessions one org may have open (any status but
+   * `stopped`; paused sessions keep snapshots and can resume at any time). Creating one more is a
+   * 429 `quota_exceeded`. Not API.md's per-org `maxRunningSessions` (usage limits), which is separate.
+   */
+  ORG_MAX_OPEN_SESSIONS: z.coerce.number().int().positive().default(100),
+  /** Safety cap: prompts one session may hold queued (not yet sent to the agent); one more is a 429 `quota_exceeded`. */
+  MAX_QUEUED_PROMPTS_PER_SESSION: z.coerce.number().int().positive().default(50),
 });
 export type Config = z.infer<typeof ConfigSchema>;
 

@@ -117,6 +117,12 @@ export class ThrottledError extends AppError {
   readonly code = "throttled";
 }
 
+/** 429: a deployment safety cap is reached (open sessions per org, queued prompts per session); the message names the limit and its value. */
+export class QuotaExceededError extends AppError {
+  readonly status = 429;
+  readonly code = "quota_exceeded";
+}
+
 /** 500: an invariant the code relies on does not hold. Never exposed. */
 export class InternalError extends AppError {
   readonly status = 500;

@@ -5,7 +5,9 @@
 import { posix } from "node:path";
 import { z } from "zod";
 import { EnvFileSchema, type EnvSpec } from "../../sandbox/cli/env-spec";
+import { NotAFileError, OutsideWorkspaceError, resolveInsideWorkspaceLexically, splitFilePath } from "../../sandbox/shared/workspace-path";
 import { AgentModel, GitIdentity, SecretName, ServiceCommand } from "./agent-settings";
+import { workspacePathTextProblem } from "./text";
 
 /** Stored statuses (ARCHITECTURE.md §4). `starting` means a record with no sandbox yet. */
 export const SESSION_STATUSES = ["starting", "running", "paused", "stopped", "error"] as const;
@@ -59,6 +61,32 @@ export type RepoSpec = z.infer<typeof RepoSpec>;
 
 /** At most this many env files per session (each is one `env apply` target). */
 export const MAX_ENV_FILES = 50;
+/** At most this many keys per env file, and this long a key name. */
+export const MAX_ENV_FILE_KEYS = 200;
+export const MAX_ENV_KEY_NAME_CHARS = 128;
+
+/** Any absolute root: the API judges workspace-relative paths lexically, the way the boot does. */
+export const API_WORKSPACE_ROOT = "/workspace";
+
+/**
+ * Why an env file's path cannot be accepted, or null: the text rule (functions/domain/text.ts),
+ * then the checks `env apply` itself makes before writing (it names a file, relative, inside
+ * the workspace), with the very functions it uses (sandbox/shared/workspace-path.ts).
+ */
+export function envFilePathProblem(path: string): string | null {
+  const text = workspacePathTextProblem(path);
+  if (text) return text;
+  if (posix.isAbsolute(path)) return "must be relative to the workspace (its absolute path differs per provider)";
+  try {
+    splitFilePath(path);
+    resolveInsideWorkspaceLexically(API_WORKSPACE_ROOT, path);
+  } catch (err) {
+    if (err instanceof NotAFileError) return "must name a file (not \".\", \"..\" or a directory ending in \"/\")";
+    if (err instanceof OutsideWorkspaceError) return "must stay inside the workspace";
+    throw err;
+  }
+  return null;
+}
 
 /**
  * The env files a session's sandbox generates at boot (`sandbox env apply`, seed 003 §6.11): the
@@ -76,15 +104,21 @@ export const SessionEnvFiles = z
   .superRefine((files, ctx) => {
     const seen = new Set<string>();
     files.forEach((file, i) => {
-      const normalized = posix.normalize(file.path);
-      if (posix.isAbsolute(file.path)) {
-        ctx.addIssue({ code: "custom", path: [i, "path"], message: "must be relative to the workspace (its absolute path differs per provider)" });
-      } else if (normalized === ".." || normalized.startsWith("../")) {
-        ctx.addIssue({ code: "custom", path: [i, "path"], message: "must stay inside the workspace" });
+      const pathProblem = envFilePathProblem(file.path);
+      if (pathProblem) {
+        ctx.addIssue({ code: "custom", path: [i, "path"], message: pathProblem });
+        return;
       }
+      const normalized = posix.normalize(file.path);
       if (seen.has(normalized)) ctx.addIssue({ code: "custom", path: [i, "path"], message: `"${file.path}" is listed more than once` });
       seen.add(normalized);
+      if (file.keys.length > MAX_ENV_FILE_KEYS) {
+        ctx.addIssue({ code: "custom", path: [i, "keys"], message: `must list at most ${MAX_ENV_FILE_KEYS} keys` });
+      }
       file.keys.forEach((key, j) => {
+        if (key.name.length > MAX_ENV_KEY_NAME_CHARS) {
+          ctx.addIssue({ code: "custom", path: [i, "keys", j, "name"], message: `must be at most ${MAX_ENV_KEY_NAME_CHARS} characters` });
+        }
         if (key.value !== undefined) {
           ctx.addIssue({
             code: "custom",

@@ -3,7 +3,7 @@
  * durably first, activity touched, then delivered (flows/prompt-delivery.ts). One function so
  * every client type gets the same never-dropped, never-duplicated semantics.
  */
-import { ConflictError } from "../domain/errors";
+import { ConflictError, QuotaExceededError } from "../domain/errors";
 import type { SessionRecord } from "../domain/session";
 import type { QueuedPrompt } from "../ports/session-items";
 import { deliverQueuedPrompts, type DeliveryDeps, type DeliveryOutcome } from "./prompt-delivery";
@@ -17,14 +17,31 @@ export interface SubmittedPrompt {
   position: number;
 }
 
+/**
+ * The queued-prompt cap (MAX_QUEUED_PROMPTS_PER_SESSION): prompts stored but not yet sent to the
+ * agent. Checked before the prompt is stored, so a refused prompt leaves nothing behind.
+ * Concurrent submits to one session may each see the last free place: the overshoot is at most
+ * the number of submits in flight for that session.
+ */
+async function requireQueueRoom(deps: DeliveryDeps, sessionId: string, limit: number): Promise<void> {
+  const queued = (await deps.prompts.list(sessionId, "queued")).length;
+  if (queued >= limit) {
+    throw new QuotaExceededError(
+      `queued prompts: the session has ${queued} prompts waiting and the limit is ${limit}; wait for the agent to take some before sending more`,
+      { context: { sessionId, queued, limit } },
+    );
+  }
+}
+
 export async function submitPrompt(
   deps: DeliveryDeps,
   session: SessionRecord,
-  input: { content: string; source: string },
+  input: { content: string; source: string; maxQueued?: number },
 ): Promise<SubmittedPrompt> {
   if (session.status === "stopped") {
     throw new ConflictError("session is stopped: cannot accept prompts", { context: { sessionId: session.id, status: session.status } });
   }
+  if (input.maxQueued !== undefined) await requireQueueRoom(deps, session.id, input.maxQueued);
   const now = deps.now();
   const prompt = await deps.prompts.enqueue({ sessionId: session.id, content: input.content, source: input.source, now });
   await deps.sessions.touchActivity(session.id, now);

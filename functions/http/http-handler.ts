@@ -187,6 +187,10 @@ export function httpRoute<B, P, Q>(
       const query = parseWith(spec.query, event.queryStringParameters ?? {}, "query", "invalid_query");
       const rawBody = readBody(event, deps.config.MAX_BODY_BYTES);
       if (!spec.body && rawBody !== undefined) throw new ValidationError("body: this route takes no body");
+      // Every body is a JSON object: `null`, an array or a scalar is refused, never read as `{}`.
+      if (rawBody !== undefined && (rawBody === null || typeof rawBody !== "object" || Array.isArray(rawBody))) {
+        throw new ValidationError(`body: must be a JSON object, not ${rawBody === null ? "null" : Array.isArray(rawBody) ? "an array" : `a ${typeof rawBody}`}`);
+      }
       const body = parseWith(spec.body, rawBody ?? {}, "body", "invalid_request");
       const result = await run({ body, params, query, principal, sandboxSessionId, requestId }, deps);
       return json(result.status, result.body, result.headers);

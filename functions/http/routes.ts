@@ -85,6 +85,19 @@ export const HTTP_ROUTES: readonly HttpRouteDefinition[] = [
   { id: "SandboxEnvValues", method: "POST", path: "/v1/sandbox/env-values", entry: "functions/http/handlers/sandbox-env-values.ts", make: makeSandboxEnvValuesHandler, tableAccess: "read", verifiesSandboxes: true, secretAccess: "decrypt" },
 ];
 
+/**
+ * A path segment percent-decoded, or as received when its encoding is malformed
+ * (`%E0%A4%A`): the route's parameter schema then refuses it with a 400 naming the parameter,
+ * as it refuses any other value that is not an id.
+ */
+function decodePathSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
 /** Matches a concrete path against a route path; returns the path parameters or null. */
 export function matchRoutePath(routePath: string, actual: string): Record<string, string> | null {
   const want = routePath.split("/");
@@ -96,7 +109,7 @@ export function matchRoutePath(routePath: string, actual: string): Record<string
     const g = got[i] ?? "";
     if (w.startsWith("{") && w.endsWith("}")) {
       if (!g) return null;
-      params[w.slice(1, -1)] = decodeURIComponent(g);
+      params[w.slice(1, -1)] = decodePathSegment(g);
     } else if (w !== g) {
       return null;
     }

@@ -35,6 +35,13 @@ export interface SessionStore {
   /** Conditional put: fails with `ConflictError` if the id exists. */
   createSession(record: SessionRecord): Promise<void>;
   getSession(sessionId: string): Promise<SessionRecord | null>;
+  /**
+   * How many of the org's sessions are open (not stopped), from the markers `createSession`
+   * writes and a move to `stopped` deletes. `reconcile` first checks each marker against its
+   * session and deletes those whose session is stopped or gone (a stop whose marker delete was
+   * lost): exact, and bounded by the number of markers, so callers ask for it only at the cap.
+   */
+  countOpenSessions(orgId: string, options?: { reconcile?: boolean }): Promise<number>;
   /** An org's sessions, newest first. A cursor from another org or query is a `ValidationError`. */
   listSessionsByOrg(orgId: string, options: ListOptions): Promise<ListPage<SessionRecord>>;
   /** All sessions in one status (sweeper, operators), oldest update first. */

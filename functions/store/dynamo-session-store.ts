@@ -4,6 +4,7 @@
  * re-read and mapped to a domain error. Other SDK errors propagate unchanged.
  */
 import {
+  DeleteCommand,
   GetCommand,
   PutCommand,
   QueryCommand,
@@ -31,17 +32,27 @@ function encodeCursor(key: Record<string, unknown>): string {
   return Buffer.from(JSON.stringify(key)).toString("base64url");
 }
 
-function decodeCursor(cursor: string, expected: { attribute: string; value: string }): Record<string, string> {
+/**
+ * A cursor back to the listing's exclusive start key. It must be exactly the key this listing
+ * mints: every key attribute of the index, nothing else, each a non-empty string, the partition
+ * the caller's own, and the table key a session's. Anything else (a forged cursor with some
+ * key attributes missing, which DynamoDB would refuse with a ValidationException) is a 400.
+ */
+function decodeCursor(cursor: string, expected: { attribute: string; value: string }, keyAttributes: readonly string[]): Record<string, string> {
+  const invalid = () => new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
   let parsed: unknown;
   try {
     parsed = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
   } catch {
-    throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
+    throw invalid();
   }
   const key = CursorKey.safeParse(parsed);
+  if (!key.success) throw invalid();
+  const names = Object.keys(key.data);
+  const exactShape = names.length === keyAttributes.length && keyAttributes.every((k) => (key.data[k] ?? "") !== "");
   // A cursor from another org or another listing must not steer the query elsewhere.
-  if (!key.success || key.data[expected.attribute] !== expected.value) {
-    throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
+  if (!exactShape || key.data[expected.attribute] !== expected.value || !(key.data.PK ?? "").startsWith("SESSION#") || key.data.SK !== "SESSION") {
+    throw invalid();
   }
   return key.data;
 }
@@ -60,6 +71,14 @@ export class DynamoSessionStore implements SessionStore {
   }
 
   async createSession(record: SessionRecord): Promise<void> {
+    // The open-session marker first: a failed create can only leave a marker without its session,
+    // an overcount the reconciling count repairs, never a session nobody counts.
+    await this.doc.send(
+      new PutCommand({
+        TableName: this.tableName,
+        Item: { ...keys.openSession(record.orgId, record.id), sessionId: record.id, createdAt: record.createdAt },
+      }),
+    );
     try {
       await this.doc.send(
         new PutCommand({
@@ -78,6 +97,41 @@ export class DynamoSessionStore implements SessionStore {
       if (isConditionFailure(err)) throw new ConflictError(`session ${record.id} already exists`, { cause: err });
       throw err;
     }
+  }
+
+  async countOpenSessions(orgId: string, options: { reconcile?: boolean } = {}): Promise<number> {
+    const sessionIds: string[] = [];
+    let startKey: Record<string, unknown> | undefined;
+    do {
+      const out = await this.doc.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          KeyConditionExpression: "PK = :pk AND begins_with(SK, :prefix)",
+          ExpressionAttributeValues: { ":pk": keys.orgPartition(orgId), ":prefix": keys.openSessionPrefix },
+          ProjectionExpression: "sessionId",
+          ConsistentRead: true,
+          ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+        }),
+      );
+      for (const item of out.Items ?? []) if (typeof item.sessionId === "string") sessionIds.push(item.sessionId);
+      startKey = out.LastEvaluatedKey;
+    } while (startKey);
+    if (!options.reconcile) return sessionIds.length;
+    const open = await Promise.all(
+      sessionIds.map(async (sessionId) => {
+        const out = await this.doc.send(
+          new GetCommand({ TableName: this.tableName, Key: keys.session(sessionId), ProjectionExpression: "#status", ExpressionAttributeNames: { "#status": "status" }, ConsistentRead: true }),
+        );
+        if (out.Item && out.Item.status !== "stopped") return true;
+        await this.deleteOpenMarker(orgId, sessionId);
+        return false;
+      }),
+    );
+    return open.filter(Boolean).length;
+  }
+
+  private async deleteOpenMarker(orgId: string, sessionId: string): Promise<void> {
+    await this.doc.send(new DeleteCommand({ TableName: this.tableName, Key: keys.openSession(orgId, sessionId) }));
   }
 
   async getSession(sessionId: string): Promise<SessionRecord | null> {
@@ -123,7 +177,7 @@ export class DynamoSessionStore implements SessionStore {
     keyAttributes: string[],
     options: ListOptions,
   ): Promise<ListPage<SessionRecord>> {
-    let startKey: Record<string, unknown> | undefined = options.cursor ? decodeCursor(options.cursor, cursorScope) : undefined;
+    let startKey: Record<string, unknown> | undefined = options.cursor ? decodeCursor(options.cursor, cursorScope, keyAttributes) : undefined;
     const items: Record<string, unknown>[] = [];
     const filter = options.status
       ? {
@@ -163,6 +217,22 @@ export class DynamoSessionStore implements SessionStore {
     now: Date,
     wider: TransitionChanges = {},
     guard?: LeaseGuard,
+  ): Promise<SessionRecord> {
+    const next = await this.writeTransition(current, to, now, wider, guard);
+    if (next.status === "stopped") {
+      // Best effort, after the committed stop: a lost delete only overcounts until
+      // `countOpenSessions({reconcile: true})` finds the session stopped.
+      await this.deleteOpenMarker(next.orgId, next.id).catch(() => undefined);
+    }
+    return next;
+  }
+
+  private async writeTransition(
+    current: SessionRecord,
+    to: SessionStatus,
+    now: Date,
+    wider: TransitionChanges,
+    guard: LeaseGuard | undefined,
   ): Promise<SessionRecord> {
     const changes = pickTransitionChanges(wider);
     const next = applyTransition(current, to, now, changes);

@@ -14,6 +14,7 @@
  * | proxy connection    | `SESSION#<sessionId>`   | `PROXY#<proxyId>`               | -                         | -                                        |
  * | org secret          | `ORG#<orgId>`           | `SECRET#<name>`                 | -                         | -                                        |
  * | org settings        | `ORG#<orgId>`           | `SETTINGS`                      | -                         | -                                        |
+ * | open-session marker | `ORG#<orgId>`           | `OPENSESSION#<sessionId>`       | -                         | -                                        |
  *
  * Prompts, events and connections live in the session's partition, so one Query with a
  * `begins_with` on SK reads a session's queue, audit trail, client set or transcript in order.
@@ -29,6 +30,8 @@
  * - relay scan: Query GSI2 PK=`STATUS#running`, filtered to a free or expired relay lease;
  * - a session's transcript oldest first: Query PK=`SESSION#id`, SK begins_with `MSG#`;
  * - a session's live proxy connections: Query PK=`SESSION#id`, SK begins_with `PROXY#`, filtered on expiry;
+ * - count an org's open sessions (the ORG_MAX_OPEN_SESSIONS cap): Query PK=`ORG#org`, SK begins_with
+ *   `OPENSESSION#` (one marker per session not stopped: written at create, deleted when it stops);
  * - resolve an API token: GetItem PK=`APITOKEN#sha256(token)` (the token itself is never stored).
  * - an org's secrets by name: Query PK=`ORG#org`, SK begins_with `SECRET#` (metadata only, projected);
  *   the values a session names: BatchGetItem on `ORG#org` / `SECRET#name` (ciphertext only: the value
@@ -62,6 +65,9 @@ export const keys = {
   /** An org secret; the org's partition (`ORG#<orgId>` in the table, not in GSI1) holds its secrets in name order. */
   secret: (orgId: string, name: string) => ({ PK: `ORG#${orgId}`, SK: `SECRET#${name}` }),
   secretPrefix: "SECRET#",
+  /** One per session of the org that is not stopped: what the open-session cap counts (cost bounded by the cap, not by history). */
+  openSession: (orgId: string, sessionId: string) => ({ PK: `ORG#${orgId}`, SK: `OPENSESSION#${sessionId}` }),
+  openSessionPrefix: "OPENSESSION#",
   /** An org's settings (its default agent model); one item per org. */
   orgSettings: (orgId: string) => ({ PK: `ORG#${orgId}`, SK: "SETTINGS" }),
 } as const;

@@ -4,8 +4,8 @@
  * sandbox (its own directories, allocated ports). Everything else is derived from the layout by
  * `sandboxFiles`, so the boot, the providers and the tests agree on every path. Pure.
  */
-import { posix } from "node:path";
 import type { RepoSpec } from "../../functions/domain/session";
+import { OutsideWorkspaceError, resolveInsideWorkspaceLexically } from "../shared/workspace-path";
 import type { BootLayout } from "./boot-spec";
 
 /** seed 003 §4 "Standard Ports"; Caddy's admin API is loopback-only (the sidecar uses it). */
@@ -128,9 +128,10 @@ export class WorkspacePathError extends Error {
 /** Where a repo is cloned ("." is the workspace itself); a path leaving the workspace is refused. */
 export function repoDir(workspace: string, repo: Pick<RepoSpec, "url" | "workspacePath">): string {
   const name = repoDirName(repo.url, repo.workspacePath);
-  const full = posix.resolve(workspace, name);
-  if (full !== workspace && !full.startsWith(`${workspace}/`)) {
-    throw new WorkspacePathError(`repo path ${JSON.stringify(name)} leaves the workspace`);
+  try {
+    return resolveInsideWorkspaceLexically(workspace, name);
+  } catch (err) {
+    if (err instanceof OutsideWorkspaceError) throw new WorkspacePathError(`repo path ${JSON.stringify(name)} leaves the workspace`);
+    throw err;
   }
-  return full;
 }

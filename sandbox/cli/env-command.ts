@@ -12,7 +12,7 @@
 import { lstat, mkdir, open, readFile, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { z } from "zod";
-import { OutsideWorkspaceError, resolveInsideWorkspace } from "../shared/workspace-path";
+import { OutsideWorkspaceError, resolveInsideWorkspace, splitFilePath } from "../shared/workspace-path";
 import { EnvSpecSchema, parseValues, planEnvFiles, renderEnvFile, type EnvSpec } from "./env-spec";
 import { addExclude, containingRepo, removeExclude } from "./git-exclude";
 import { socketJson, type SocketClientOptions } from "./socket-client";
@@ -80,9 +80,8 @@ async function loadSidecarValues(io: EnvCommandIo): Promise<Record<string, strin
 
 /** Real parent directory inside the workspace plus the (unfollowed) file name. */
 async function targetPath(workspaceDir: string, path: string): Promise<string> {
-  const name = basename(path);
-  if (name === "" || name === "." || name === ".." || path.endsWith("/")) throw new Error(`"${path}" does not name a file`);
-  const parent = await resolveInsideWorkspace(workspaceDir, dirname(path));
+  const { dir, name } = splitFilePath(path);
+  const parent = await resolveInsideWorkspace(workspaceDir, dir);
   return join(parent, name);
 }
 

@@ -6,7 +6,7 @@
  * path of its deepest existing ancestor, so a symlinked parent directory cannot smuggle it out.
  */
 import { realpath } from "node:fs/promises";
-import { dirname, isAbsolute, join, normalize, relative, resolve, sep } from "node:path";
+import { basename, dirname, isAbsolute, join, normalize, relative, resolve, sep } from "node:path";
 
 export class OutsideWorkspaceError extends Error {
   constructor(readonly requested: string) {
@@ -52,6 +52,36 @@ async function realpathAllowMissing(path: string): Promise<{ real: string; exist
   }
 }
 
+/**
+ * The lexical half of the rule, for paths judged before any sandbox exists (the boot's plan, the
+ * control plane's API) and the first check of `resolveInsideWorkspace`: `requested`, relative to
+ * the absolute `workspaceDir`, stays inside it once `.` and `..` are applied. Returns the joined
+ * path or throws `OutsideWorkspaceError`. Symlinks are judged where the path is used.
+ */
+export function resolveInsideWorkspaceLexically(workspaceDir: string, requested: string): string {
+  if (requested.includes("\0")) throw new OutsideWorkspaceError(requested.replace(/\0/g, "\\0"));
+  const candidate = resolve(workspaceDir, requested);
+  if (!isInside(workspaceDir, candidate)) throw new OutsideWorkspaceError(requested);
+  return candidate;
+}
+
+export class NotAFileError extends Error {
+  constructor(readonly requested: string) {
+    super(`"${requested}" does not name a file`);
+    this.name = "NotAFileError";
+  }
+}
+
+/**
+ * A file path's parent directory and file name; `NotAFileError` for a path that names no file
+ * (empty, `.`, `..`, or ending in `/`). What `env apply` writes to, and what the API accepts.
+ */
+export function splitFilePath(path: string): { dir: string; name: string } {
+  const name = basename(path);
+  if (name === "" || name === "." || name === ".." || path.endsWith("/")) throw new NotAFileError(path);
+  return { dir: dirname(path), name };
+}
+
 export interface ResolveOptions {
   /** Refuse a path that does not exist (404-style) instead of judging its ancestor. */
   mustExist?: boolean;
@@ -64,9 +94,8 @@ export interface ResolveOptions {
 export async function resolveInsideWorkspace(workspaceDir: string, requested: string, opts: ResolveOptions = {}): Promise<string> {
   if (requested.includes("\0")) throw new OutsideWorkspaceError(requested.replace(/\0/g, "\\0"));
   const root = await realpath(workspaceDir);
-  const candidate = isAbsolute(requested) ? normalize(requested) : resolve(root, requested);
   // Lexical check first: `../x` is refused even when the target does not exist.
-  if (!isAbsolute(requested) && !isInside(root, candidate)) throw new OutsideWorkspaceError(requested);
+  const candidate = isAbsolute(requested) ? normalize(requested) : resolveInsideWorkspaceLexically(root, requested);
   const { real, exists } = await realpathAllowMissing(candidate);
   if (!isInside(root, real)) throw new OutsideWorkspaceError(requested);
   if (opts.mustExist && !exists) throw new PathNotFoundError(requested);

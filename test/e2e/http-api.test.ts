@@ -22,6 +22,10 @@ async function createSession(body: unknown = {}): Promise<SessionBody["session"]
   return (res.body as SessionBody).session;
 }
 
+function cursorOf(key: Record<string, string>): string {
+  return Buffer.from(JSON.stringify(key)).toString("base64url");
+}
+
 /** Snapshot of everything the org can see, to prove a rejected request changed nothing. */
 async function visibleState(): Promise<string> {
   const res = await api.request("GET", "/v1/sessions?limit=100");
@@ -148,6 +152,16 @@ describe("bad input: the right 4xx, a message naming the problem, nothing change
     { name: "unknown status filter", method: "GET", path: "/v1/sessions?status=sleeping", status: 400, code: "invalid_query", mentions: "query.status" },
     { name: "unknown query parameter", method: "GET", path: "/v1/sessions?colour=red", status: 400, code: "invalid_query", mentions: "colour" },
     { name: "forged cursor", method: "GET", path: "/v1/sessions?cursor=eyJQSyI6IlNFU1NJT04jeCJ9", status: 400, code: "invalid_cursor", mentions: "cursor" },
+    // issue 14 §4: what used to be accepted (and fail later) or a 500.
+    { name: "forged cursor with only the org's partition key", method: "GET", path: `/v1/sessions?cursor=${cursorOf({ GSI1PK: "ORG#dev-org" })}`, status: 400, code: "invalid_cursor", mentions: "cursor" },
+    { name: "forged cursor with an extra attribute", method: "GET", path: `/v1/sessions?cursor=${cursorOf({ PK: "SESSION#ses_zzzzzzzzzzzzzzzzzzzzzzzzzz", SK: "SESSION", GSI1PK: "ORG#dev-org", GSI1SK: "2026#x", status: "running" })}`, status: 400, code: "invalid_cursor", mentions: "cursor" },
+    { name: "malformed percent-encoding in the id", method: "GET", path: "/v1/sessions/%E0%A4%A", status: 400, code: "invalid_id", mentions: "id" },
+    { name: "a JSON null body", method: "POST", path: "/v1/sessions", rawBody: "null", status: 400, code: "invalid_request", mentions: "body: must be a JSON object" },
+    { name: "a JSON null prompt body", method: "POST", path: "/v1/sessions/ses_zzzzzzzzzzzzzzzzzzzzzzzzzz/prompts", rawBody: "null", status: 400, code: "invalid_request", mentions: "body: must be a JSON object" },
+    { name: "credentials in a repo URL", method: "POST", path: "/v1/sessions", body: { repos: [{ url: "https://alice:secret@github.com/acme/app.git" }] }, status: 400, code: "invalid_request", mentions: "body.repos.0.url" },
+    { name: "workspacePath leaving the workspace", method: "POST", path: "/v1/sessions", body: { repos: [{ url: "https://github.com/acme/app.git", workspacePath: "../../../../tmp/x" }] }, status: 400, code: "invalid_request", mentions: "body.repos.0.workspacePath" },
+    { name: "env file path into .git", method: "POST", path: "/v1/sessions", body: { envFiles: [{ path: ".git/hooks/post-checkout", keys: [] }] }, status: 400, code: "invalid_request", mentions: "body.envFiles.0.path" },
+    { name: "title with a bidi override", method: "POST", path: "/v1/sessions", body: { title: "a\u202eb" }, status: 400, code: "invalid_request", mentions: "body.title" },
     { name: "body on a bodiless route", method: "POST", path: "/v1/sessions/ses_zzzzzzzzzzzzzzzzzzzzzzzzzz/heartbeat", body: { x: 1 }, status: 400, code: "invalid_request", mentions: "body" },
     { name: "unknown route", method: "GET", path: "/v1/nothing-here", status: 404, code: "route_not_found", mentions: "/v1/nothing-here" },
   ];
@@ -176,6 +190,13 @@ describe("bad input: the right 4xx, a message naming the problem, nothing change
     const res = await api.request("POST", `/v1/sessions/${session.id}/heartbeat`);
     expect(res.status).toBe(409);
     expect((res.body as { error: { message: string } }).error.message).toContain("stopped");
+  });
+
+  it("a repo URL's credentials are never echoed back", async () => {
+    const res = await api.request("POST", "/v1/sessions", { body: { repos: [{ url: "https://alice:s3cret-pass-42@github.com/acme/app.git" }] } });
+    expect(res.status).toBe(400);
+    expect(res.text).not.toContain("s3cret-pass-42");
+    expect(res.text).not.toContain("alice");
   });
 
   it("never echoes the token back in errors", async () => {

@@ -29,7 +29,7 @@ function harness() {
   const stored: SessionRecord[] = [];
   const enqueued: unknown[] = [];
   const deps = {
-    sessions: { createSession: async (record: SessionRecord) => void stored.push(record) },
+    sessions: { createSession: async (record: SessionRecord) => void stored.push(record), countOpenSessions: async () => stored.length },
     prompts: { enqueue: async (p: unknown) => void enqueued.push(p) },
     tokens: { resolveToken: async () => ({ userId: "user-a", orgId: "org-a" }), putToken: async () => undefined },
     config: parseConfig({ TABLE_NAME: "t" }),

@@ -6,7 +6,7 @@ import { mkdir, mkdtemp, realpath, rm, symlink, writeFile } from "node:fs/promis
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isInside, OutsideWorkspaceError, PathNotFoundError, resolveInsideWorkspace } from "../../sandbox/shared/workspace-path";
+import { isInside, NotAFileError, OutsideWorkspaceError, PathNotFoundError, resolveInsideWorkspace, resolveInsideWorkspaceLexically, splitFilePath } from "../../sandbox/shared/workspace-path";
 
 let root: string;
 let ws: string;
@@ -85,5 +85,21 @@ describe("isInside", () => {
     expect(isInside("/w", "/w/a")).toBe(true);
     expect(isInside("/w", "/wx")).toBe(false);
     expect(isInside("/w", "/")).toBe(false);
+  });
+});
+
+describe("the lexical rule and file names, as the boot, the CLI and the API apply them", () => {
+  it("resolveInsideWorkspaceLexically joins inside paths and refuses leaving ones and NUL", () => {
+    expect(resolveInsideWorkspaceLexically("/w", "app/../lib")).toBe("/w/lib");
+    expect(resolveInsideWorkspaceLexically("/w", ".")).toBe("/w");
+    for (const bad of ["..", "../x", "app/../../x", "../../../../tmp/x", "/etc", "a\0b"]) {
+      expect(() => resolveInsideWorkspaceLexically("/w", bad), bad).toThrow(OutsideWorkspaceError);
+    }
+  });
+
+  it("splitFilePath refuses paths that name no file", () => {
+    expect(splitFilePath("app/.env")).toEqual({ dir: "app", name: ".env" });
+    expect(splitFilePath(".env")).toEqual({ dir: ".", name: ".env" });
+    for (const bad of ["", ".", "..", "app/", "app/..", "app/."]) expect(() => splitFilePath(bad), bad).toThrow(NotAFileError);
   });
 });

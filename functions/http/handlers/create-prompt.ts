@@ -7,6 +7,7 @@
  * stopped session (nothing would ever run it).
  */
 import { z } from "zod";
+import { refineMultiLine } from "../../domain/text";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
 import { submitPrompt } from "../../flows/submit-prompt";
@@ -18,7 +19,8 @@ export const MAX_PROMPT_CHARS = 32_000;
 export const PromptContent = z
   .string()
   .max(MAX_PROMPT_CHARS, `must be at most ${MAX_PROMPT_CHARS} characters`)
-  .refine((s) => s.trim().length > 0, "must not be empty");
+  .refine((s) => s.trim().length > 0, "must not be empty")
+  .superRefine(refineMultiLine);
 
 export const CreatePromptBody = z.object({ content: PromptContent }).strict();
 
@@ -27,7 +29,7 @@ export const makeCreatePromptHandler = httpRoute(
   async ({ params, body, principal }, deps) => {
     const caller = requirePrincipal(principal);
     const session = await loadOwnedSession(deps.sessions, caller, params.id);
-    const submitted = await submitPrompt(deps, session, { content: body.content, source: `user:${caller.userId}` });
+    const submitted = await submitPrompt(deps, session, { content: body.content, source: `user:${caller.userId}`, maxQueued: deps.config.MAX_QUEUED_PROMPTS_PER_SESSION });
     return {
       status: 202,
       body: {

@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import { MAX_SECRET_VALUE_BYTES } from "../../secrets/envelope-cipher";
+import { refineSingleLine } from "../../domain/text";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
 import { requireAdmin } from "../session-access";
@@ -19,7 +20,7 @@ export const PutSecretBody = z
       .max(MAX_SECRET_VALUE_BYTES)
       // Messages name the limit, never the value.
       .refine((v) => Buffer.byteLength(v, "utf8") <= MAX_SECRET_VALUE_BYTES, `must be at most ${MAX_SECRET_VALUE_BYTES} bytes (UTF-8)`),
-    description: z.string().max(500).nullable().optional(),
+    description: z.string().max(500).superRefine(refineSingleLine).nullable().optional(),
   })
   .strict();
 

@@ -65,7 +65,7 @@ export function makeMessageHandler(deps: WsDeps): (event: WsEvent) => Promise<Ws
         case "prompt": {
           const session = await deps.sessions.getSession(sessionId);
           if (!session) throw new Error(`session ${sessionId} vanished`);
-          const submitted = await submitPrompt(deps, session, { content: frame.content, source: `user:${connection.userId}` });
+          const submitted = await submitPrompt(deps, session, { content: frame.content, source: `user:${connection.userId}`, maxQueued: deps.config.MAX_QUEUED_PROMPTS_PER_SESSION });
           await reply({ type: "prompt.queued", promptId: submitted.prompt.promptId, position: submitted.position, status: submitted.status });
           break;
         }
