@@ -2,14 +2,15 @@
  * The local provider against real OpenCode and the development model: real processes, real
  * sockets, real SSE. Every sandbox a test starts is terminated in afterAll even on failure.
  */
-import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { gitOrigin } from "../support/git-origin";
 import { LocalSandboxProvider } from "../../functions/providers/local";
+import { openCodeDbPath } from "../../functions/providers/local/opencode-launch";
 
 const TIMEOUT = 120_000;
 
@@ -185,11 +186,9 @@ describe("local provider with real OpenCode", () => {
       const transcript = messages.map((m) => `${m.info.role}: ${m.parts.map((p) => p.text ?? "").join("")}`);
       expect(transcript).toEqual(["user: hello sandbox", "assistant: echo: hello sandbox"]);
 
-      if (spawnSync("sqlite3", ["-version"]).status === 0) {
-        // Tools of the restored session must run in the new workspace, not the deleted one.
-        const info = await json<{ directory: string }>(`${restored.tunnelUrl}/session/${ocSession}`);
-        expect(info.directory).toBe(join(dataDir, "sandboxes", restored.sandboxId, "workspace"));
-      }
+      // Tools of the restored session must run in the new workspace, not the deleted one (sqlite3 is a prerequisite).
+      const info = await json<{ directory: string }>(`${restored.tunnelUrl}/session/${ocSession}`);
+      expect(info.directory).toBe(join(dataDir, "sandboxes", restored.sandboxId, "workspace"));
     },
     TIMEOUT,
   );
@@ -301,4 +300,38 @@ describe("local provider with real OpenCode", () => {
     },
     TIMEOUT,
   );
+});
+
+describe("a restore that cannot repoint OpenCode's sessions fails loudly", () => {
+  /** A snapshot taken in another workspace, with an OpenCode database to repoint. */
+  async function snapshotWithDatabase(snapshotId: string, database: string): Promise<void> {
+    const root = join(dataDir, "snapshots", snapshotId);
+    await mkdir(join(root, "workspace"), { recursive: true });
+    await mkdir(join(openCodeDbPath(join(root, "home")), ".."), { recursive: true });
+    await writeFile(openCodeDbPath(join(root, "home")), database);
+    await writeFile(join(root, "snapshot.json"), JSON.stringify({ snapshotId, workspace: join(dataDir, "sandboxes", "lsb_gone", "workspace") }));
+  }
+  const sandboxDirs = () => (existsSync(join(dataDir, "sandboxes")) ? readdirSync(join(dataDir, "sandboxes")) : []);
+
+  it("without the sqlite3 CLI: a ProviderError naming sqlite3, and no sandbox left", async () => {
+    await snapshotWithDatabase("lsnap_nosqlite", "");
+    const before = sandboxDirs();
+    const path = process.env.PATH;
+    process.env.PATH = await mkdtemp(join(tmpdir(), "empty-path-")); // no sqlite3 on it
+    try {
+      const err = await create("ses_nosqlite", { snapshotId: "lsnap_nosqlite" }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ name: "ProviderError", operation: "createSandbox", retryable: false });
+      expect((err as Error).message).toMatch(/sqlite3 CLI is not installed/);
+    } finally {
+      process.env.PATH = path;
+    }
+    expect(sandboxDirs()).toEqual(before);
+  });
+
+  it("sqlite3 failing (the database is not one): a ProviderError with sqlite3's reason", async () => {
+    await snapshotWithDatabase("lsnap_notadb", "this is not a database, it is a text file of some length ".repeat(20));
+    const err = await create("ses_notadb", { snapshotId: "lsnap_notadb" }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ name: "ProviderError", operation: "createSandbox" });
+    expect((err as Error).message).toMatch(/sqlite3 failed to repoint .*not a database/);
+  });
 });
