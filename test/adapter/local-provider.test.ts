@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { gitOrigin } from "../support/git-origin";
+import { waitFor } from "../support/wait-for";
 import { LocalSandboxProvider } from "../../functions/providers/local";
 import { openCodeDbPath } from "../../functions/providers/local/opencode-launch";
 
@@ -61,16 +62,11 @@ class EventStream {
   }
 
   /** Bounded wait for an event matching `predicate`; fails with the event types seen so far. */
-  async waitFor(predicate: (e: OpenCodeEvent) => boolean, timeoutMs: number): Promise<Received> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const hit = this.received.find((r) => predicate(r.event));
-      if (hit) return hit;
-      if (Date.now() > deadline) {
-        throw new Error(`no matching event in ${timeoutMs} ms; saw ${this.received.map((r) => r.event.type).join(", ")}`);
-      }
-      await new Promise((r) => setTimeout(r, 25));
-    }
+  waitFor(predicate: (e: OpenCodeEvent) => boolean, timeoutMs: number): Promise<Received> {
+    return waitFor(() => this.received.find((r) => predicate(r.event)), {
+      timeoutMs,
+      message: () => `a matching event; saw ${this.received.map((r) => r.event.type).join(", ")}`,
+    });
   }
 
   close(): void {
@@ -278,9 +274,7 @@ describe("local provider with real OpenCode", () => {
       expect(listed).toMatchObject({ sessionId: "ses_expiry", state: "running" });
       expect(listed?.startedAt).toBeGreaterThanOrEqual(before);
       const pgid = pgidOf(dataDir, sandbox.sandboxId);
-      const deadline = Date.now() + 45_000;
-      while (!groupGone(pgid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-      expect(groupGone(pgid)).toBe(true);
+      await waitFor(() => groupGone(pgid), { message: "the group to exit at expiry", timeoutMs: 45_000 });
       expect(Date.now()).toBeGreaterThanOrEqual(sandbox.expiresAt ?? 0);
       expect(await short.checkSandboxes([sandbox.sandboxId])).toEqual([]);
       // The registry record outlives the group; an expired sandbox is not listed.

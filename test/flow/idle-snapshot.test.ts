@@ -419,17 +419,8 @@ describe("verification 16: the reconnect race", () => {
     h = await startFlowHarness({ provider, agent: fake, env: { IDLE_SNAPSHOT_DELAY_SECONDS: "60" } });
     h.setRelayWatched("store");
     const transcript = new DynamoTranscriptStore(h.table.doc, h.table.tableName);
-    // The relay's scans, counted, to wait for some to have run.
-    const leases = h.relayLeases;
-    let scans = 0;
-    const relayLeases = Object.assign(Object.create(leases) as typeof leases, {
-      listClaimable: (...args: Parameters<typeof leases.listClaimable>) => {
-        scans++;
-        return leases.listClaimable(...args);
-      },
-    });
     // Leases far longer than the test's clock jumps, so only the idle snapshot can take the session away.
-    const relay = new StreamingRelay({ ...h.deps, relayLeases, transcript, agentMessages: fake }, { ownerId: "relay-a", leaseTtlSeconds: 3600, scanIntervalMs: 50, backoffMs: [300] });
+    const relay = new StreamingRelay({ ...h.deps, relayLeases: h.relayLeases, transcript, agentMessages: fake }, { ownerId: "relay-a", leaseTtlSeconds: 3600, scanIntervalMs: 50, backoffMs: [300] });
     relay.start();
     try {
       const s = await runningSession();
@@ -447,8 +438,8 @@ describe("verification 16: the reconnect race", () => {
       await h.runner.executions.get(check.started ?? "")?.done;
       expect(await h.session(s.id)).toMatchObject({ status: "paused", sandboxId: null });
       // Several relay scans later: nothing reconnected, claimed or resumed.
-      const scanned = scans;
-      await waitFor(() => scans >= scanned + 3, { message: "three more relay scans" });
+      const scanned = relay.counters.scans;
+      await waitFor(() => relay.counters.scans >= scanned + 3, { message: "three more relay scans" });
       expect(fake.subscriberCount()).toBe(0);
       expect(relay.heldSessions()).not.toContain(s.id);
       expect(await h.session(s.id)).toMatchObject({ status: "paused", sandboxId: null });

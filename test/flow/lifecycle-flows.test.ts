@@ -279,6 +279,7 @@ describe("races", () => {
       const s = await h.createSession();
       provider.delay("ensureSandbox", round % 3).delay("snapshot", (round + 1) % 3);
       const order = shuffled(flows, random).slice(0, 4);
+      // Starts staggered by 0-3 ms vary the interleavings (a scenario input, not a synchronisation).
       await Promise.all(order.map((flow, i) => new Promise((r) => setTimeout(r, i * (round % 4))).then(() => h.start(flow, s.id))));
       await h.runner.whenIdle();
       const live = inner.live().filter((id) => inner.sandbox(id)?.sessionId === s.id);
