@@ -1,17 +1,48 @@
-// Runs before `npm start`, `npm test` and `npm run bench`: installs the locked dependencies when
-// node_modules is missing or was installed from another package-lock.json, so a fresh clone needs no
-// extra step. (`npm ci` is not used: npm 11 drops other platforms' optional packages from the lock
-// file and then refuses it; `npm install` with the lock file installs the same locked versions.)
+// Runs before `npm start`, `npm test` and `npm run bench`, so a fresh clone needs no extra step:
+// - the `sqlite3` CLI (the local provider copies and repoints OpenCode's database with it) must be
+//   on PATH; when it is missing and this runs as root with apt-get (a fresh CI machine), it is
+//   installed with `apt-get install -y sqlite3`, otherwise this fails saying how to install it;
+// - installs the locked dependencies when node_modules is missing or was installed from another
+//   package-lock.json. (`npm ci` is not used: npm 11 drops other platforms' optional packages from
+//   the lock file and then refuses it; `npm install` with the lock file installs the same locked
+//   versions.)
 import { createHash } from "node:crypto";
-import { execSync } from "node:child_process";
+import { execFileSync, execSync, spawnSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 
-const lockHash = () => createHash("sha256").update(readFileSync("package-lock.json")).digest("hex");
-const want = lockHash();
-const stamp = "node_modules/.lock-hash";
-const have = existsSync(stamp) ? readFileSync(stamp, "utf8").trim() : "";
-if (have !== want) {
-  console.log("[ensure-deps] installing locked dependencies (npm install from package-lock.json)...");
-  execSync("npm install --no-audit --no-fund", { stdio: "inherit" });
-  writeFileSync(stamp, lockHash());
+const works = (command, args) => spawnSync(command, args, { stdio: "ignore" }).status === 0;
+
+function ensureSqlite3() {
+  if (works("sqlite3", ["--version"])) return;
+  if (process.getuid?.() === 0 && works("apt-get", ["--version"])) {
+    console.log("[ensure-deps] the sqlite3 CLI is missing: installing it (apt-get update && apt-get install -y sqlite3)...");
+    try {
+      const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
+      execFileSync("apt-get", ["update"], { stdio: "inherit", env });
+      execFileSync("apt-get", ["install", "-y", "sqlite3"], { stdio: "inherit", env });
+    } catch (err) {
+      console.error(`[ensure-deps] apt-get could not install sqlite3: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    if (works("sqlite3", ["--version"])) return;
+  }
+  console.error(
+    "[ensure-deps] the sqlite3 CLI is required (the local sandbox provider snapshots and restores OpenCode's database with it) " +
+      "and `sqlite3 --version` did not run. Install it (Debian/Ubuntu: sudo apt-get install -y sqlite3; macOS: brew install sqlite) and run again.",
+  );
+  process.exit(1);
 }
+
+function ensureNodeModules() {
+  const lockHash = () => createHash("sha256").update(readFileSync("package-lock.json")).digest("hex");
+  const want = lockHash();
+  const stamp = "node_modules/.lock-hash";
+  const have = existsSync(stamp) ? readFileSync(stamp, "utf8").trim() : "";
+  if (have !== want) {
+    console.log("[ensure-deps] installing locked dependencies (npm install from package-lock.json)...");
+    execSync("npm install --no-audit --no-fund", { stdio: "inherit" });
+    writeFileSync(stamp, lockHash());
+  }
+}
+
+ensureSqlite3();
+ensureNodeModules();

@@ -46,8 +46,11 @@ export async function createSandboxProvider(type: ProviderType, settings: Provid
       const { E2BSandboxProvider, createE2BSdk } = await import("./e2b/e2b-provider");
       const apiKey = env.E2B_API_KEY;
       if (!apiKey) throw new ValidationError("e2b provider: E2B_API_KEY is not configured");
+      // No default: E2B's stock "base" template has no boot script (the constructor says more).
+      const template = env.E2B_TEMPLATE;
+      if (!template) throw new ValidationError("e2b provider: E2B_TEMPLATE is not configured (the template built from sandbox/image, see sandbox/image/README.md)");
       return new E2BSandboxProvider(createE2BSdk({ apiKey }), {
-        template: env.E2B_TEMPLATE ?? "base",
+        template,
         timeoutSeconds: settings.sandboxTimeoutSeconds,
         modelEnv: pick(env, DEPLOYMENT_MODEL_VARS),
       });

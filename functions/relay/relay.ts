@@ -118,6 +118,8 @@ export interface RelayCounters {
   clientMessages: number;
   turnsCompleted: number;
   handlerErrors: number;
+  /** Scans for claimable sessions finished (tests wait on these rather than on time). */
+  scans: number;
 }
 
 function targetOf(session: SessionRecord | null): Target | null {
@@ -162,7 +164,7 @@ export class StreamingRelay {
   private scanning: Promise<void> | null = null;
   private renewing: Promise<void> | null = null;
   private draining = false;
-  readonly counters: RelayCounters = { claims: 0, releases: 0, leasesLost: 0, reopens: 0, clientMessages: 0, turnsCompleted: 0, handlerErrors: 0 };
+  readonly counters: RelayCounters = { claims: 0, releases: 0, leasesLost: 0, reopens: 0, clientMessages: 0, turnsCompleted: 0, handlerErrors: 0, scans: 0 };
 
   constructor(
     private readonly deps: RelayDeps,
@@ -285,6 +287,8 @@ export class StreamingRelay {
       } while (cursor);
     } catch (err) {
       this.deps.logger.warn("relay scan failed", { error: errorForLog(err) });
+    } finally {
+      this.counters.scans++;
     }
   }
 

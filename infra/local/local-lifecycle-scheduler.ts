@@ -26,6 +26,7 @@ interface Entry {
 export class LocalLifecycleScheduler implements LifecycleScheduler {
   private readonly entries = new Map<string, Entry>();
   private readonly inFlight = new Set<Promise<void>>();
+  private readonly firedCounts = new Map<string, number>();
   private readonly now: () => Date;
   private readonly onError: (err: unknown, event: ScheduleFiredEvent) => void;
   private closed = false;
@@ -64,11 +65,21 @@ export class LocalLifecycleScheduler implements LifecycleScheduler {
       .sort((a, b) => a.at.getTime() - b.at.getTime());
   }
 
+  /** How many times the schedule `name` has fired (tests wait on this rather than on time). */
+  fired(name: string): number {
+    return this.firedCounts.get(name) ?? 0;
+  }
+
+  /** Resolves once no callback of a fired schedule is running. */
+  async whenIdle(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+  }
+
   /** Clears every timer and waits for callbacks already running. */
   async close(): Promise<void> {
     this.closed = true;
     for (const name of [...this.entries.keys()]) this.clear(name);
-    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+    await this.whenIdle();
   }
 
   private clear(name: string): void {
@@ -97,6 +108,7 @@ export class LocalLifecycleScheduler implements LifecycleScheduler {
   private fire(entry: Entry): void {
     // Deleted before the callback runs: the callback sees no schedule and may re-arm the name.
     this.entries.delete(entry.name);
+    this.firedCounts.set(entry.name, this.fired(entry.name) + 1);
     const event = entry.event;
     const run: Promise<void> = Promise.resolve()
       .then(() => this.onFire(event))

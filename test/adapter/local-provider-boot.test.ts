@@ -16,6 +16,7 @@ import { LocalSandboxProvider } from "../../functions/providers/local";
 import { readSandboxRecord } from "../../functions/providers/local/sandbox-registry";
 import { gitOrigin } from "../support/git-origin";
 import { agentAuthorization, deriveAgentPassword, deriveSandboxKey, mintAccessToken } from "../../sandbox/shared/access-token";
+import { waitFor } from "../support/wait-for";
 
 const TIMEOUT = 120_000;
 
@@ -67,17 +68,6 @@ function logOf(sandboxId: string): LogLine[] {
     .split("\n")
     .filter((l) => l.startsWith("{"))
     .map((l) => JSON.parse(l) as LogLine);
-}
-
-/** Bounded wait on a condition (phase 2 runs after create returns). */
-async function eventually<T>(what: string, probe: () => Promise<T | null> | T | null, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== null) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 function commandOf(pid: number): string {
@@ -132,13 +122,13 @@ describe("local provider boots through sandbox/boot", () => {
       // access token minted from it.
       const sidecarPort = record.sidecarPort;
       expect(sidecarPort).not.toBeNull();
-      await eventually("the sidecar", async () => ((await fetch(`http://127.0.0.1:${sidecarPort}/health`).catch(() => null))?.ok ? true : null));
+      await waitFor(async () => ((await fetch(`http://127.0.0.1:${sidecarPort}/health`).catch(() => null))?.ok ? true : null), { message: "the sidecar", timeoutMs: 30_000 });
       const services = await fetch(`http://127.0.0.1:${sidecarPort}/services`, { headers: { authorization: `Bearer ${key}` } });
       expect(services.status).toBe(200);
       const now = Math.floor(Date.now() / 1000);
       const access = mintAccessToken(key, { sid: "ses_setup", iat: now, exp: now + 60 });
       expect((await fetch(`http://127.0.0.1:${sidecarPort}/auth/check`, { headers: { authorization: `Bearer ${access}` } })).status).toBe(204);
-      const waited = await eventually("the boot's sidecar step", () => logOf(sandbox.sandboxId).find((l) => l.step === "wait for sidecar") ?? null);
+      const waited = await waitFor(() => logOf(sandbox.sandboxId).find((l) => l.step === "wait for sidecar") ?? null, { message: "the boot's sidecar step", timeoutMs: 30_000 });
       expect(waited).toMatchObject({ phase: 2, outcome: "ok" });
 
       // The key: the sidecar has it, OpenCode (and so the agent's shell) does not, no log line shows it.
@@ -163,7 +153,7 @@ describe("local provider boots through sandbox/boot", () => {
     const record = await readSandboxRecord(dataDir, sandbox.sandboxId);
     if (!record?.sidecarPort) throw new Error("no sidecar port in the record");
     const sidecar = `http://127.0.0.1:${record.sidecarPort}`;
-    await eventually("the sidecar", async () => ((await fetch(`${sidecar}/health`).catch(() => null))?.ok ? true : null));
+    await waitFor(async () => ((await fetch(`${sidecar}/health`).catch(() => null))?.ok ? true : null), { message: "the sidecar", timeoutMs: 30_000 });
     const res = await fetch(`${sidecar}/services`, {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
@@ -171,10 +161,10 @@ describe("local provider boots through sandbox/boot", () => {
     });
     expect(res.status).toBe(201);
     const { service } = (await res.json()) as { service: { pid: number; logFile: string } };
-    const child = await eventually("the service's child", () => {
+    const child = await waitFor(() => {
       const m = /child (\d+)/.exec(existsSync(service.logFile) ? readFileSync(service.logFile, "utf8") : "");
       return m ? Number(m[1]) : null;
-    });
+    }, { message: "the service's child", timeoutMs: 30_000 });
     expect(alive(service.pid)).toBe(true);
     expect(alive(child)).toBe(true);
     // The service runs repo code: it never sees the key.
@@ -191,7 +181,7 @@ describe("local provider boots through sandbox/boot", () => {
         serviceCommands: [{ name: "from-boot", command: "sleep 300" }],
         snapshotHasDeps: true,
       });
-      const step = await eventually("the boot's service start", () => logOf(sandbox.sandboxId).find((l) => l.step === "start service commands") ?? null);
+      const step = await waitFor(() => logOf(sandbox.sandboxId).find((l) => l.step === "start service commands") ?? null, { message: "the boot's service start", timeoutMs: 30_000 });
       expect(step).toMatchObject({ phase: 2, outcome: "ok" });
       const listed = (await (await fetch(`${sidecar}/services`, { headers: { authorization: `Bearer ${key}` } })).json()) as { services: { name: string; status: string; pid: number }[] };
       const fromBoot = listed.services.find((x) => x.name === "from-boot");
@@ -214,7 +204,7 @@ describe("local provider boots through sandbox/boot", () => {
       const { sandbox, leader, child, sidecarPid } = await sandboxWithService(provider, "ses_orphans");
       expect(alive(sidecarPid)).toBe(true);
       process.kill(sidecarPid, "SIGKILL");
-      await eventually("the sidecar to die", () => (alive(sidecarPid) ? null : true));
+      await waitFor(() => (alive(sidecarPid) ? null : true), { message: "the sidecar to die", timeoutMs: 30_000 });
       expect(alive(leader)).toBe(true);
       await provider.terminate("ses_orphans", sandbox.sandboxId);
       expect(alive(leader)).toBe(false);

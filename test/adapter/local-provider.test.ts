@@ -2,14 +2,16 @@
  * The local provider against real OpenCode and the development model: real processes, real
  * sockets, real SSE. Every sandbox a test starts is terminated in afterAll even on failure.
  */
-import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
-import { mkdtemp, rm } from "node:fs/promises";
+import { execFileSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { gitOrigin } from "../support/git-origin";
+import { waitFor } from "../support/wait-for";
 import { LocalSandboxProvider } from "../../functions/providers/local";
+import { openCodeDbPath } from "../../functions/providers/local/opencode-launch";
 
 const TIMEOUT = 120_000;
 
@@ -60,16 +62,11 @@ class EventStream {
   }
 
   /** Bounded wait for an event matching `predicate`; fails with the event types seen so far. */
-  async waitFor(predicate: (e: OpenCodeEvent) => boolean, timeoutMs: number): Promise<Received> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const hit = this.received.find((r) => predicate(r.event));
-      if (hit) return hit;
-      if (Date.now() > deadline) {
-        throw new Error(`no matching event in ${timeoutMs} ms; saw ${this.received.map((r) => r.event.type).join(", ")}`);
-      }
-      await new Promise((r) => setTimeout(r, 25));
-    }
+  waitFor(predicate: (e: OpenCodeEvent) => boolean, timeoutMs: number): Promise<Received> {
+    return waitFor(() => this.received.find((r) => predicate(r.event)), {
+      timeoutMs,
+      message: () => `a matching event; saw ${this.received.map((r) => r.event.type).join(", ")}`,
+    });
   }
 
   close(): void {
@@ -185,11 +182,9 @@ describe("local provider with real OpenCode", () => {
       const transcript = messages.map((m) => `${m.info.role}: ${m.parts.map((p) => p.text ?? "").join("")}`);
       expect(transcript).toEqual(["user: hello sandbox", "assistant: echo: hello sandbox"]);
 
-      if (spawnSync("sqlite3", ["-version"]).status === 0) {
-        // Tools of the restored session must run in the new workspace, not the deleted one.
-        const info = await json<{ directory: string }>(`${restored.tunnelUrl}/session/${ocSession}`);
-        expect(info.directory).toBe(join(dataDir, "sandboxes", restored.sandboxId, "workspace"));
-      }
+      // Tools of the restored session must run in the new workspace, not the deleted one (sqlite3 is a prerequisite).
+      const info = await json<{ directory: string }>(`${restored.tunnelUrl}/session/${ocSession}`);
+      expect(info.directory).toBe(join(dataDir, "sandboxes", restored.sandboxId, "workspace"));
     },
     TIMEOUT,
   );
@@ -279,9 +274,7 @@ describe("local provider with real OpenCode", () => {
       expect(listed).toMatchObject({ sessionId: "ses_expiry", state: "running" });
       expect(listed?.startedAt).toBeGreaterThanOrEqual(before);
       const pgid = pgidOf(dataDir, sandbox.sandboxId);
-      const deadline = Date.now() + 45_000;
-      while (!groupGone(pgid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-      expect(groupGone(pgid)).toBe(true);
+      await waitFor(() => groupGone(pgid), { message: "the group to exit at expiry", timeoutMs: 45_000 });
       expect(Date.now()).toBeGreaterThanOrEqual(sandbox.expiresAt ?? 0);
       expect(await short.checkSandboxes([sandbox.sandboxId])).toEqual([]);
       // The registry record outlives the group; an expired sandbox is not listed.
@@ -301,4 +294,38 @@ describe("local provider with real OpenCode", () => {
     },
     TIMEOUT,
   );
+});
+
+describe("a restore that cannot repoint OpenCode's sessions fails loudly", () => {
+  /** A snapshot taken in another workspace, with an OpenCode database to repoint. */
+  async function snapshotWithDatabase(snapshotId: string, database: string): Promise<void> {
+    const root = join(dataDir, "snapshots", snapshotId);
+    await mkdir(join(root, "workspace"), { recursive: true });
+    await mkdir(join(openCodeDbPath(join(root, "home")), ".."), { recursive: true });
+    await writeFile(openCodeDbPath(join(root, "home")), database);
+    await writeFile(join(root, "snapshot.json"), JSON.stringify({ snapshotId, workspace: join(dataDir, "sandboxes", "lsb_gone", "workspace") }));
+  }
+  const sandboxDirs = () => (existsSync(join(dataDir, "sandboxes")) ? readdirSync(join(dataDir, "sandboxes")) : []);
+
+  it("without the sqlite3 CLI: a ProviderError naming sqlite3, and no sandbox left", async () => {
+    await snapshotWithDatabase("lsnap_nosqlite", "");
+    const before = sandboxDirs();
+    const path = process.env.PATH;
+    process.env.PATH = await mkdtemp(join(tmpdir(), "empty-path-")); // no sqlite3 on it
+    try {
+      const err = await create("ses_nosqlite", { snapshotId: "lsnap_nosqlite" }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ name: "ProviderError", operation: "createSandbox", retryable: false });
+      expect((err as Error).message).toMatch(/sqlite3 CLI is not installed/);
+    } finally {
+      process.env.PATH = path;
+    }
+    expect(sandboxDirs()).toEqual(before);
+  });
+
+  it("sqlite3 failing (the database is not one): a ProviderError with sqlite3's reason", async () => {
+    await snapshotWithDatabase("lsnap_notadb", "this is not a database, it is a text file of some length ".repeat(20));
+    const err = await create("ses_notadb", { snapshotId: "lsnap_notadb" }).catch((e: unknown) => e);
+    expect(err).toMatchObject({ name: "ProviderError", operation: "createSandbox" });
+    expect((err as Error).message).toMatch(/sqlite3 failed to repoint .*not a database/);
+  });
 });

@@ -20,6 +20,7 @@ import type { AgentEndpoint, AgentEvent } from "../../functions/ports/agent-clie
 import { LocalSandboxProvider } from "../../functions/providers/local";
 import { OpenCodeMessageReader } from "../../functions/relay/agent-messages";
 import { agentAuthorization, deriveAgentPassword, deriveSandboxKey, SANDBOX_KEY_ENV } from "../../sandbox/shared/access-token";
+import { waitFor } from "../support/wait-for";
 
 const TIMEOUT = 120_000;
 const SESSION = "ses_agentclient";
@@ -46,16 +47,11 @@ class EventLog {
   }
 
   /** Bounded wait for an event matching `predicate` at or after `from`; fails with the types seen. */
-  async waitFor(predicate: (e: AgentEvent) => boolean, timeoutMs: number, from = 0): Promise<Received> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const hit = this.received.slice(from).find((r) => predicate(r.event));
-      if (hit) return hit;
-      if (Date.now() > deadline) {
-        throw new Error(`no matching event in ${timeoutMs} ms; saw ${this.received.map((r) => r.event.type).join(", ")}`);
-      }
-      await new Promise((r) => setTimeout(r, 25));
-    }
+  waitFor(predicate: (e: AgentEvent) => boolean, timeoutMs: number, from = 0): Promise<Received> {
+    return waitFor(() => this.received.slice(from).find((r) => predicate(r.event)), {
+      timeoutMs,
+      message: () => `a matching event; saw ${this.received.map((r) => r.event.type).join(", ")}`,
+    });
   }
 
   ofSession(sessionId: string, from = 0): AgentEvent[] {
@@ -65,15 +61,6 @@ class EventLog {
   close(): Promise<void> {
     this.controller.abort();
     return this.done;
-  }
-}
-
-/** Bounded poll of an async condition. */
-async function until(condition: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`${what} not reached in ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
   }
 }
 
@@ -188,7 +175,7 @@ describe("OpenCodeAgentClient against real OpenCode", () => {
 
     const abortedAt = Date.now();
     await client.abort(endpoint, sessionId);
-    await until(async () => !(await client.isBusy(endpoint, sessionId)), 2_000, "not busy after abort");
+    await waitFor(async () => !(await client.isBusy(endpoint, sessionId)), { timeoutMs: 2_000, message: "not busy after abort" });
     expect(Date.now() - abortedAt).toBeLessThan(2_000);
     await log.waitFor(is("session.idle", sessionId), 5_000, from);
 

@@ -34,6 +34,7 @@ import type { LifecycleScheduler } from "../../functions/ports/lifecycle-schedul
 /** This test is about streaming: idle checks it arms go nowhere. */
 const noSchedules: LifecycleScheduler = { arm: () => Promise.resolve(), cancel: () => Promise.resolve() };
 import { RecordingPush } from "../support/recording-push";
+import { waitFor } from "../support/wait-for";
 
 const TIMEOUT = 120_000;
 const CONNECTION = "conn-relay-adapter";
@@ -55,15 +56,6 @@ const noFlows: FlowRunner = { start: () => Promise.reject(new Error("no lifecycl
 let sessions: DynamoSessionStore;
 let prompts: DynamoPromptQueue;
 let transcript: DynamoTranscriptStore;
-
-async function until(what: string, condition: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not reached within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 
 /** A relay over this test's table and OpenCode; scans only when asked (`scanNow`). */
 function adapterRelay(ownerId: string): StreamingRelay {
@@ -110,7 +102,7 @@ beforeAll(async () => {
   relay = adapterRelay("relay-adapter");
   await relay.scanNow();
   const live = relay;
-  await until("relay stream live", () => live.streamCounters().open === 1, 30_000);
+  await waitFor(() => live.streamCounters().open === 1, { message: "relay stream live", timeoutMs: 30_000 });
 }, TIMEOUT);
 
 afterAll(async () => {
@@ -131,7 +123,7 @@ async function runTurn(content: string): Promise<{ type: string; [k: string]: un
   const relayLeases = new DynamoRelayLeaseStore(table.doc, table.tableName);
   const submitted = await submitPrompt({ sessions, prompts, flows: noFlows, agent, sandboxKeys, relayLeases, now: () => new Date(), logger }, current, { content, source: "user:test" });
   expect(submitted.status).toBe("processing");
-  await until("turn completed", async () => (await prompts.list(session.id)).every((p) => p.status === "completed"), 60_000);
+  await waitFor(async () => (await prompts.list(session.id)).every((p) => p.status === "completed"), { message: "turn completed", timeoutMs: 60_000 });
   return messagesOfTurn(from);
 }
 
@@ -182,7 +174,7 @@ describe("StreamingRelay against real OpenCode", () => {
     const successor = adapterRelay("relay-successor");
     relay = successor;
     await successor.scanNow();
-    await until("successor stream live", () => successor.streamCounters().open === 1, 30_000);
+    await waitFor(() => successor.streamCounters().open === 1, { message: "successor stream live", timeoutMs: 30_000 });
     expect((await transcript.list(session.id, { limit: 50 })).items).toEqual(before);
   }, TIMEOUT);
 });

@@ -10,6 +10,7 @@ import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store"
 import { DynamoSessionStore } from "../../functions/store/dynamo-session-store";
 import { buildSession } from "../support/builders";
 import { startTestTable, type TestTable } from "../support/dynalite";
+import { waitFor } from "../support/wait-for";
 
 let table: TestTable;
 let service: RelayService | null = null;
@@ -46,8 +47,7 @@ describe("relay service", () => {
       createLogger("relay-service-test"),
     );
     service = started;
-    const deadline = Date.now() + 5_000;
-    while (started.relay.heldSessions().length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await waitFor(() => started.relay.heldSessions().length > 0, { message: "the relay to hold the session" });
     expect(await health(started.healthPort)).toEqual({ status: 200, body: { ok: true, heldSessions: 1 } });
 
     await started.shutdown();

@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { processStartTime } from "../../sandbox/shared/process-group";
 import { startSidecar, type Sidecar, type SidecarOptions } from "../../sandbox/sidecar/server";
+import { waitFor } from "../support/wait-for";
 
 export const TOKEN = "sidecar-test-token-0123456789";
 /** The session the test sidecar runs (access tokens must name it). */
@@ -81,14 +82,9 @@ export async function call(
   return { status: res.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
 }
 
-export async function waitUntil<T>(probe: () => T | Promise<T>, what: string, timeoutMs = 10_000): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
+/** The sidecar tests' shorthand of `waitFor` (../support/wait-for): `probe` until truthy. */
+export function waitUntil<T>(probe: () => T | Promise<T>, what: string, timeoutMs = 10_000): Promise<NonNullable<T>> {
+  return waitFor(probe, { message: what, timeoutMs }) as Promise<NonNullable<T>>;
 }
 
 /** A live process (a zombie waiting for PID 1 to reap it is not). */

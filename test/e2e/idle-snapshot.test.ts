@@ -11,6 +11,7 @@ import { agentEndpoint } from "../../functions/agent/agent-endpoint";
 import { OpenCodeMessageReader } from "../../functions/relay/agent-messages";
 import type { LocalRuntime } from "../../infra/local/runtime";
 import { startRuntimeForTest, type ApiClient } from "../support/local-runtime";
+import { waitFor } from "../support/wait-for";
 import { TestWsClient, type ServerMessage } from "../support/ws-client";
 
 let runtime: LocalRuntime;
@@ -45,15 +46,12 @@ async function session(id: string): Promise<Record<string, unknown>> {
   return ((await api.request("GET", `/v1/sessions/${id}`)).body as { session: Record<string, unknown> }).session;
 }
 
-async function waitForSession(id: string, done: (s: Record<string, unknown>) => boolean, what: string, timeoutMs = 60_000): Promise<Record<string, unknown>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const s = await session(id);
-    if (done(s)) return s;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; session is ${JSON.stringify(s)}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+function waitForSession(id: string, done: (s: Record<string, unknown>) => boolean, what: string, timeoutMs = 60_000): Promise<Record<string, unknown>> {
+  return waitFor(() => session(id), { until: done, message: what, timeoutMs, intervalMs: 100 });
 }
+
+/** Executions of `flow` the runtime started for the session. */
+const executionsOf = (id: string, flow: string) => [...runtime.flows.executions.values()].filter((e) => e.flow === flow && e.input.sessionId === id).length;
 
 const isStatus = (status: string) => (m: ServerMessage) => m.type === "status" && m.status === status;
 
@@ -94,9 +92,12 @@ describe("idle snapshot on the local runtime", () => {
     // The relay lets go at its next reconnect check (it stands down: its lease was taken).
     await waitForSession(id, () => !runtime.relay().heldSessions().includes(id), "the relay to let go", 15_000);
 
-    // Verification 16: the relay's stream dropped when the sandbox went; nothing reconnects or resumes it.
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // Verification 16: the relay's stream dropped when the sandbox went; several relay scans later
+    // nothing has reconnected or resumed it.
+    const scanned = runtime.relay().counters.scans;
+    await waitFor(() => runtime.relay().counters.scans >= scanned + 3, { message: "three more relay scans" });
     expect(await session(id)).toMatchObject({ status: "paused", sandboxId: null });
+    expect(runtime.relay().heldSessions()).not.toContain(id);
     const flowsAfter = [...runtime.flows.executions.values()].filter((e) => e.flow === "ensure-runtime").length;
 
     // Verification 14: clients can list and show paused sessions (the UI's status dot).
@@ -157,8 +158,12 @@ describe("idle snapshot on the local runtime", () => {
     expect((await api.request("PUT", `/v1/sessions/${id}/proxy-connections/t-9`, { body: { kind: "terminal" } })).status).toBe(200);
     expect((await api.request("POST", `/v1/sessions/${id}/resume`)).status).toBe(202);
     await waitForSession(id, (s) => s.status === "running", "running", 90_000);
-    await new Promise((resolve) => setTimeout(resolve, (GRACE_SECONDS + 2) * 1000));
+    // The idle check armed for the grace's end fires (and is not re-armed): the open proxy keeps it running.
+    const check = `idle-check-${id}`;
+    await waitFor(() => runtime.scheduler.fired(check) > 0 && !runtime.scheduler.pending().some((p) => p.name === check), { message: "the idle check at grace expiry", timeoutMs: 30_000 });
+    await runtime.scheduler.whenIdle();
     expect((await session(id)).status).toBe("running");
+    expect(executionsOf(id, "idle-snapshot")).toBe(0);
     expect((await api.request("DELETE", `/v1/sessions/${id}/proxy-connections/t-9`)).status).toBe(204);
     await waitForSession(id, (s) => s.status === "paused", "the pause once the proxy closed", 60_000);
   });
@@ -167,8 +172,13 @@ describe("idle snapshot on the local runtime", () => {
     const id = await createSession();
     expect((await api.request("POST", `/v1/sessions/${id}/resume`)).status).toBe(202);
     await waitForSession(id, (s) => s.status === "paused", "the idle pause of a session nobody uses", 120_000);
+    await runtime.flows.whenIdle();
+    const resumes = executionsOf(id, "ensure-runtime");
     expect((await api.request("POST", `/v1/sessions/${id}/heartbeat`)).status).toBe(204);
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    // Whatever the heartbeat started (it must start nothing) has run to its end.
+    await runtime.scheduler.whenIdle();
+    await runtime.flows.whenIdle();
+    expect(executionsOf(id, "ensure-runtime")).toBe(resumes);
     expect(await session(id)).toMatchObject({ status: "paused", sandboxId: null });
   });
 });
@@ -182,25 +192,18 @@ describe("a restart with DATA_DIR", () => {
       const created = await first.api.request("POST", "/v1/sessions", { body: {} });
       const id = (created.body as { session: { id: string } }).session.id;
       expect((await first.api.request("POST", `/v1/sessions/${id}/resume`)).status).toBe(202);
-      const deadline = Date.now() + 90_000;
-      while ((await first.runtime.flowDeps.sessions.getSession(id))?.status !== "running") {
-        if (Date.now() > deadline) throw new Error("never running");
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
+      await waitFor(() => first.runtime.flowDeps.sessions.getSession(id), { until: (s) => s?.status === "running", message: "running", timeoutMs: 90_000, intervalMs: 100 });
       await first.runtime.close(); // the sandbox outlives the process (DATA_DIR); its idle check does not
 
       const second = await startRuntimeForTest({ dataDir, retryIntervalScale: 0.05, env });
       try {
-        const until = Date.now() + 60_000;
-        for (;;) {
-          const s = await second.runtime.flowDeps.sessions.getSession(id);
-          if (s?.status === "paused") {
-            expect(s).toMatchObject({ pauseReason: "inactivity", sandboxId: null });
-            break;
-          }
-          if (Date.now() > until) throw new Error(`not paused after the restart: ${JSON.stringify(s)}`);
-          await new Promise((resolve) => setTimeout(resolve, 200));
-        }
+        const s = await waitFor(() => second.runtime.flowDeps.sessions.getSession(id), {
+          until: (x) => x?.status === "paused",
+          message: "the pause after the restart",
+          timeoutMs: 60_000,
+          intervalMs: 200,
+        });
+        expect(s).toMatchObject({ pauseReason: "inactivity", sandboxId: null });
         const local = await second.runtime.flowDeps.provider("local");
         expect(await local.listSandboxes()).toEqual([]);
       } finally {

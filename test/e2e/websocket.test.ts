@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentEndpoint } from "../../functions/agent/agent-endpoint";
 import type { LocalRuntime } from "../../infra/local/runtime";
 import { startRuntimeForTest, waitFor, type ApiClient } from "../support/local-runtime";
+import { waitFor as poll } from "../support/wait-for";
 import { TestWsClient, type ServerMessage } from "../support/ws-client";
 
 let runtime: LocalRuntime;
@@ -190,13 +191,12 @@ describe("streaming", () => {
 });
 
 async function waitForCompleted(sessionId: string, count: number, timeoutMs = 90_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const prompts = await runtime.deps.prompts.list(sessionId);
-    if (prompts.length === count && prompts.every((p) => p.status === "completed")) return;
-    if (Date.now() > deadline) throw new Error(`prompts not completed: ${JSON.stringify(prompts.map((p) => p.status))}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  await poll(() => runtime.deps.prompts.list(sessionId), {
+    until: (prompts) => prompts.length === count && prompts.every((p) => p.status === "completed"),
+    message: (prompts) => `${count} completed prompts; statuses ${JSON.stringify(prompts.map((p) => p.status))}`,
+    timeoutMs,
+    intervalMs: 200,
+  });
 }
 
 describe("cancel", () => {

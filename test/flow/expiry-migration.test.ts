@@ -11,6 +11,7 @@ import { FaultInjectingProvider } from "../support/fault-injecting-provider";
 import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";
 import { ScriptedAgent } from "../support/scripted-agent";
+import { waitFor } from "../support/wait-for";
 import { deliverQueuedPrompts } from "../../functions/flows/prompt-delivery";
 import { ProviderError } from "../../functions/domain/errors";
 
@@ -55,14 +56,14 @@ describe("expiry migration", () => {
     provider = new FaultInjectingProvider(inner);
     h = await startFlowHarness({ provider, agent, env: { EXPIRY_MIGRATION_LEAD_SECONDS: "1.7" } });
     const s = await h.createSession();
-    const started = Date.now();
-    await h.run("ensure-runtime", s.id);
-    // No clients: when the timer fires ~0.3 s later the session pauses for inactivity.
-    for (let i = 0; i < 100 && (await h.session(s.id)).status !== "paused"; i++) await new Promise((r) => setTimeout(r, 50));
+    const running = await h.run("ensure-runtime", s.id);
+    const armed = h.scheduler.pending().find((p) => p.name === `expiry-${s.id}`);
+    expect(armed?.at.getTime()).toBe(Date.parse(running.sandboxExpiresAt ?? "") - 1_700);
+    // No clients: when the timer fires (~0.3 s later) the session pauses for inactivity.
+    await waitFor(() => h.session(s.id), { until: (x) => x.status === "paused", message: "the expiry's pause" });
     await h.runner.whenIdle();
     const after = await h.session(s.id);
     expect(after).toMatchObject({ status: "paused", pauseReason: "inactivity" });
-    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
     expect([...h.runner.executions.values()].map((e) => e.flow)).toEqual(["ensure-runtime", "migrate"]);
     expect(h.scheduler.pending()).toEqual([]);
   });
@@ -114,9 +115,10 @@ describe("expiry migration", () => {
 
   it("a turn that finishes within the wait is not aborted", async () => {
     const { session: s } = await running({ clients: 1 });
-    agent.setBusy(s.codingAgentSessionId ?? "", true);
-    setTimeout(() => agent.setBusy(s.codingAgentSessionId ?? "", false), 100);
+    // The turn ends right after the migration's first look finds it busy.
+    agent.setBusy(s.codingAgentSessionId ?? "", true, { checks: 1 });
     await fireExpiry(s.id);
+    expect(agent.busyChecks.get(s.codingAgentSessionId ?? "")).toBe(2); // busy, then done: the wait saw the turn end
     expect(agent.aborts).toEqual([]);
     expect((await h.session(s.id)).status).toBe("running");
   });

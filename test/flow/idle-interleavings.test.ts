@@ -26,6 +26,8 @@ import { FakeOpenCode } from "../support/fake-opencode";
 import { FaultInjectingProvider } from "../support/fault-injecting-provider";
 import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";
+import { seededRandom } from "../support/seeded-random";
+import { waitFor } from "../support/wait-for";
 
 const GRACE_S = 0.4;
 const TOKEN = "sbx_interleavings_token_0123456789";
@@ -42,30 +44,8 @@ afterEach(async () => {
   relay = undefined;
 });
 
-/** Mulberry32: small, seeded, good enough to pick actions. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function eventually(check: () => Promise<boolean>, what: string, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out: ${what}`);
-    await sleep(50);
-  }
-}
-
 async function runScenario(seed: number, steps: number): Promise<void> {
-  const random = rng(seed);
+  const random = seededRandom(seed);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)] as T;
   const agent = new FakeOpenCode();
   const inner = new InstantSandboxProvider({ supportsPause: false, supportsMemorySnapshot: true });
@@ -157,7 +137,8 @@ async function runScenario(seed: number, steps: number): Promise<void> {
       startRelay(`relay-${seed}-${++relays}`);
     },
     wait: async () => {
-      await sleep(Math.floor(random() * 500));
+      // Time passing is one of the actions (grace periods run out meanwhile), not a synchronisation.
+      await new Promise((resolve) => setTimeout(resolve, Math.floor(random() * 500)));
     },
   } as const;
   const names = Object.keys(actions) as (keyof typeof actions)[];
@@ -174,13 +155,12 @@ async function runScenario(seed: number, steps: number): Promise<void> {
   for (const s of sessions) while ((open.get(s.id) ?? []).length > 0) await actions.disconnect(s.id);
   for (const s of sessions) {
     const expected = sent.get(s.id) ?? [];
-    await eventually(
+    await waitFor(
       async () => {
         await actions.agentIdle(s.id);
         return (await deps.prompts.list(s.id, "completed")).length === expected.length;
       },
-      `every prompt of ${s.id} completed (seed ${seed})`,
-      30_000,
+      { message: `every prompt of ${s.id} completed (seed ${seed})`, timeoutMs: 30_000 },
     );
     // Never lost, never sent twice, in order.
     const session = await deps.sessions.getSession(s.id);
@@ -189,13 +169,12 @@ async function runScenario(seed: number, steps: number): Promise<void> {
   }
   // Nobody connected, agent idle, nothing pending: within grace + bound the sandbox is gone.
   for (const s of sessions) {
-    await eventually(
+    await waitFor(
       async () => {
         const now = await deps.sessions.getSession(s.id);
         return now?.status !== "running";
       },
-      `${s.id} paused after its grace (seed ${seed})`,
-      GRACE_S * 1000 + BOUND_MS,
+      { message: `${s.id} paused after its grace (seed ${seed})`, timeoutMs: GRACE_S * 1000 + BOUND_MS },
     );
   }
   expect(violations).toEqual([]);

@@ -7,7 +7,7 @@
  * - "live": a sub-second grace and the real local scheduler, for the event-driven path itself.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { ProviderError } from "../../functions/domain/errors";
+import { LeaseLostError, ProviderError } from "../../functions/domain/errors";
 import type { SessionRecord } from "../../functions/domain/session";
 import { runIdleCheck } from "../../functions/idle/idle-check";
 import { METRIC_NAMES } from "../../functions/ports/metrics-sink";
@@ -17,6 +17,7 @@ import { FaultInjectingProvider } from "../support/fault-injecting-provider";
 import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";
 import { ScriptedAgent } from "../support/scripted-agent";
+import { waitFor } from "../support/wait-for";
 import { FakeOpenCode } from "../support/fake-opencode";
 import { StreamingRelay } from "../../functions/relay/relay";
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
@@ -55,16 +56,6 @@ async function idleCheck(sessionId: string) {
   const result = await runIdleCheck(h.deps, { sessionId, at: h.deps.now() });
   if (result.started) await h.runner.executions.get(result.started)?.done;
   return result;
-}
-
-async function waitFor<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (done(value)) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last value ${JSON.stringify(value)}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 async function idleEvents(sessionId: string) {
@@ -140,7 +131,7 @@ describe("the idle trigger and the snapshot by capability", () => {
     const s = await runningSession();
     const armed = h.scheduler.pending().find((p) => p.name === `idle-check-${s.id}`);
     expect(armed?.at.getTime()).toBe(Date.parse(s.lastActivityAt) + 400);
-    const [event] = await waitFor(() => idleEvents(s.id), (e) => e.length > 0, "the idle snapshot");
+    const [event] = await waitFor(() => idleEvents(s.id), { until: (e) => e.length > 0, message: "the idle snapshot" });
     expect(event).toMatchObject({ actor: "schedule:idle-check", outcome: "committed", to: "paused" });
     expect((await h.session(s.id)).pauseReason).toBe("inactivity");
   });
@@ -262,29 +253,47 @@ describe("races", () => {
     expect(submitted.delivery).toBe("deferred");
     hold.release();
     await h.runner.executions.get(check.started ?? "")?.done;
-    const resumed = await waitFor(() => h.session(s.id), (x) => x.status === "running" && x.sandboxId !== s.sandboxId, "the resume the prompt caused");
+    const resumed = await waitFor(() => h.session(s.id), { until: (x) => x.status === "running" && x.sandboxId !== s.sandboxId, message: "the resume the prompt caused" });
     const snapshotId = (await idleEvents(s.id))[0]?.outcome === "committed" ? inner.sandbox(resumed.sandboxId ?? "")?.restoredFrom : null;
     expect(snapshotId).toMatch(/^mem:/);
-    await waitFor(() => Promise.resolve(agent.prompts.map((p) => p.text)), (t) => t.includes("are you there?"), "the prompt reaching the agent");
+    await waitFor(() => Promise.resolve(agent.prompts.map((p) => p.text)), { until: (t) => t.includes("are you there?"), message: "the prompt reaching the agent" });
   });
 
-  it("verification 15: a flow that died mid-snapshot holding the lease: after the lease expires the sweeper converges to paused; the dead flow's commit affects nothing", async () => {
+  it("verification 15: a flow that died mid-snapshot holding the lease: the sweeper waits out the lease, converges to paused, and the dead flow's lease commits nothing", async () => {
     await setup();
     const s = await runningSession();
+    // A real idle-snapshot flow takes the lease, snapshots, and dies there (its gateway crashed).
+    const dying = provider.hold("memorySnapshot", "after");
     h.advance(GRACE_MS);
-    const dead = await h.deps.sessions.acquireLease(s.id, "idle-snapshot-crashed", h.deps.now(), h.config.LEASE_TTL_SECONDS);
-    await provider.memorySnapshot(s.id, s.sandboxId ?? ""); // it got this far
+    const check = await runIdleCheck(h.deps, { sessionId: s.id, at: h.deps.now() });
+    await dying.reached;
+    const held = await h.deps.sessions.readLease(s.id);
+    expect(held?.owner).toBeTruthy();
+    const dead = { sessionId: s.id, owner: held?.owner ?? "", fence: held?.fence ?? -1 };
     const blocked = await sweep(h.deps);
     expect(blocked.started).toEqual([]); // the lease is live: the sweeper leaves the session to its holder
-    h.advance(h.config.LEASE_TTL_SECONDS * 1000);
+    h.advance(h.config.LEASE_TTL_SECONDS * 1000 + 1000);
     const report = await sweep(h.deps);
     expect(report.started.map((x) => [x.sessionId, x.mode])).toEqual([[s.id, "inactivity"]]);
     await h.runner.executions.get(report.started[0]?.execution ?? "")?.done;
     const after = await h.session(s.id);
     expect(after).toMatchObject({ status: "paused", pauseReason: "inactivity", sandboxId: null });
-    await expect(h.deps.sessions.transition(after, "paused", h.deps.now(), { snapshotId: "stale" }, dead)).rejects.toThrow();
-    expect((await h.session(s.id)).snapshotId).toBe(after.snapshotId);
     expect(inner.live()).toEqual([]);
+    // The lease guard itself: a write that is otherwise valid (current version, same status, same
+    // sandbox) under the dead flow's lease is refused and changes nothing.
+    await expect(h.deps.sessions.update(after, { snapshotId: "stale" }, h.deps.now(), dead)).rejects.toBeInstanceOf(LeaseLostError);
+    expect(await h.session(s.id)).toEqual(after);
+    // The dead flow comes back to life: it terminates nothing, commits nothing.
+    const terminatesBefore = provider.callsOf("terminate").length;
+    dying.release();
+    await h.runner.executions.get(check.started ?? "")?.done;
+    expect(provider.callsOf("terminate")).toHaveLength(terminatesBefore);
+    expect(await h.session(s.id)).toEqual(after);
+    expect((await idleEvents(s.id)).map((e) => e.outcome).sort()).toEqual(["committed", "superseded"]);
+    // The same write under a live lease is accepted: only the lease stopped the dead flow's.
+    const live = await h.deps.sessions.acquireLease(s.id, "control", h.deps.now(), h.config.LEASE_TTL_SECONDS);
+    await expect(h.deps.sessions.update(after, { snapshotId: "control" }, h.deps.now(), live)).resolves.toMatchObject({ snapshotId: "control" });
+    await h.deps.sessions.releaseLease(live);
   });
 
   it("verification 17: a lease lost mid-snapshot means no terminate and no commit", async () => {
@@ -338,7 +347,7 @@ describe("failures and the circuit breaker", () => {
       expect(await h.session(s.id)).toMatchObject({ status: "running", idleSnapshotFailures: i });
     }
     await idleCheck(s.id);
-    const stopped = await waitFor(() => h.session(s.id), (x) => x.status === "stopped", "the circuit breaker's stop");
+    const stopped = await waitFor(() => h.session(s.id), { until: (x) => x.status === "stopped", message: "the circuit breaker's stop" });
     expect(stopped).toMatchObject({ stopReason: "idle_snapshot_failed", sandboxId: null });
     expect(provider.callsOf("memorySnapshot")).toHaveLength(3);
     expect(provider.callsOf("snapshot")).toEqual([]);
@@ -346,7 +355,7 @@ describe("failures and the circuit breaker", () => {
     expect(h.metrics.values(METRIC_NAMES.circuitBreakerTrips)).toEqual([1]);
     expect(h.metrics.values(METRIC_NAMES.idleSnapshotFailures)).toEqual([1, 1, 1]);
     // The audit event is written by the stop flow's finish, just after its commit.
-    const events = await waitFor(() => h.deps.events.list(s.id, { limit: 50 }), (page) => page.items.some((e) => e.flow === "stop"), "the stop's audit event");
+    const events = await waitFor(() => h.deps.events.list(s.id, { limit: 50 }), { until: (page) => page.items.some((e) => e.flow === "stop"), message: "the stop's audit event" });
     const stop = events.items.find((e) => e.flow === "stop");
     expect(stop).toMatchObject({ actor: "circuit-breaker", reason: "idle_snapshot_failed", outcome: "committed" });
   });
@@ -415,21 +424,22 @@ describe("verification 16: the reconnect race", () => {
     relay.start();
     try {
       const s = await runningSession();
-      await waitFor(() => h.session(s.id), (x) => x.lastKnownAgentIdleAt !== null && fake.subscriberCount() === 1, "the relay watching an idle agent");
+      await waitFor(() => h.session(s.id), { until: (x) => x.lastKnownAgentIdleAt !== null && fake.subscriberCount() === 1, message: "the relay watching an idle agent" });
       const hold = provider.hold("memorySnapshot");
       fake.dropStreams(); // the reconnect is now scheduled (300 ms)
       h.advance(GRACE_MS);
       const check = await runIdleCheck(h.deps, { sessionId: s.id, at: h.deps.now() });
       await hold.reached;
-      // The reconnect comes due while the snapshot is in progress: it revalidates and stands down.
-      await new Promise((resolve) => setTimeout(resolve, 800));
+      // The reconnect comes due while the snapshot is in progress: it revalidates, finds its lease taken, and stands down.
+      await waitFor(() => relay.counters.leasesLost === 1, { message: "the reconnect to find its lease taken" });
       expect(fake.subscriberCount()).toBe(0);
       expect(relay.heldSessions()).not.toContain(s.id);
       hold.release();
       await h.runner.executions.get(check.started ?? "")?.done;
       expect(await h.session(s.id)).toMatchObject({ status: "paused", sandboxId: null });
-      // Past the reconnect delay and several relay scans: nothing reconnected, claimed or resumed.
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      // Several relay scans later: nothing reconnected, claimed or resumed.
+      const scanned = relay.counters.scans;
+      await waitFor(() => relay.counters.scans >= scanned + 3, { message: "three more relay scans" });
       expect(fake.subscriberCount()).toBe(0);
       expect(relay.heldSessions()).not.toContain(s.id);
       expect(await h.session(s.id)).toMatchObject({ status: "paused", sandboxId: null });
@@ -452,11 +462,11 @@ describe("the sweeper", () => {
     const report = await sweep(h.deps);
     expect(report.started.map((x) => x.mode)).toEqual(["sandbox_lost"]);
     await h.runner.executions.get(report.started[0]?.execution ?? "")?.done;
-    const resumed = await waitFor(() => h.session(s.id), (x) => x.status === "running" && x.sandboxId !== s.sandboxId, "the resume for the requeued prompt");
+    const resumed = await waitFor(() => h.session(s.id), { until: (x) => x.status === "running" && x.sandboxId !== s.sandboxId, message: "the resume for the requeued prompt" });
     expect(resumed.sandboxId).not.toBeNull();
     const lost = (await idleEvents(s.id))[0];
     expect(lost).toMatchObject({ outcome: "committed", to: "paused", reason: "sandbox_lost" });
-    await waitFor(() => Promise.resolve(agent.prompts.filter((p) => p.text === "build it").length), (n) => n === 2, "the prompt sent again");
+    await waitFor(() => Promise.resolve(agent.prompts.filter((p) => p.text === "build it").length), { until: (n) => n === 2, message: "the prompt sent again" });
   });
 
   it("terminates a sandbox no session references, and a leftover a stop could not terminate", async () => {

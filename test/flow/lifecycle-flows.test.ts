@@ -4,7 +4,7 @@
  * Races and faults are staged with the wrapper's holds and failure plans; the flows' clock is
  * moved forward to expire leases mid-operation.
  */
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, onTestFailed } from "vitest";
 import { ProviderError } from "../../functions/domain/errors";
 import type { SessionRecord } from "../../functions/domain/session";
 import { FaultInjectingProvider } from "../support/fault-injecting-provider";
@@ -12,6 +12,7 @@ import { startFlowHarness, TEST_MASTER_KEY, type FlowHarness } from "../support/
 import { deriveSandboxKey } from "../../sandbox/shared/access-token";
 import { InstantSandboxProvider } from "../support/instant-provider";
 import { ScriptedAgent } from "../support/scripted-agent";
+import { seededRandom, shuffled, testSeed } from "../support/seeded-random";
 
 let inner: InstantSandboxProvider;
 let provider: FaultInjectingProvider;
@@ -266,12 +267,19 @@ describe("races", () => {
     expect(after.status).toBe("paused");
   });
 
+  // Seeded: a failure prints its seed, and INTERLEAVINGS_SEED=<seed> replays the same orders.
+  const seed = testSeed("INTERLEAVINGS_SEED");
   it("random interleavings of resume, pause, snapshot and stop always converge to a consistent state", async () => {
+    onTestFailed(() => {
+      console.error(`random interleavings failed with seed ${seed}; replay: INTERLEAVINGS_SEED=${seed} npx vitest run test/flow/lifecycle-flows.test.ts -t "random interleavings"`);
+    });
+    const random = seededRandom(seed);
     const flows = ["ensure-runtime", "pause", "snapshot", "stop", "ensure-runtime", "pause"] as const;
     for (let round = 0; round < 12; round++) {
       const s = await h.createSession();
       provider.delay("ensureSandbox", round % 3).delay("snapshot", (round + 1) % 3);
-      const order = [...flows].sort(() => Math.random() - 0.5).slice(0, 4);
+      const order = shuffled(flows, random).slice(0, 4);
+      // Starts staggered by 0-3 ms vary the interleavings (a scenario input, not a synchronisation).
       await Promise.all(order.map((flow, i) => new Promise((r) => setTimeout(r, i * (round % 4))).then(() => h.start(flow, s.id))));
       await h.runner.whenIdle();
       const live = inner.live().filter((id) => inner.sandbox(id)?.sessionId === s.id);

@@ -18,6 +18,7 @@ import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 import { FakeOpenCode } from "../support/fake-opencode";
 import { startFlowHarness, TEST_MASTER_KEY, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";
+import { waitFor } from "../support/wait-for";
 
 const TTL = 30;
 let h: FlowHarness;
@@ -75,14 +76,6 @@ function dyingLeases(): RelayLeaseStore {
   return Object.assign(Object.create(relayLeases) as RelayLeaseStore, { release: () => Promise.resolve() });
 }
 
-async function until(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not reached within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 async function runningSession(): Promise<SessionRecord> {
   const s = await h.createSession();
   const after = await h.run("ensure-runtime", s.id);
@@ -98,7 +91,7 @@ function agentSessionOf(s: SessionRecord): string {
 async function holding(r: StreamingRelay, sessionId: string): Promise<void> {
   await r.scanNow();
   expect(r.heldSessions()).toEqual([sessionId]);
-  await until("relay stream live", () => r.streamCounters().open === 1);
+  await waitFor(() => r.streamCounters().open === 1, { message: "relay stream live" });
 }
 
 function streamed(connectionId: string) {
@@ -127,9 +120,9 @@ describe("StreamingRelay", () => {
 
     const submitted = await prompt(s.id, "hello");
     expect(submitted.status).toBe("processing");
-    await until("agent busy recorded", async () => (await h.session(s.id)).agentBusy);
+    await waitFor(async () => (await h.session(s.id)).agentBusy, { message: "agent busy recorded" });
     agent.finish(agentSessionOf(s));
-    await until("finalize reached both clients", () => [c1, c2].every((c) => streamed(c).some((m) => m.type === "message.finalize")));
+    await waitFor(() => [c1, c2].every((c) => streamed(c).some((m) => m.type === "message.finalize")), { message: "finalize reached both clients" });
 
     const expected = [
       { type: "message.create", messageId: "msg_1a", role: "assistant" },
@@ -139,7 +132,7 @@ describe("StreamingRelay", () => {
     ];
     expect(streamed(c1)).toEqual(expected);
     expect(streamed(c2)).toEqual(expected);
-    await until("turn completed", async () => (await statuses(s.id)).every(([, st]) => st === "completed"));
+    await waitFor(async () => (await statuses(s.id)).every(([, st]) => st === "completed"), { message: "turn completed" });
     expect(await transcriptOf(s.id)).toEqual([
       ["user", "hello"],
       ["assistant", "echo: hello"],
@@ -160,13 +153,13 @@ describe("StreamingRelay", () => {
     expect(agent.prompts.map((p) => p.text)).toEqual(["first"]);
 
     agent.finish(agentSessionOf(s));
-    await until("second prompt sent", () => agent.prompts.length === 2);
+    await waitFor(() => agent.prompts.length === 2, { message: "second prompt sent" });
     expect(await statuses(s.id)).toEqual([
       ["first", "completed"],
       ["second", "processing"],
     ]);
     agent.finish(agentSessionOf(s));
-    await until("second turn completed", async () => (await statuses(s.id)).every(([, st]) => st === "completed"));
+    await waitFor(async () => (await statuses(s.id)).every(([, st]) => st === "completed"), { message: "second turn completed" });
     expect(agent.prompts.map((p) => p.text)).toEqual(["first", "second"]);
     expect(await transcriptOf(s.id)).toEqual([
       ["user", "first"],
@@ -182,7 +175,7 @@ describe("StreamingRelay", () => {
     const a = relay("relay-a", dyingLeases());
     await holding(a, s.id);
     await prompt(s.id, "long task");
-    await until("user message persisted by A", async () => (await transcriptOf(s.id)).length === 1);
+    await waitFor(async () => (await transcriptOf(s.id)).length === 1, { message: "user message persisted by A" });
     await a.drain(); // dies mid-turn: stream gone, lease left behind
     expect(agent.subscriberCount()).toBe(0);
 
@@ -194,7 +187,7 @@ describe("StreamingRelay", () => {
     expect((await statuses(s.id))[0]).toEqual(["long task", "processing"]);
 
     agent.finish(agentSessionOf(s));
-    await until("turn completed by B", async () => (await statuses(s.id))[0]?.[1] === "completed");
+    await waitFor(async () => (await statuses(s.id))[0]?.[1] === "completed", { message: "turn completed by B" });
     expect(await transcriptOf(s.id)).toEqual([
       ["user", "long task"],
       ["assistant", "echo: long task"],
@@ -215,13 +208,13 @@ describe("StreamingRelay", () => {
     h.advance((TTL + 1) * 1000);
     const b = relay("relay-b");
     await holding(b, s.id);
-    await until("second prompt sent", () => agent.prompts.length === 2);
+    await waitFor(() => agent.prompts.length === 2, { message: "second prompt sent" });
     expect(await statuses(s.id)).toEqual([
       ["first", "completed"],
       ["second", "processing"],
     ]);
     agent.finish(agentSessionOf(s));
-    await until("second turn completed", async () => (await statuses(s.id)).every(([, st]) => st === "completed"));
+    await waitFor(async () => (await statuses(s.id)).every(([, st]) => st === "completed"), { message: "second turn completed" });
     expect(agent.prompts.map((p) => p.text)).toEqual(["first", "second"]);
     expect(await transcriptOf(s.id)).toEqual([
       ["user", "first"],
@@ -247,7 +240,7 @@ describe("StreamingRelay", () => {
 
     await agent.promptAsync(await endpointOf(s.id), agentSessionOf(s), "in flight");
     agent.finish(agentSessionOf(s));
-    await until("next prompt sent after the turn", () => agent.prompts.length === 2);
+    await waitFor(() => agent.prompts.length === 2, { message: "next prompt sent after the turn" });
     expect(agent.prompts.map((p) => p.text)).toEqual(["in flight", "behind it"]);
   });
 
@@ -262,11 +255,11 @@ describe("StreamingRelay", () => {
     expect(agent.prompts).toEqual([]);
     h.advance(61_000);
     await b.renewNow();
-    await until("the stranded prompt sent", () => agent.prompts.length === 1);
+    await waitFor(() => agent.prompts.length === 1, { message: "the stranded prompt sent" });
     expect(agent.prompts.map((p) => p.text)).toEqual(["lost on the way"]);
     expect(await statuses(s.id)).toEqual([["lost on the way", "processing"]]);
     agent.finish(agentSessionOf(s));
-    await until("turn completed", async () => (await statuses(s.id))[0]?.[1] === "completed");
+    await waitFor(async () => (await statuses(s.id))[0]?.[1] === "completed", { message: "turn completed" });
     h.advance(61_000);
     await b.renewNow();
     expect(agent.prompts).toHaveLength(1);
@@ -285,7 +278,7 @@ describe("StreamingRelay", () => {
     const c = relay("relay-c");
     h.advance((TTL + 1) * 1000);
     await holding(c, s.id);
-    await until("completed by catch-up", async () => (await statuses(s.id))[0]?.[1] === "completed");
+    await waitFor(async () => (await statuses(s.id))[0]?.[1] === "completed", { message: "completed by catch-up" });
     h.advance(61_000);
     await c.renewNow();
     expect(agent.prompts).toHaveLength(1);
@@ -315,13 +308,13 @@ describe("StreamingRelay", () => {
     await a.renewNow();
     expect(a.counters.reopens).toBe(1);
     expect(a.heldSessions()).toEqual([s.id]);
-    await until("reopened stream live", () => a.streamCounters().open === 1);
+    await waitFor(() => a.streamCounters().open === 1, { message: "reopened stream live" });
     expect(agent.subscriberCount()).toBe(1);
 
     await prompt(s.id, "on the new runtime");
-    await until("busy recorded for the new sandbox", async () => (await h.session(s.id)).agentBusy);
+    await waitFor(async () => (await h.session(s.id)).agentBusy, { message: "busy recorded for the new sandbox" });
     agent.finish(agentSessionOf(moved));
-    await until("turn completed", async () => (await statuses(s.id)).every(([, st]) => st === "completed"));
+    await waitFor(async () => (await statuses(s.id)).every(([, st]) => st === "completed"), { message: "turn completed" });
     expect(await transcriptOf(s.id)).toEqual([
       ["user", "on the new runtime"],
       ["assistant", "echo: on the new runtime"],
@@ -346,13 +339,13 @@ describe("StreamingRelay", () => {
     const s2 = await runningSession();
     const a = relay("relay-a");
     await a.scanNow();
-    await until("both streams live", () => a.streamCounters().open === 2);
+    await waitFor(() => a.streamCounters().open === 2, { message: "both streams live" });
     await prompt(s1.id, "one");
     await prompt(s2.id, "two");
-    await until("both prompts sent", () => agent.prompts.length === 2);
+    await waitFor(() => agent.prompts.length === 2, { message: "both prompts sent" });
     agent.finish(agentSessionOf(s1));
     agent.finish(agentSessionOf(s2));
-    await until("both turns completed", async () => (await statuses(s1.id))[0]?.[1] === "completed" && (await statuses(s2.id))[0]?.[1] === "completed");
+    await waitFor(async () => (await statuses(s1.id))[0]?.[1] === "completed" && (await statuses(s2.id))[0]?.[1] === "completed", { message: "both turns completed" });
     expect(agent.refused).toBe(0);
     // Passwords differ per session: the first session's would not open the second's agent.
     expect((await endpointOf(s1.id)).authorization).not.toBe((await endpointOf(s2.id)).authorization);
@@ -364,7 +357,7 @@ describe("StreamingRelay", () => {
     const wrong = relay("relay-wrong", relayLeases, staticKeyring(`${TEST_MASTER_KEY}-not-this-one`));
     await wrong.scanNow();
     expect(wrong.heldSessions()).toEqual([s.id]);
-    await until("the stream refused", () => agent.refused > 0);
+    await waitFor(() => agent.refused > 0, { message: "the stream refused" });
     expect(wrong.streamCounters().open).toBe(0);
     expect(agent.subscriberCount()).toBe(0);
     expect(streamed(c)).toEqual([]);

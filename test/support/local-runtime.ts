@@ -1,6 +1,7 @@
 /** Starts the local runtime for end-to-end tests and gives a small JSON client over real sockets. */
 import type { SessionRecord } from "../../functions/domain/session";
 import { startLocalRuntime, type LocalRuntime, type LocalRuntimeOptions } from "../../infra/local/runtime";
+import { waitFor as poll } from "./wait-for";
 
 export interface ApiResponse {
   status: number;
@@ -43,15 +44,9 @@ export async function startRuntimeForTest(options: LocalRuntimeOptions = {}): Pr
   return { runtime, api: apiClient(runtime.url, runtime.devApiToken) };
 }
 
-/** Polls `probe` every 200 ms until it returns something truthy; fails naming `what` after `timeoutMs`. */
-export async function waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false> | T | null | undefined | false, timeoutMs = 90_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+/** The e2e shorthand of `waitFor` (./wait-for): `probe` until truthy, every 200 ms, up to `timeoutMs`. */
+export function waitFor<T>(what: string, probe: () => Promise<T | null | undefined | false> | T | null | undefined | false, timeoutMs = 90_000): Promise<T> {
+  return poll(probe, { message: what, timeoutMs, intervalMs: 200 }) as Promise<T>;
 }
 
 /** The stored session (the store, not the API: includes what the view hides). */

@@ -7,7 +7,11 @@ import type { AgentClient, AgentEndpoint, AgentEvent } from "../../functions/por
 export class ScriptedAgent implements AgentClient {
   readonly prompts: { baseUrl: string; authorization: string | null; agentSessionId: string; text: string }[] = [];
   readonly aborts: string[] = [];
+  /** How many times each agent session's status was asked. */
+  readonly busyChecks = new Map<string, number>();
   private readonly busy = new Set<string>();
+  /** Busy sessions whose turn ends after this many more status checks. */
+  private readonly checksLeft = new Map<string, number>();
   private counter = 0;
 
   ensureSession(_endpoint: AgentEndpoint, existingId?: string | null): Promise<string> {
@@ -23,11 +27,18 @@ export class ScriptedAgent implements AgentClient {
     return Promise.resolve();
   }
   isBusy(_endpoint: AgentEndpoint, agentSessionId: string): Promise<boolean> {
+    this.busyChecks.set(agentSessionId, (this.busyChecks.get(agentSessionId) ?? 0) + 1);
+    const left = this.checksLeft.get(agentSessionId);
+    if (left === 0) this.setBusy(agentSessionId, false);
+    else if (left !== undefined) this.checksLeft.set(agentSessionId, left - 1);
     return Promise.resolve(this.busy.has(agentSessionId));
   }
-  setBusy(agentSessionId: string, busy: boolean): void {
+  /** `checks`: the turn ends by itself once its status has been asked that many times (busy each time). */
+  setBusy(agentSessionId: string, busy: boolean, options: { checks?: number } = {}): void {
+    this.checksLeft.delete(agentSessionId);
     if (busy) this.busy.add(agentSessionId);
     else this.busy.delete(agentSessionId);
+    if (busy && options.checks !== undefined) this.checksLeft.set(agentSessionId, options.checks);
   }
   // eslint-disable-next-line require-yield
   async *events(): AsyncIterable<AgentEvent> {

@@ -48,6 +48,28 @@ describe("LocalLifecycleScheduler", () => {
     expect(r.errors).toEqual([]);
   });
 
+  it("counts each schedule's firings, and whenIdle waits for the callbacks still running (what tests wait on instead of time)", async () => {
+    let finish!: () => void;
+    const running = new Promise<void>((resolve) => (finish = resolve));
+    let done = false;
+    scheduler = new LocalLifecycleScheduler(async () => {
+      await running;
+      done = true;
+    });
+    await scheduler.arm(idle, later(1000));
+    expect(scheduler.fired("idle-check-ses_1")).toBe(0);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(scheduler.fired("idle-check-ses_1")).toBe(1);
+    expect(scheduler.fired("expiry-ses_1")).toBe(0);
+    const idleNow = scheduler.whenIdle();
+    finish();
+    await idleNow;
+    expect(done).toBe(true);
+    await scheduler.arm(idle, later(2000));
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(scheduler.fired("idle-check-ses_1")).toBe(2);
+  });
+
   it("replaces a schedule on re-arm: only the new time fires (later or earlier)", async () => {
     const r = recording();
     scheduler = new LocalLifecycleScheduler(async (e) => void r.fired.push(e), { onError: r.onError });

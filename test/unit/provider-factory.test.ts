@@ -10,7 +10,7 @@ describe("createSandboxProvider", () => {
     expect(local).toMatchObject({ type: "local", supportsPause: false, supportsMemorySnapshot: false });
     const modal = await createSandboxProvider("modal", { ...base, env: { MODAL_TOKEN_ID: "ak-0123456789abcdef", MODAL_TOKEN_SECRET: "as-0123456789abcdef" } });
     expect(modal).toMatchObject({ type: "modal", supportsPause: false, supportsMemorySnapshot: true });
-    const e2b = await createSandboxProvider("e2b", { ...base, env: { E2B_API_KEY: "e2b_0123456789abcdef0123" } });
+    const e2b = await createSandboxProvider("e2b", { ...base, env: { E2B_API_KEY: "e2b_0123456789abcdef0123", E2B_TEMPLATE: "sandbox:v1" } });
     expect(e2b).toMatchObject({ type: "e2b", supportsPause: true, supportsAutoPause: true, supportsMemorySnapshot: false });
   });
 
@@ -18,5 +18,13 @@ describe("createSandboxProvider", () => {
     await expect(createSandboxProvider("modal", { ...base, env: { MODAL_TOKEN_ID: "ak-0123456789abcdef" } })).rejects.toThrow(/MODAL_TOKEN_SECRET/);
     await expect(createSandboxProvider("e2b", base)).rejects.toBeInstanceOf(ValidationError);
     await expect(createSandboxProvider("local", base)).rejects.toThrow(/data directory/);
+  });
+
+  it("refuses E2B without E2B_TEMPLATE, or with E2B's stock \"base\" template (no boot script): a configuration error naming E2B_TEMPLATE", async () => {
+    const key = { E2B_API_KEY: "e2b_0123456789abcdef0123" };
+    const missing = createSandboxProvider("e2b", { ...base, env: key });
+    await expect(missing).rejects.toBeInstanceOf(ValidationError);
+    await expect(missing).rejects.toThrow(/E2B_TEMPLATE is not configured/);
+    await expect(createSandboxProvider("e2b", { ...base, env: { ...key, E2B_TEMPLATE: "base" } })).rejects.toThrow(/E2B_TEMPLATE must name the template/);
   });
 });

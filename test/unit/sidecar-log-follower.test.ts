@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { completeLines, LogFollower, readTail } from "../../sandbox/sidecar/log-follower";
+import { waitFor } from "../support/wait-for";
 
 let dir: string;
 
@@ -17,14 +18,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
-
-async function waitUntil(predicate: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe("completeLines", () => {
   it("returns only newline-terminated lines and how many bytes they span", () => {
@@ -53,13 +46,13 @@ describe("LogFollower", () => {
     follower.start();
     try {
       await appendFile(file, "one\ntw");
-      await waitUntil(() => seen.includes("one"), "line one");
+      await waitFor(() => seen.includes("one"), { message: "line one" });
       expect(seen).toEqual(["one"]);
       await appendFile(file, "o\nthree\n");
-      await waitUntil(() => seen.includes("three"), "line three");
+      await waitFor(() => seen.includes("three"), { message: "line three" });
       expect(seen).toEqual(["one", "two", "three"]);
       await writeFile(file, "fresh\n");
-      await waitUntil(() => seen.includes("fresh"), "the truncated file's first line");
+      await waitFor(() => seen.includes("fresh"), { message: "the truncated file's first line" });
       expect(seen).not.toContain("old");
     } finally {
       follower.stop();

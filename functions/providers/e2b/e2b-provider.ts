@@ -10,6 +10,7 @@
  *   resume:   Sandbox.connect(snapshotId, {timeoutMs}) → files.write(env JSON) → commands.run(jq export)
  *             → [git freshness] files.write(boot spec) → commands.run("node /opt/sandbox/boot.mjs resume --spec <file>")
  *   ensure:   Sandbox.getInfo(currentSandboxId) (running + same sessionId) → Sandbox.connect(id) → getHost
+ *             → Sandbox.getInfo(id).endAt (the recovered sandbox's expiry, after connect lengthened it)
  *   pause:    Sandbox.pause(sandboxId, {keepMemory: true})
  *   snapshot: Sandbox.createSnapshot(sandboxId) → `e2b-snapshot:` + snapshotId (restored with Sandbox.create)
  *   terminate: Sandbox.kill(id) (false = already gone) | Sandbox.list({query: {metadata: {sessionId}}}) → kill each
@@ -17,7 +18,7 @@
  *   listSandboxes: Sandbox.list({query: {metadata: {managedBy}, state: ["running", "paused"]}}) paginated
  */
 import { Sandbox, type SandboxInfo, type SandboxListOpts, type SandboxOpts } from "e2b";
-import { ProviderError } from "../../domain/errors";
+import { ProviderError, ValidationError } from "../../domain/errors";
 import type { GitFreshnessConfig } from "../../domain/git-freshness";
 import type {
   CreateSandboxOpts,
@@ -55,6 +56,8 @@ export const E2B_SNAPSHOT_PREFIX = "e2b-snapshot:";
 export const MANAGED_BY_METADATA = { managedBy: "sandbox-control-plane" } as const;
 
 const PROVIDER = "e2b";
+/** E2B's default template: a plain image without sandbox/image's boot script. */
+const E2B_STOCK_TEMPLATE = "base";
 
 // ---- The SDK surface this provider uses (a structural subset of e2b's `Sandbox`). ----
 
@@ -87,7 +90,10 @@ export interface E2BSdk {
 }
 
 export interface E2BProviderConfig {
-  /** `E2B_TEMPLATE` (or alias). */
+  /**
+   * `E2B_TEMPLATE`: the template built from sandbox/image (`sandbox/image/main.ts e2b`), which has
+   * the boot script. Required: E2B's default `base` template has none, so every create would fail.
+   */
   template: string;
   timeoutSeconds: number;
   apiKey?: string;
@@ -151,6 +157,11 @@ export class E2BSandboxProvider implements SandboxProvider {
   ) {
     this.now = deps.now ?? Date.now;
     this.readiness = deps.readiness ?? defaultReadinessDeps;
+    if (!config.template.trim() || config.template === E2B_STOCK_TEMPLATE) {
+      throw new ValidationError(
+        `e2b provider: E2B_TEMPLATE must name the template built from sandbox/image (npx tsx sandbox/image/main.ts e2b <name>); E2B's "${E2B_STOCK_TEMPLATE}" template has no boot script`,
+      );
+    }
   }
 
   /** seed 003 §6.3 `findSandbox()`: E2B generates ids, so recovery goes through `currentSandboxId`. */
@@ -159,7 +170,11 @@ export class E2BSandboxProvider implements SandboxProvider {
     if (liveId) {
       try {
         const sandbox = await this.sdk.connect(liveId, { timeoutMs: this.timeoutMs() });
-        return { ...this.urls(sandbox), sandboxId: sandbox.sandboxId, expiresAt: null, recovered: true };
+        // The expiry as E2B has it now (connect only ever lengthens a running sandbox's timeout),
+        // so the control plane arms the expiry migration of a recovered sandbox too.
+        const { endAt } = await this.sdk.getInfo(sandbox.sandboxId);
+        const expiresAt = endAt instanceof Date && Number.isFinite(endAt.getTime()) ? endAt.getTime() : null;
+        return { ...this.urls(sandbox), sandboxId: sandbox.sandboxId, expiresAt, recovered: true };
       } catch (err) {
         throw this.error("ensureSandbox", err);
       }

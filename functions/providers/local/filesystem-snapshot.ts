@@ -34,7 +34,7 @@ async function sqliteBackup(src: string, dest: string): Promise<boolean> {
     const result = await run("sqlite3", [src, `.backup '${dest.replace(/'/g, "''")}'`], { timeoutMs: 30_000 });
     return result.exitCode === 0;
   } catch {
-    return false; // no sqlite3 CLI
+    return false; // no sqlite3 CLI: the copy below (a restore then fails loudly in repointSessions)
   }
 }
 
@@ -70,19 +70,30 @@ function sqlString(value: string): string {
 
 /**
  * OpenCode records each session's absolute directory and runs tools there; a restored sandbox
- * has a new root, so sessions are repointed at the new workspace. Best effort: without the
- * `sqlite3` CLI the history is still restored, only tools would run in the old path.
+ * has a new root, so sessions are repointed at the new workspace with the `sqlite3` CLI (a
+ * prerequisite, checked by `npm start`/`npm test`). Throws when it cannot: a restored session
+ * left pointing at the deleted workspace would run its tools there.
  */
-export async function repointSessions(home: string, fromWorkspace: string, toWorkspace: string): Promise<boolean> {
-  if (fromWorkspace === toWorkspace) return true;
+export async function repointSessions(home: string, fromWorkspace: string, toWorkspace: string): Promise<void> {
+  if (fromWorkspace === toWorkspace) return;
   const db = openCodeDbPath(home);
-  if ((await fingerprint(db)) === "absent") return true;
+  if ((await fingerprint(db)) === "absent") return;
   const from = sqlString(fromWorkspace);
   const sql = `UPDATE session SET directory = ${sqlString(toWorkspace)} || substr(directory, length(${from}) + 1) WHERE directory = ${from} OR directory LIKE ${sqlString(`${fromWorkspace}/%`)};`;
+  let result: Awaited<ReturnType<typeof run>>;
   try {
-    return (await run("sqlite3", [db, sql], { timeoutMs: 30_000 })).exitCode === 0;
-  } catch {
-    return false;
+    result = await run("sqlite3", [db, sql], { timeoutMs: 30_000 });
+  } catch (err) {
+    const missing = (err as NodeJS.ErrnoException).code === "ENOENT";
+    throw new Error(
+      missing
+        ? "the sqlite3 CLI is not installed: it is needed to repoint restored OpenCode sessions at their new workspace (install sqlite3; see README Prerequisites)"
+        : `sqlite3 could not be run to repoint restored OpenCode sessions: ${err instanceof Error ? err.message : String(err)}`,
+      { cause: err },
+    );
+  }
+  if (result.exitCode !== 0) {
+    throw new Error(`sqlite3 failed to repoint restored OpenCode sessions at their new workspace (exit ${result.exitCode}): ${result.stderr.trim().slice(0, 500)}`);
   }
 }
 

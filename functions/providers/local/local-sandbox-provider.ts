@@ -248,7 +248,12 @@ export class LocalSandboxProvider implements SandboxProvider {
       throw fail("createSandbox", `unknown snapshot ${snapshotId}`, { cause: err });
     }
     await copyAgentState({ workspace: `${root}/workspace`, home: `${root}/home` }, paths);
-    if (typeof meta.workspace === "string") await repointSessions(paths.home, meta.workspace, paths.workspace);
+    if (typeof meta.workspace !== "string") return;
+    try {
+      await repointSessions(paths.home, meta.workspace, paths.workspace);
+    } catch (err) {
+      throw fail("createSandbox", `restoring snapshot ${snapshotId}: ${errorText(err)}`, { cause: err });
+    }
   }
 
   /**

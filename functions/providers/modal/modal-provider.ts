@@ -8,6 +8,7 @@
  *            → sandbox.tunnels() → sandbox.exec(["node", "/opt/sandbox/boot.mjs", "start", "--spec", "-"]) with the
  *            boot spec on stdin (sandbox/boot: phase 1 blocks the exec) → readiness poll through the tunnel
  *   ensure:  sandboxes.fromName(appName, sessionId) → sandbox.poll() (null = running) → sandbox.tunnels()
+ *            → sandbox.getTags() (the expiry recorded at create: modal@0.11 exposes no creation time or timeout)
  *   mem restore: sandboxSnapshots.fromId(id) → sandboxes.experimentalFromSnapshot(snap, {name}) → sandbox.setTags(tags)
  *            → tunnels → readiness
  *   listSandboxes: apps.fromName(appName) → sandboxes.list({appId, tags: {control-plane}}) (the SDK walks the pages;
@@ -58,6 +59,12 @@ const SANDBOX_MEMORY_MIB = 4096;
 /** Tag keys on every sandbox this provider creates or restores: `listSandboxes` filters by the first. */
 export const MODAL_CONTROL_PLANE_TAG = "control-plane";
 export const MODAL_SESSION_TAG = "session-id";
+/**
+ * Tag key holding the sandbox's expiry (epoch ms), recorded when it is created or restored: the
+ * SDK's sandbox handle exposes neither its creation time nor its timeout, and a recovered sandbox
+ * needs its expiry for the expiry migration. A sandbox without it recovers with `expiresAt: null`.
+ */
+export const MODAL_EXPIRES_AT_TAG = "expires-at";
 /** `getTags` calls in flight at once while listing. */
 const LIST_TAGS_CONCURRENCY = 8;
 
@@ -196,7 +203,7 @@ export class ModalSandboxProvider implements SandboxProvider {
 
   async ensureSandbox(opts: CreateSandboxOpts): Promise<EnsureSandboxResult> {
     const live = await this.findLiveSandbox(opts.sessionId);
-    if (live) return { ...(await this.describe(live, "ensureSandbox", null)), recovered: true };
+    if (live) return { ...(await this.describe(live, "ensureSandbox")), recovered: true };
     try {
       return { ...(await this.createSandbox(opts)), recovered: false };
     } catch (err) {
@@ -204,7 +211,7 @@ export class ModalSandboxProvider implements SandboxProvider {
       if (failureKindOf(err) !== "already_exists") throw err;
       const winner = await this.findLiveSandbox(opts.sessionId);
       if (!winner) throw err;
-      return { ...(await this.describe(winner, "ensureSandbox", null)), recovered: true };
+      return { ...(await this.describe(winner, "ensureSandbox")), recovered: true };
     }
   }
 
@@ -214,13 +221,14 @@ export class ModalSandboxProvider implements SandboxProvider {
     try {
       const app = await this.sdk.apps.fromName(this.config.appName);
       const image = await this.resolveImage(opts);
-      sandbox = await this.sdk.sandboxes.create(app, image, this.createParams(opts));
+      const expiresAt = this.expiresAt();
+      sandbox = await this.sdk.sandboxes.create(app, image, this.createParams(opts, expiresAt));
       const urls = await this.tunnelUrls(sandbox);
       // The image's boot (sandbox/boot): phase 1 blocks this exec, phase 2 runs on in the sandbox.
       const spec = imageBootSpec(opts, { restored: Boolean(opts.snapshotId), now: this.now(), gitFreshness: this.config.gitFreshness ?? null });
       await runImageBoot(execVia(sandbox), "start", { stdin: JSON.stringify(spec) });
       await waitForOpenCodeReady(urls.tunnelUrl, this.readiness, { sandboxKey: sandboxKeyOf(opts) });
-      return { sandboxId: sandbox.sandboxId, ...urls, expiresAt: this.expiresAt() };
+      return { sandboxId: sandbox.sandboxId, ...urls, expiresAt };
     } catch (err) {
       // A half-booted sandbox named after the session would be "recovered" by the next ensure.
       if (sandbox) await sandbox.terminate().catch(() => undefined);
@@ -234,15 +242,16 @@ export class ModalSandboxProvider implements SandboxProvider {
     try {
       const snapshot = await this.sdk.sandboxSnapshots.fromId(memId.slice(MEMORY_SNAPSHOT_PREFIX.length));
       // The session id as name keeps the restored sandbox discoverable by `fromName`.
+      const expiresAt = this.expiresAt();
       sandbox = await this.sdk.sandboxes.experimentalFromSnapshot(snapshot, { name: opts.sessionId });
       // The restore params take no tags, so tag here for `listSandboxes`. Best effort: an untagged sandbox is
       // only invisible to the orphan sweeper (it still has its timeout), while failing would discard the snapshot.
-      await sandbox.setTags(this.tags(opts.sessionId)).catch(() => undefined);
+      await sandbox.setTags(this.tags(opts.sessionId, expiresAt)).catch(() => undefined);
       const urls = await this.tunnelUrls(sandbox);
       // seed 003 §6.2: restore blocks on readiness so callers never race OpenCode's /session.
       // The restored OpenCode kept the password of the sandbox snapshotted: the same session's key.
       await waitForOpenCodeReady(urls.tunnelUrl, this.readiness, { sandboxKey: sandboxKeyOf(opts) });
-      return { sandboxId: sandbox.sandboxId, ...urls, expiresAt: this.expiresAt() };
+      return { sandboxId: sandbox.sandboxId, ...urls, expiresAt };
     } catch (err) {
       if (sandbox) await sandbox.terminate().catch(() => undefined);
       throw toProviderError(PROVIDER, RESTORE_FROM_MEMORY_SNAPSHOT_OPERATION, err, classifyModalError, "memory snapshot restore failed");
@@ -358,8 +367,8 @@ export class ModalSandboxProvider implements SandboxProvider {
 
   // ---- internals ----
 
-  private tags(sessionId: string): Record<string, string> {
-    return { [MODAL_CONTROL_PLANE_TAG]: this.config.appName, [MODAL_SESSION_TAG]: sessionId };
+  private tags(sessionId: string, expiresAt: number): Record<string, string> {
+    return { [MODAL_CONTROL_PLANE_TAG]: this.config.appName, [MODAL_SESSION_TAG]: sessionId, [MODAL_EXPIRES_AT_TAG]: String(expiresAt) };
   }
 
   /** Null when the sandbox ended between the listing and the tag lookup. */
@@ -384,10 +393,12 @@ export class ModalSandboxProvider implements SandboxProvider {
     }
   }
 
-  private async describe(sandbox: ModalSandboxLike, operation: string, expiresAt: number | null): Promise<CreateSandboxResult> {
+  /** A live sandbox found again: its URLs, and the expiry tagged on it when it was created (null without the tag). */
+  private async describe(sandbox: ModalSandboxLike, operation: string): Promise<CreateSandboxResult> {
     try {
       const urls = await this.tunnelUrls(sandbox);
-      return { sandboxId: sandbox.sandboxId, ...urls, expiresAt };
+      const recorded = Number((await sandbox.getTags())[MODAL_EXPIRES_AT_TAG]);
+      return { sandboxId: sandbox.sandboxId, ...urls, expiresAt: Number.isSafeInteger(recorded) && recorded > 0 ? recorded : null };
     } catch (err) {
       throw this.error(operation, err);
     }
@@ -403,10 +414,10 @@ export class ModalSandboxProvider implements SandboxProvider {
     return image.startsWith("im-") ? this.sdk.images.fromId(image) : this.sdk.images.fromRegistry(image);
   }
 
-  private createParams(opts: CreateSandboxOpts): SandboxCreateParams {
+  private createParams(opts: CreateSandboxOpts, expiresAt: number): SandboxCreateParams {
     return {
       name: opts.sessionId,
-      tags: this.tags(opts.sessionId),
+      tags: this.tags(opts.sessionId, expiresAt),
       env: buildSandboxEnv(opts, this.config.modelEnv ?? {}),
       timeoutMs: this.config.timeoutSeconds * 1_000,
       cpu: SANDBOX_CPU,

@@ -1,7 +1,7 @@
 import { AuthenticationError, RateLimitError, SandboxNotFoundError, type SandboxInfo, type SandboxListOpts, type SandboxOpts } from "e2b";
 import { CREATE_SECRETS, sessionCreateOpts } from "../../support/builders";
 import { describe, expect, it } from "vitest";
-import { ProviderError } from "../../../functions/domain/errors";
+import { ProviderError, ValidationError } from "../../../functions/domain/errors";
 import {
   E2BSandboxProvider,
   MANAGED_BY_METADATA,
@@ -20,6 +20,7 @@ type Call = [string, ...unknown[]];
 interface FakeBox {
   id: string;
   startedAt: Date;
+  endAt: Date;
   state: "running" | "paused" | "killed";
   metadata: Record<string, string>;
   commands: string[];
@@ -63,7 +64,7 @@ class FakeE2B implements E2BSdk {
     };
   }
   private info(box: FakeBox): SandboxInfo {
-    return { sandboxId: box.id, startedAt: box.startedAt, state: box.state === "paused" ? "paused" : "running", metadata: box.metadata } as SandboxInfo;
+    return { sandboxId: box.id, startedAt: box.startedAt, endAt: box.endAt, state: box.state === "paused" ? "paused" : "running", metadata: box.metadata } as SandboxInfo;
   }
   private live(id: string): FakeBox {
     const box = this.boxes.get(id);
@@ -78,6 +79,7 @@ class FakeE2B implements E2BSdk {
     const box: FakeBox = {
       id: `e2b-${this.next}`,
       startedAt: new Date(NOW + this.next * 1_000),
+      endAt: new Date(NOW + this.next * 1_000 + (opts.timeoutMs ?? 300_000)),
       state: "running",
       metadata: opts.metadata ?? {},
       commands: [],
@@ -90,6 +92,9 @@ class FakeE2B implements E2BSdk {
     this.calls.push(["connect", sandboxId, opts]);
     this.fail("connect");
     const box = this.live(sandboxId);
+    // Like E2B: a running sandbox's timeout only ever grows; a paused one restarts its clock.
+    const endAt = NOW + (opts?.timeoutMs ?? 300_000);
+    if (box.state === "paused" || endAt > box.endAt.getTime()) box.endAt = new Date(endAt);
     box.state = "running";
     return this.handle(box);
   }
@@ -330,6 +335,26 @@ describe("E2BSandboxProvider", () => {
     const limited = setup();
     limited.sdk.failures.set("create", new RateLimitError("slow down"));
     await expect(limited.provider.createSandbox(opts())).rejects.toMatchObject({ retryable: true });
+  });
+
+  it("ensureSandbox recovering a running sandbox reads its expiry back from E2B (so an expiry migration is armed)", async () => {
+    const { sdk, provider } = setup();
+    await provider.createSandbox(opts());
+    // Extended past what this call would ask for (by an earlier connect): E2B's endAt is the truth.
+    const box = sdk.boxes.get("e2b-1");
+    if (box) box.endAt = new Date(NOW + 5_000_000);
+    sdk.calls = [];
+    const recovered = await provider.ensureSandbox(opts({ currentSandboxId: "e2b-1" }));
+    expect(recovered).toMatchObject({ sandboxId: "e2b-1", recovered: true, expiresAt: NOW + 5_000_000 });
+    expect(sdk.calls.map((c) => c[0])).toEqual(["getInfo", "connect", "getInfo"]);
+    expect(sdk.calls.map((c) => c[0])).not.toContain("create");
+  });
+
+  it("requires a configured template: E2B's default \"base\" has no boot script", () => {
+    for (const template of ["", "  ", "base"]) {
+      expect(() => new E2BSandboxProvider(new FakeE2B(), { ...config, template })).toThrow(ValidationError);
+      expect(() => new E2BSandboxProvider(new FakeE2B(), { ...config, template })).toThrow(/E2B_TEMPLATE must name the template built from sandbox\/image/);
+    }
   });
 
   it("memorySnapshot is unsupported", async () => {

@@ -272,7 +272,7 @@ describe("ModalSandboxProvider", () => {
         { tag: "ghcr.io/acme/sandbox:1" },
         {
           name: SESSION,
-          tags: { "control-plane": "sandbox-app", "session-id": SESSION },
+          tags: { "control-plane": "sandbox-app", "session-id": SESSION, "expires-at": String(NOW + 3_600_000) },
           env: { ANTHROPIC_API_KEY: "sk-ant-api03-abcdefghijklmnopqrstuvwxyz", SESSION_ID: SESSION },
           timeoutMs: 3_600_000,
           cpu: 2,
@@ -341,14 +341,25 @@ describe("ModalSandboxProvider", () => {
     expect(c.sdk.calls[1]).toEqual(["images.fromId", "im-call"]);
   });
 
-  it("ensureSandbox recovers a running sandbox by name without creating one", async () => {
+  it("ensureSandbox recovers a running sandbox by name without creating one, with the expiry recorded on it at create", async () => {
     const { sdk, provider } = setup();
     const first = await provider.ensureSandbox(opts());
+    expect(first.expiresAt).toBe(NOW + 3_600_000);
     sdk.calls = [];
     const again = await provider.ensureSandbox(opts());
-    expect(again).toMatchObject({ sandboxId: first.sandboxId, recovered: true, expiresAt: null });
-    expect(sdk.callNames()).toEqual(["sandboxes.fromName", "sandbox.poll", "sandbox.tunnels"]);
+    // Not null: the control plane arms the expiry migration of a recovered sandbox too.
+    expect(again).toMatchObject({ sandboxId: first.sandboxId, recovered: true, expiresAt: NOW + 3_600_000 });
+    expect(sdk.callNames()).toEqual(["sandboxes.fromName", "sandbox.poll", "sandbox.tunnels", "sandbox.getTags"]);
     expect(sdk.calls[0]).toEqual(["sandboxes.fromName", "sandbox-app", SESSION]);
+  });
+
+  it("a recovered sandbox without a recorded expiry (created before it was tagged, or its tag unreadable) recovers with expiresAt null", async () => {
+    const { sdk, provider } = setup();
+    await sdk.sandboxes.create({ appId: "ap-sandbox-app" }, {}, { name: SESSION, tags: { "control-plane": "sandbox-app", "session-id": SESSION } });
+    expect(await provider.ensureSandbox(opts())).toMatchObject({ sandboxId: "sb-1", recovered: true, expiresAt: null });
+    const box = sdk.byId.get("sb-1");
+    if (box) box.tags["expires-at"] = "soon";
+    expect(await provider.ensureSandbox(opts())).toMatchObject({ sandboxId: "sb-1", recovered: true, expiresAt: null });
   });
 
   it("ensureSandbox recovers the winner when a concurrent create took the name", async () => {
@@ -393,7 +404,7 @@ describe("ModalSandboxProvider", () => {
       ["sandboxes.fromName", "sandbox-app", SESSION],
       ["sandboxSnapshots.fromId", "sn-42"],
       ["sandboxes.experimentalFromSnapshot", { snapshotId: "sn-42" }, { name: SESSION }],
-      ["sandbox.setTags", "sb-1", { "control-plane": "sandbox-app", "session-id": SESSION }],
+      ["sandbox.setTags", "sb-1", { "control-plane": "sandbox-app", "session-id": SESSION, "expires-at": String(NOW + 3_600_000) }],
       ["sandbox.tunnels", "sb-1", 30_000],
     ]);
     expect(sdk.byId.get("sb-1")?.execs).toEqual([]);
