@@ -21,14 +21,14 @@ it("issues a token that resolves to the given user and org, printing it once", a
   });
   const token = stdout.trim();
   expect(token).toMatch(/^sbx_[A-Za-z0-9_-]{43}$/);
-  expect(await new DynamoApiTokenStore(table.doc, table.tableName).resolveToken(token)).toEqual({ userId: "alice", orgId: "acme", role: "member" });
+  expect(await new DynamoApiTokenStore(table.doc, table.tableName).resolveToken(token)).toMatchObject({ userId: "alice", orgId: "acme", role: "member" });
 });
 
 it("issues an admin token with --role admin, and refuses a role that does not exist", async () => {
   const env = { ...process.env, DYNAMODB_ENDPOINT: table.endpoint };
   const base = ["--import", "tsx", "scripts/create-api-token.ts", "--table", table.tableName, "--org", "acme", "--user", "root"];
   const { stdout } = await run(process.execPath, [...base, "--role", "admin"], { env });
-  expect(await new DynamoApiTokenStore(table.doc, table.tableName).resolveToken(stdout.trim())).toEqual({ userId: "root", orgId: "acme", role: "admin" });
+  expect(await new DynamoApiTokenStore(table.doc, table.tableName).resolveToken(stdout.trim())).toMatchObject({ userId: "root", orgId: "acme", role: "admin" });
   const err = await run(process.execPath, [...base, "--role", "owner"], { env }).catch((e: unknown) => e as { code: number; stderr: string });
   expect(err).toMatchObject({ code: 1 });
   expect((err as { stderr: string }).stderr).toContain("--role must be one of admin, member");
@@ -43,7 +43,7 @@ describe("token roles (API.md \"Roles\")", () => {
         Item: { ...keys.apiToken(hashToken(token)), userId: "old", orgId: "acme", name: null, createdAt: "2024-01-01T00:00:00.000Z" },
       }),
     );
-    expect(await new DynamoApiTokenStore(table.doc, table.tableName).resolveToken(token)).toEqual({ userId: "old", orgId: "acme", role: "member" });
+    expect(await new DynamoApiTokenStore(table.doc, table.tableName).resolveToken(token)).toMatchObject({ userId: "old", orgId: "acme", role: "member" });
   });
 
   it("putToken stores member unless told admin; a stored role that is no role resolves to nobody", async () => {
