@@ -15,6 +15,8 @@ import type { LocalRuntime } from "../../infra/local/runtime";
 import { revokeApiToken } from "../../functions/api-tokens/revoke-api-token";
 import { apiTokenId, hashToken, type DynamoApiTokenStore } from "../../functions/store/dynamo-session-store";
 import { newWsTicket } from "../../functions/domain/ids";
+import { makeConnectHandler } from "../../functions/ws/handlers/connect";
+import type { WsDeps } from "../../functions/ws/ws-deps";
 import { InstantSandboxProvider } from "../support/instant-provider";
 import { startRuntimeForTest, waitFor, type ApiClient } from "../support/local-runtime";
 import { TestWsClient } from "../support/ws-client";
@@ -133,6 +135,28 @@ describe("API token revocation", () => {
     expect((await api.request("GET", "/v1/sessions", { token: byToken })).status).toBe(401);
     await expect(runtime.revokeApiToken("tok_ffffffffffffffffffff")).rejects.toThrow("no API token");
     await expect(runtime.revokeApiToken("nope")).rejects.toThrow("token: expected a token id");
+  });
+
+  it("a revoke landing while a connect registers leaves no live connection (connect re-checks the token)", async () => {
+    const id = await createSession();
+    const token = await runtime.addApiToken({ userId: "gail", orgId: DEV_PRINCIPAL.orgId });
+    const store = runtime.wsDeps.tokens as DynamoApiTokenStore;
+    // The revoke runs after the token was checked and the connection tracked, before it is registered.
+    const tokens: WsDeps["tokens"] = {
+      resolveToken: (t, at) => store.resolveToken(t, at),
+      putToken: (t, p, at, o) => store.putToken(t, p, at, o),
+      resolveTokenHash: (h, at) => store.resolveTokenHash(h, at),
+      untrackConnection: (tid, cid) => store.untrackConnection(tid, cid),
+      trackConnection: async (tid, c, at) => {
+        await store.trackConnection(tid, c, at);
+        await revokeApiToken({ tokens: store, push: runtime.push }, tid, new Date());
+      },
+    };
+    const connect = makeConnectHandler({ ...runtime.wsDeps, tokens });
+    const result = await connect({ requestContext: { connectionId: "conn-race=", routeKey: "$connect" }, queryStringParameters: { sessionId: id, token } });
+    expect(result.statusCode).toBe(401);
+    expect(await runtime.flowDeps.connections.lookup("conn-race=")).toBeNull();
+    expect(await runtime.flowDeps.connections.list(id)).toEqual([]);
   });
 
   it("a connection the revoke could not close is refused at its next frame", async () => {

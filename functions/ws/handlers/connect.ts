@@ -71,6 +71,13 @@ export function makeConnectHandler(deps: WsDeps): (event: WsEvent) => Promise<Ws
         connectedAt: now.toISOString(),
         ...(caller.credential ? { tokenId: caller.credential.tokenId, tokenExpiresAt: caller.credential.expiresAt } : {}),
       });
+      // A revoke that ran between the token check and the registration may have missed this
+      // connection's lookup item: one more read settles it (revoked now: refused, nothing left).
+      if (caller.credential && !(await deps.tokens.resolveTokenHash(caller.credential.tokenHash, now))) {
+        await deps.connections.remove(session.id, connectionId);
+        await deps.tokens.untrackConnection(caller.credential.tokenId, connectionId);
+        throw new UnauthorizedError("invalid, expired or revoked API token");
+      }
       // Before anything that may wait (seed 002 constraint 3).
       await deps.sessions.touchActivity(session.id, now);
       if (session.status !== "running") await startSessionFlow(deps, session, "ensure-runtime", `user:${caller.userId}`, "connect");
