@@ -32,7 +32,7 @@ import { createHandlerFunction } from "./handler-function";
 import { allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
 import { createRelayService, type RelayService } from "./relay-service";
 import { DEFAULT_STAGE_THROTTLE, HTTP_ROUTE_THROTTLES, RESERVED_CONCURRENCY, WS_ROUTE_THROTTLES, type Throttle } from "./api-throttles";
-import { acknowledgePushWildcard, allowPush, createWebSocketApi, createWebSocketStage, pushGrant } from "./websocket-api";
+import { acknowledgePushWildcard, allowClosingConnections, allowPush, createWebSocketApi, createWebSocketStage, pushGrant } from "./websocket-api";
 
 /** CloudWatch namespace of every metric the control plane publishes (POWERTOOLS_METRICS_NAMESPACE). */
 export const METRICS_NAMESPACE = "SandboxControlPlane";
@@ -457,6 +457,7 @@ export class ControlPlaneStack extends Stack {
       // Prompts delivered and turns cancelled from a frame ($default) go to the agent.
       if (route.agentAccess) allowSandboxKeys(fn);
       allowPush(fn, webSocket);
+      if (route.closesConnections) allowClosingConnections(fn, webSocket);
       if (route.routeKey === "$connect") {
         fn.addEnvironment("SEND_INIT_FUNCTION_NAME", sendInit.functionName);
         // The unqualified ARN only (what an invocation by name resolves to).

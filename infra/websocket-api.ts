@@ -25,6 +25,8 @@ export interface WebSocketEndpoint {
   managementEndpoint: string;
   /** `PostToConnection` on this API's `live` stage, any connection (connection ids exist only at run time). */
   connectionsArn: string;
+  /** `DeleteConnection` on the same stage: closing a connection whose API token was revoked or expired. */
+  deleteConnectionsArn: string;
 }
 
 export function createWebSocketApi(scope: Construct, id: string): WebSocketEndpoint {
@@ -36,6 +38,7 @@ export function createWebSocketApi(scope: Construct, id: string): WebSocketEndpo
     url: `wss://${host}/${WS_STAGE_NAME}`,
     managementEndpoint: `https://${host}/${WS_STAGE_NAME}`,
     connectionsArn: stack.formatArn({ service: "execute-api", resource: api.apiId, resourceName: `${WS_STAGE_NAME}/POST/@connections/*` }),
+    deleteConnectionsArn: stack.formatArn({ service: "execute-api", resource: api.apiId, resourceName: `${WS_STAGE_NAME}/DELETE/@connections/*` }),
   };
 }
 
@@ -67,6 +70,21 @@ export function allowPush(fn: LambdaFunction, endpoint: WebSocketEndpoint): void
   for (const [name, value] of Object.entries(environment)) fn.addEnvironment(name, value);
   fn.addToRolePolicy(statement);
   if (fn.role) acknowledgePushWildcard(fn.role, endpoint);
+}
+
+/**
+ * `DeleteConnection` on this stage's connections (issue 14 item 5): `$default` closes a
+ * connection whose API token was revoked or has expired when it refuses its frame.
+ */
+export function allowClosingConnections(fn: LambdaFunction, endpoint: WebSocketEndpoint): void {
+  fn.addToRolePolicy(new PolicyStatement({ actions: ["execute-api:ManageConnections"], resources: [endpoint.deleteConnectionsArn] }));
+  if (!fn.role) return;
+  const stack = Stack.of(endpoint.api);
+  const apiLogicalId = stack.getLogicalId(endpoint.api.node.defaultChild as CfnApi);
+  Validations.of(fn.role).acknowledge({
+    id: `AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:<${apiLogicalId}>/${WS_STAGE_NAME}/DELETE/@connections/*]`,
+    reason: "Connection ids exist only at run time; the grant is DeleteConnection on this API's live stage and nothing else.",
+  });
 }
 
 export interface WebSocketStageProps {

@@ -15,6 +15,11 @@ export function newApiToken(): string {
   return `sbx_${randomBytes(32).toString("base64url")}`;
 }
 
+/** `wst_` + 43 base64url characters (256 random bits): a single-use WebSocket connect ticket. */
+export function newWsTicket(): string {
+  return `wst_${randomBytes(32).toString("base64url")}`;
+}
+
 let lastMs = -1;
 let sequence = 0;
 

@@ -10,4 +10,10 @@ export interface Principal {
   userId: string;
   orgId: string;
   role: Role;
+  /**
+   * The API token the caller presented (issue 14 item 5): its public id (`tok_...`), its SHA-256
+   * (the stored key; never the token) and expiry. A WebSocket connection keeps the id and the
+   * expiry, so revoking or expiring the token ends it; a connect ticket keeps the hash to re-check it.
+   */
+  credential?: { tokenId: string; tokenHash: string; expiresAt: string | null };
 }

@@ -45,7 +45,7 @@ export function awsProviders(config: Config): (type: ProviderType) => Promise<Sa
 }
 
 /** Without a WebSocket API (WS_URL unset) there is nobody to push to. */
-const noPush: ClientPush = { send: () => Promise.resolve("gone") };
+const noPush: ClientPush = { send: () => Promise.resolve("gone"), disconnect: () => Promise.resolve("gone") };
 
 function required(name: string): string {
   const value = process.env[name];

@@ -27,11 +27,14 @@ import type { LifecycleEventLog, PromptQueue, ProxyConnectionRegistry } from "..
 import type { TranscriptStore } from "../ports/transcript";
 import type { RelayLeaseStore } from "../ports/relay";
 import type { ApiTokenStore, SessionStore } from "../ports/session-store";
+import type { WsTicketStore } from "../ports/ws-tickets";
 
 /** Everything a route function may touch, passed in (STYLE.md 1): no module-level I/O. */
 export interface HttpDeps {
   sessions: SessionStore;
   tokens: ApiTokenStore;
+  /** WebSocket connect tickets (API.md v1.1), minted by POST /v1/sessions/{id}/ws-ticket. */
+  wsTickets: WsTicketStore;
   prompts: PromptQueue;
   events: LifecycleEventLog;
   transcript: TranscriptStore;
@@ -115,21 +118,22 @@ function parseWith<T>(schema: ZodType<T> | undefined, value: unknown, root: stri
 
 const TOKEN_SHAPE = /^[\x21-\x7e]{16,512}$/;
 
-/** A raw API token to its principal: `UnauthorizedError` for a malformed, unknown or revoked one. */
-export async function principalForToken(token: string | undefined, tokens: ApiTokenStore, where: string): Promise<Principal> {
+/** A raw API token to its principal: `UnauthorizedError` for a malformed, unknown, revoked or expired one. */
+export async function principalForToken(token: string | undefined, tokens: ApiTokenStore, where: string, now: Date = new Date()): Promise<Principal> {
   if (!token) throw new UnauthorizedError(`missing ${where}`);
   if (!TOKEN_SHAPE.test(token)) throw new UnauthorizedError(`malformed ${where}`);
-  const principal = await tokens.resolveToken(token);
-  if (!principal) throw new UnauthorizedError("invalid or revoked API token");
+  const principal = await tokens.resolveToken(token, now);
+  // One message for every case: a caller learns nothing about which tokens exist.
+  if (!principal) throw new UnauthorizedError("invalid, expired or revoked API token");
   return principal;
 }
 
-async function authenticate(event: APIGatewayProxyEventV2, tokens: ApiTokenStore): Promise<Principal> {
+async function authenticate(event: APIGatewayProxyEventV2, tokens: ApiTokenStore, now: Date): Promise<Principal> {
   const header = event.headers?.authorization ?? event.headers?.Authorization;
   if (!header) throw new UnauthorizedError("missing Authorization: Bearer <token> header");
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
   if (!match?.[1] || !TOKEN_SHAPE.test(match[1])) throw new UnauthorizedError("malformed Authorization header: expected Bearer <token>");
-  return principalForToken(match[1], tokens, "Authorization header");
+  return principalForToken(match[1], tokens, "Authorization header", now);
 }
 
 /**
@@ -181,7 +185,7 @@ export function httpRoute<B, P, Q>(
   return (deps) => {
     const core = async (event: APIGatewayProxyEventV2): Promise<APIGatewayProxyStructuredResultV2> => {
       const requestId = event.requestContext?.requestId ?? "unknown";
-      const principal = spec.auth === true ? await authenticate(event, deps.tokens) : null;
+      const principal = spec.auth === true ? await authenticate(event, deps.tokens, deps.now()) : null;
       const sandboxSessionId = spec.auth === "sandbox" ? await authenticateSandbox(event, deps.sandboxKeys, deps.now()) : null;
       const params = parseWith(spec.params, event.pathParameters ?? {}, "", "invalid_id");
       const query = parseWith(spec.query, event.queryStringParameters ?? {}, "query", "invalid_query");

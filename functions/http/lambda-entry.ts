@@ -22,6 +22,7 @@ import { OpenCodeAgentClient } from "../agent/opencode-agent-client";
 import { awsProviders } from "../flows/lambda-entry";
 import { keyringFromEnv } from "../config/sandbox-keyring";
 import { DynamoOrgSecretStore } from "../store/dynamo-org-secrets";
+import { DynamoWsTicketStore } from "../store/dynamo-ws-tickets";
 import { kmsKeyWrapperFromEnv } from "../secrets/kms-key-wrapper";
 import type { HttpDeps, HttpHandler } from "./http-handler";
 
@@ -34,6 +35,7 @@ export function awsHttpDeps(): HttpDeps {
     deps = {
       sessions: new DynamoSessionStore(doc, config.TABLE_NAME),
       tokens: new DynamoApiTokenStore(doc, config.TABLE_NAME),
+      wsTickets: new DynamoWsTicketStore(doc, config.TABLE_NAME),
       prompts: new DynamoPromptQueue(doc, config.TABLE_NAME),
       events: new DynamoLifecycleEventLog(doc, config.TABLE_NAME),
       transcript: new DynamoTranscriptStore(doc, config.TABLE_NAME),

@@ -18,6 +18,7 @@ import { makeListEventsHandler } from "./handlers/list-events";
 import { makeListMessagesHandler } from "./handlers/list-messages";
 import { makeDeleteProxyConnectionHandler, makePutProxyConnectionHandler } from "./handlers/proxy-connections";
 import { makeSidecarAccessHandler } from "./handlers/sidecar-access";
+import { makeCreateWsTicketHandler } from "./handlers/create-ws-ticket";
 import { makePutSecretHandler } from "./handlers/put-secret";
 import { makeListSecretsHandler } from "./handlers/list-secrets";
 import { makeGetSecretHandler } from "./handlers/get-secret";
@@ -74,6 +75,7 @@ export const HTTP_ROUTES: readonly HttpRouteDefinition[] = [
   { id: "PutProxyConnection", method: "PUT", path: "/v1/sessions/{id}/proxy-connections/{proxyId}", entry: "functions/http/handlers/put-proxy-connection.ts", make: makePutProxyConnectionHandler, tableAccess: "readwrite" },
   { id: "DeleteProxyConnection", method: "DELETE", path: "/v1/sessions/{id}/proxy-connections/{proxyId}", entry: "functions/http/handlers/delete-proxy-connection.ts", make: makeDeleteProxyConnectionHandler, tableAccess: "readwrite", armsSchedules: true },
   { id: "CreateSidecarAccess", method: "POST", path: "/v1/sessions/{id}/sidecar-access", entry: "functions/http/handlers/create-sidecar-access.ts", make: makeSidecarAccessHandler, tableAccess: "read", sandboxAccess: true },
+  { id: "CreateWsTicket", method: "POST", path: "/v1/sessions/{id}/ws-ticket", entry: "functions/http/handlers/create-ws-ticket.ts", make: makeCreateWsTicketHandler, tableAccess: "readwrite" },
   { id: "PutSecret", method: "PUT", path: "/v1/secrets/{name}", entry: "functions/http/handlers/put-secret.ts", make: makePutSecretHandler, tableAccess: "readwrite", secretAccess: "encrypt" },
   { id: "ListSecrets", method: "GET", path: "/v1/secrets", entry: "functions/http/handlers/list-secrets.ts", make: makeListSecretsHandler, tableAccess: "read", secretAccess: "metadata" },
   { id: "GetSecret", method: "GET", path: "/v1/secrets/{name}", entry: "functions/http/handlers/get-secret.ts", make: makeGetSecretHandler, tableAccess: "read", secretAccess: "metadata" },

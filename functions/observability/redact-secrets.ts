@@ -32,6 +32,8 @@ const SECRET_PATTERNS: readonly RegExp[] = [
   /\bnpm_[A-Za-z0-9]{36}\b/g,
   // This platform's own API tokens.
   /\bsbx_[A-Za-z0-9_-]{20,}/g,
+  // WebSocket connect tickets (single use, 60 s; still never logged).
+  /\bwst_[A-Za-z0-9_-]{20,}/g,
   // Credentials embedded in URLs: https://user:secret@host, https://token@host
   /(?<=:\/\/[^/\s:@]+:)[^@\s/]+(?=@)/g,
   /(?<=:\/\/)[^/\s:@]{20,}(?=@)/g,

@@ -8,4 +8,9 @@ export type PushOutcome = "sent" | "gone";
 
 export interface ClientPush {
   send(connectionId: string, message: { type: string } & Record<string, unknown>): Promise<PushOutcome>;
+  /**
+   * Closes the connection from the server side (API Gateway `DeleteConnection`; locally the
+   * socket); `gone` when it was already closed. Its `$disconnect` follows as for any close.
+   */
+  disconnect(connectionId: string): Promise<PushOutcome>;
 }

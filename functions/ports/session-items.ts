@@ -72,6 +72,11 @@ export const ClientConnection = z.object({
   connectedAt: z.iso.datetime(),
   /** Set once the connection was sent its `init`: pushes before that would arrive ahead of it. */
   ready: z.boolean().default(false),
+  /** The API token it was opened with (its public id) and that token's expiry (issue 14 item 5). */
+  tokenId: z.string().optional(),
+  tokenExpiresAt: z.iso.datetime().nullish(),
+  /** Set by revoking its token: `$default` refuses its frames and closes it. */
+  revokedAt: z.iso.datetime().optional(),
 });
 export type ClientConnection = z.input<typeof ClientConnection>;
 

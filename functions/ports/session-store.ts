@@ -99,14 +99,28 @@ export interface SessionStore {
 }
 
 /** What a new token is issued for: the role is optional (default `member`), the name is a label. */
-export type NewTokenPrincipal = Omit<Principal, "role"> & { role?: Role; name?: string };
+export type NewTokenPrincipal = Omit<Principal, "role" | "credential"> & { role?: Role; name?: string };
 
 export interface ApiTokenStore {
-  /** The principal for a raw bearer token, or null. Only the token's SHA-256 is looked up. */
-  resolveToken(token: string): Promise<Principal | null>;
+  /**
+   * The principal for a raw bearer token, or null (unknown, revoked, or expired at `now`). Only
+   * the token's SHA-256 is looked up.
+   */
+  resolveToken(token: string, now?: Date): Promise<Principal | null>;
   /**
    * Stores a token's hash with its principal (admin tooling and the local runtime's dev token).
-   * The role defaults to `member` (API.md "Roles").
+   * The role defaults to `member` (API.md "Roles"); no `expiresAt`: the token never expires.
    */
-  putToken(token: string, principal: NewTokenPrincipal, now: Date): Promise<void>;
+  putToken(token: string, principal: NewTokenPrincipal, now: Date, options?: { expiresAt?: Date }): Promise<void>;
+}
+
+/**
+ * The WebSocket connections opened with each API token (issue 14 item 5), so revoking a token can
+ * find and close them. Registered at `$connect`, forgotten at `$disconnect`; both idempotent.
+ */
+export interface TokenConnections {
+  /** `resolveToken` by the token's SHA-256 (a connect ticket re-checks the token it was minted with). */
+  resolveTokenHash(tokenHash: string, now: Date): Promise<Principal | null>;
+  trackConnection(tokenId: string, connection: { connectionId: string; sessionId: string }, now: Date): Promise<void>;
+  untrackConnection(tokenId: string, connectionId: string): Promise<void>;
 }

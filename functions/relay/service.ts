@@ -73,7 +73,7 @@ export async function resolveOwnerId(env: Record<string, string | undefined>, fe
 }
 
 /** Without a WebSocket API there is nobody to push to. */
-const noPush: ClientPush = { send: () => Promise.resolve("gone") };
+const noPush: ClientPush = { send: () => Promise.resolve("gone"), disconnect: () => Promise.resolve("gone") };
 
 export interface RelayService {
   relay: StreamingRelay;

@@ -8,6 +8,7 @@ import {
   GetCommand,
   PutCommand,
   QueryCommand,
+  ScanCommand,
   UpdateCommand,
   type DynamoDBDocumentClient,
   type QueryCommandInput,
@@ -18,7 +19,7 @@ import { ConflictError, InvalidTransitionError, LeaseBusyError, LeaseLostError, 
 import { ROLES, type Principal } from "../domain/principal";
 import { SessionRecord, type SessionStatus } from "../domain/session";
 import { allowedSources, applyTransition, pickTransitionChanges, type TransitionChanges } from "../domain/session-transitions";
-import type { ApiTokenStore, Lease, LeaseGuard, ListOptions, ListPage, NewTokenPrincipal, SessionStore } from "../ports/session-store";
+import type { ApiTokenStore, Lease, LeaseGuard, ListOptions, ListPage, NewTokenPrincipal, SessionStore, TokenConnections } from "../ports/session-store";
 import { GSI_BY_ORG, GSI_BY_STATUS, keys } from "./table-layout";
 import { ItemLease, conditions, isConditionFailure, stripKeys } from "./item-lease";
 
@@ -439,36 +440,215 @@ export function hashToken(token: string): string {
   return createHash("sha256").update(token, "utf8").digest("hex");
 }
 
+/**
+ * A token's public id (issue 14 item 5): `tok_` + the first 20 hex characters (80 bits) of its
+ * SHA-256. Safe to print, log and store beside connections (it is not the token and does not
+ * open anything); derived, so tokens issued before ids existed have one too.
+ */
+export function apiTokenId(tokenHash: string): string {
+  return `tok_${tokenHash.slice(0, 20)}`;
+}
+
 /** Token items written before roles existed have no `role`: they resolve as `member` (API.md "Roles"). */
-const StoredToken = z.object({ userId: z.string().min(1), orgId: z.string().min(1), role: z.enum(ROLES).default("member") });
+const StoredToken = z.object({
+  userId: z.string().min(1),
+  orgId: z.string().min(1),
+  role: z.enum(ROLES).default("member"),
+  expiresAt: z.iso.datetime().nullish(),
+  revokedAt: z.iso.datetime().nullish(),
+  name: z.string().nullish(),
+  createdAt: z.string().nullish(),
+});
+
+/** What an admin sees of a stored token: never the token or its hash. */
+export interface TokenSummary {
+  tokenId: string;
+  userId: string;
+  orgId: string;
+  role: string;
+  name: string | null;
+  expiresAt: string | null;
+  revokedAt: string | null;
+}
+
+/** `tok_` + 8-64 hex characters (a token id or a unique prefix of one), or a whole `sbx_` token. */
+const TOKEN_ID_REF = /^(?:tok_)?([0-9a-f]{8,64})$/;
 
 /** API tokens: only the SHA-256 of a token is stored or looked up. */
-export class DynamoApiTokenStore implements ApiTokenStore {
+export class DynamoApiTokenStore implements ApiTokenStore, TokenConnections {
   constructor(
     private readonly doc: DynamoDBDocumentClient,
     private readonly tableName: string,
   ) {}
 
-  async resolveToken(token: string): Promise<Principal | null> {
-    const out = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: keys.apiToken(hashToken(token)) }));
-    if (!out.Item || out.Item.revokedAt) return null;
-    const parsed = StoredToken.safeParse(out.Item);
-    return parsed.success ? { userId: parsed.data.userId, orgId: parsed.data.orgId, role: parsed.data.role } : null;
+  resolveToken(token: string, now: Date = new Date()): Promise<Principal | null> {
+    return this.resolveTokenHash(hashToken(token), now);
   }
 
-  async putToken(token: string, principal: NewTokenPrincipal, now: Date): Promise<void> {
+  async resolveTokenHash(tokenHash: string, now: Date): Promise<Principal | null> {
+    const out = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: keys.apiToken(tokenHash) }));
+    if (!out.Item) return null;
+    const parsed = StoredToken.safeParse(out.Item);
+    if (!parsed.success || parsed.data.revokedAt) return null;
+    const expiresAt = parsed.data.expiresAt ?? null;
+    if (expiresAt !== null && Date.parse(expiresAt) <= now.getTime()) return null;
+    return {
+      userId: parsed.data.userId,
+      orgId: parsed.data.orgId,
+      role: parsed.data.role,
+      credential: { tokenId: apiTokenId(tokenHash), tokenHash, expiresAt },
+    };
+  }
+
+  async putToken(token: string, principal: NewTokenPrincipal, now: Date, options: { expiresAt?: Date } = {}): Promise<void> {
+    const tokenHash = hashToken(token);
+    const tokenId = apiTokenId(tokenHash);
+    // The id lookup first: a stored token can always be found by its id (revocation relies on it).
+    await this.doc.send(new PutCommand({ TableName: this.tableName, Item: { ...keys.apiTokenId(tokenId), tokenId, tokenHash } }));
     await this.doc.send(
       new PutCommand({
         TableName: this.tableName,
         Item: {
-          ...keys.apiToken(hashToken(token)),
+          ...keys.apiToken(tokenHash),
+          tokenId,
           userId: principal.userId,
           orgId: principal.orgId,
           role: principal.role ?? "member",
           name: principal.name ?? null,
           createdAt: now.toISOString(),
+          expiresAt: options.expiresAt ? options.expiresAt.toISOString() : null,
         },
       }),
     );
+  }
+
+  /**
+   * The hash of the token a reference names: the token itself (`sbx_...`), its id (`tok_...`), or
+   * a unique prefix of its id (at least 8 hex characters). An id without a lookup item (tokens
+   * issued before ids existed) and a prefix are found by a Scan of token items: admin tooling
+   * only, never on a request path. `ValidationError` for a malformed or ambiguous reference,
+   * `NotFoundError` when nothing matches.
+   */
+  async findTokenHash(ref: string): Promise<string> {
+    if (ref.startsWith("sbx_")) {
+      const tokenHash = hashToken(ref);
+      const out = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: keys.apiToken(tokenHash) }));
+      if (!out.Item) throw new NotFoundError("no API token matches that token");
+      return tokenHash;
+    }
+    const hex = TOKEN_ID_REF.exec(ref)?.[1];
+    if (!hex) throw new ValidationError("token: expected a token id (tok_ and hex), a prefix of one (at least 8 hex characters), or the token itself");
+    if (hex.length === 20) {
+      const out = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: keys.apiTokenId(`tok_${hex}`) }));
+      const tokenHash = (out.Item as { tokenHash?: unknown } | undefined)?.tokenHash;
+      if (typeof tokenHash === "string") return tokenHash;
+    }
+    const matches: string[] = [];
+    let startKey: Record<string, unknown> | undefined;
+    do {
+      const out = await this.doc.send(
+        new ScanCommand({
+          TableName: this.tableName,
+          FilterExpression: "begins_with(PK, :prefix) AND SK = :sk",
+          ExpressionAttributeValues: { ":prefix": `${keys.apiTokenPrefix}${hex}`, ":sk": "APITOKEN" },
+          ProjectionExpression: "PK",
+          ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+        }),
+      );
+      for (const item of out.Items ?? []) matches.push(String(item.PK).slice(keys.apiTokenPrefix.length));
+      startKey = out.LastEvaluatedKey;
+    } while (startKey);
+    if (matches.length === 0) throw new NotFoundError(`no API token has an id starting tok_${hex}`);
+    if (matches.length > 1) throw new ValidationError(`token: tok_${hex} matches ${matches.length} tokens; give more of the id`);
+    return matches[0] as string;
+  }
+
+  /**
+   * Revokes a token for good (idempotent: a second revoke keeps the first time). Every route and
+   * `$connect` refuses it from then on (`resolveToken` returns null). Returns what was revoked.
+   */
+  async revoke(tokenHash: string, now: Date): Promise<TokenSummary> {
+    try {
+      const out = await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.apiToken(tokenHash),
+          UpdateExpression: "SET revokedAt = if_not_exists(revokedAt, :now)",
+          // Revoking must not create a half token item for a hash nobody issued.
+          ConditionExpression: "attribute_exists(PK)",
+          ExpressionAttributeValues: { ":now": now.toISOString() },
+          ReturnValues: "ALL_NEW",
+        }),
+      );
+      const item = StoredToken.parse(out.Attributes);
+      return {
+        tokenId: apiTokenId(tokenHash),
+        userId: item.userId,
+        orgId: item.orgId,
+        role: item.role,
+        name: item.name ?? null,
+        expiresAt: item.expiresAt ?? null,
+        revokedAt: item.revokedAt ?? null,
+      };
+    } catch (err) {
+      if (isConditionFailure(err)) throw new NotFoundError("no such API token", { cause: err });
+      throw err;
+    }
+  }
+
+  async trackConnection(tokenId: string, connection: { connectionId: string; sessionId: string }, now: Date): Promise<void> {
+    await this.doc.send(
+      new PutCommand({
+        TableName: this.tableName,
+        Item: { ...keys.apiTokenConnection(tokenId, connection.connectionId), ...connection, tokenId, connectedAt: now.toISOString() },
+      }),
+    );
+  }
+
+  async untrackConnection(tokenId: string, connectionId: string): Promise<void> {
+    await this.doc.send(new DeleteCommand({ TableName: this.tableName, Key: keys.apiTokenConnection(tokenId, connectionId) }));
+  }
+
+  /** The WebSocket connections opened with a token and not yet seen to disconnect. */
+  async connectionsOf(tokenId: string): Promise<{ connectionId: string; sessionId: string }[]> {
+    const found: { connectionId: string; sessionId: string }[] = [];
+    let startKey: Record<string, unknown> | undefined;
+    do {
+      const out = await this.doc.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          KeyConditionExpression: "PK = :pk AND begins_with(SK, :conn)",
+          ExpressionAttributeValues: { ":pk": keys.apiTokenIdPartition(tokenId), ":conn": "CONN#" },
+          ConsistentRead: true,
+          ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+        }),
+      );
+      for (const item of out.Items ?? []) found.push({ connectionId: String(item.connectionId), sessionId: String(item.sessionId) });
+      startKey = out.LastEvaluatedKey;
+    } while (startKey);
+    return found;
+  }
+
+  /**
+   * Marks a connection's lookup item revoked, so `$default` refuses its next frame and closes it
+   * even when the revoke could not reach it. False when the connection is already gone.
+   */
+  async markConnectionRevoked(connectionId: string, now: Date): Promise<boolean> {
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.connectionLookup(connectionId),
+          UpdateExpression: "SET revokedAt = :now",
+          // A connection that already left must not be resurrected as a half item.
+          ConditionExpression: "attribute_exists(PK)",
+          ExpressionAttributeValues: { ":now": now.toISOString() },
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (isConditionFailure(err)) return false;
+      throw err;
+    }
   }
 }

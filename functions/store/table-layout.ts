@@ -6,6 +6,9 @@
  * |---------------------|-------------------------|-----------------|-------------------------------------------|------------------------------------------|
  * | session             | `SESSION#<sessionId>`   | `SESSION`       | `ORG#<orgId>` / `<createdAt>#<sessionId>` | `STATUS#<status>` / `<updatedAt>#<id>`   |
  * | API token           | `APITOKEN#<sha256 hex>` | `APITOKEN`      | -                                         | -                                        |
+ * | API token id lookup | `APITOKENID#<tokenId>`  | `APITOKENID`    | -                                         | -                                        |
+ * | token's connection  | `APITOKENID#<tokenId>`  | `CONN#<connectionId>`           | -                         | -                                        |
+ * | WebSocket ticket    | `WSTICKET#<sha256 hex>` | `WSTICKET`      | -                                         | -                                        |
  * | queued prompt       | `SESSION#<sessionId>`   | `PROMPT#<createdAt>#<promptId>` | -                         | -                                        |
  * | lifecycle event     | `SESSION#<sessionId>`   | `EVENT#<at>#<eventId>`          | -                         | -                                        |
  * | client connection   | `SESSION#<sessionId>`   | `CONN#<connectionId>`           | -                         | -                                        |
@@ -33,6 +36,9 @@
  * - count an org's open sessions (the ORG_MAX_OPEN_SESSIONS cap): Query PK=`ORG#org`, SK begins_with
  *   `OPENSESSION#` (one marker per session not stopped: written at create, deleted when it stops);
  * - resolve an API token: GetItem PK=`APITOKEN#sha256(token)` (the token itself is never stored).
+ * - revoke a token by id (`tok_` + the first 20 hex of its SHA-256): GetItem `APITOKENID#id` for the
+ *   hash, then Query the same partition's `CONN#` items for the WebSocket connections it opened.
+ * - consume a WebSocket connect ticket: a conditional UpdateItem on `WSTICKET#sha256(ticket)`.
  * - an org's secrets by name: Query PK=`ORG#org`, SK begins_with `SECRET#` (metadata only, projected);
  *   the values a session names: BatchGetItem on `ORG#org` / `SECRET#name` (ciphertext only: the value
  *   is envelope-encrypted, functions/secrets/envelope-cipher.ts).
@@ -54,6 +60,12 @@ export const keys = {
   orgPartition: (orgId: string) => `ORG#${orgId}`,
   statusPartition: (status: string) => `STATUS#${status}`,
   apiToken: (tokenHash: string) => ({ PK: `APITOKEN#${tokenHash}`, SK: "APITOKEN" }),
+  apiTokenPrefix: "APITOKEN#",
+  /** A token's public id to its hash; the same partition lists the connections it opened. */
+  apiTokenId: (tokenId: string) => ({ PK: `APITOKENID#${tokenId}`, SK: "APITOKENID" }),
+  apiTokenConnection: (tokenId: string, connectionId: string) => ({ PK: `APITOKENID#${tokenId}`, SK: `CONN#${connectionId}` }),
+  apiTokenIdPartition: (tokenId: string) => `APITOKENID#${tokenId}`,
+  wsTicket: (ticketHash: string) => ({ PK: `WSTICKET#${ticketHash}`, SK: "WSTICKET" }),
   prompt: (sessionId: string, createdAt: string, promptId: string) => ({ PK: `SESSION#${sessionId}`, SK: `PROMPT#${createdAt}#${promptId}` }),
   event: (sessionId: string, at: string, eventId: string) => ({ PK: `SESSION#${sessionId}`, SK: `EVENT#${at}#${eventId}` }),
   connection: (sessionId: string, connectionId: string) => ({ PK: `SESSION#${sessionId}`, SK: `CONN#${connectionId}` }),

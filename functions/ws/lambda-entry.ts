@@ -9,6 +9,7 @@ import { awsFlowDeps } from "../flows/lambda-entry";
 import { createDocumentClient } from "../store/dynamo-client";
 import { DynamoApiTokenStore } from "../store/dynamo-session-store";
 import { DynamoTranscriptStore } from "../store/dynamo-transcript";
+import { DynamoWsTicketStore } from "../store/dynamo-ws-tickets";
 import type { WsDeps, WsEvent, WsResult } from "./ws-deps";
 
 let deps: WsDeps | undefined;
@@ -22,6 +23,7 @@ export function awsWsDeps(): WsDeps {
     deps = {
       ...awsFlowDeps(),
       tokens: new DynamoApiTokenStore(doc, config.TABLE_NAME),
+      wsTickets: new DynamoWsTicketStore(doc, config.TABLE_NAME),
       transcript: new DynamoTranscriptStore(doc, config.TABLE_NAME),
       afterConnect: async (request) => {
         if (!sendInitFunction) throw new Error("invalid configuration: SEND_INIT_FUNCTION_NAME is not set");

@@ -20,12 +20,14 @@ export interface WsRouteDefinition {
   armsSchedules?: boolean;
   /** Calls the agent in the session's sandbox (prompt delivery, cancel): needs the sandbox access key for its password. */
   agentAccess?: boolean;
+  /** Closes connections (`DeleteConnection`): a frame from a revoked or expired API token's connection. */
+  closesConnections?: boolean;
 }
 
 export const WS_ROUTES: readonly WsRouteDefinition[] = [
   { id: "WsConnect", routeKey: "$connect", entry: "functions/ws/handlers/connect.ts", make: makeConnectHandler, startsFlows: ["ensure-runtime"] },
   { id: "WsDisconnect", routeKey: "$disconnect", entry: "functions/ws/handlers/disconnect.ts", make: makeDisconnectHandler, startsFlows: [], armsSchedules: true },
-  { id: "WsMessage", routeKey: "$default", entry: "functions/ws/handlers/message.ts", make: makeMessageHandler, startsFlows: ["ensure-runtime"], agentAccess: true },
+  { id: "WsMessage", routeKey: "$default", entry: "functions/ws/handlers/message.ts", make: makeMessageHandler, startsFlows: ["ensure-runtime"], agentAccess: true, closesConnections: true },
 ];
 
 export const SEND_INIT_ENTRY = "functions/ws/handlers/send-init.ts";

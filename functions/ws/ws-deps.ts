@@ -6,8 +6,9 @@
  * calls the same handler right after the upgrade completes).
  */
 import type { FlowDeps } from "../flows/flow-deps";
-import type { ApiTokenStore } from "../ports/session-store";
+import type { ApiTokenStore, TokenConnections } from "../ports/session-store";
 import type { TranscriptStore } from "../ports/transcript";
+import type { WsTicketStore } from "../ports/ws-tickets";
 
 export interface SendInitRequest {
   connectionId: string;
@@ -15,7 +16,10 @@ export interface SendInitRequest {
 }
 
 export interface WsDeps extends FlowDeps {
-  tokens: ApiTokenStore;
+  /** Token lookup, and the connections each token opened (revoking a token closes them). */
+  tokens: ApiTokenStore & TokenConnections;
+  /** Connect tickets (`?ticket=`), consumed at `$connect`. */
+  wsTickets: WsTicketStore;
   transcript: TranscriptStore;
   afterConnect(request: SendInitRequest): Promise<void>;
 }

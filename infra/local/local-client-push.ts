@@ -9,13 +9,25 @@ export type ConnectionSender = (message: { type: string } & Record<string, unkno
 
 export class LocalClientPush implements ClientPush {
   private readonly senders = new Map<string, ConnectionSender>();
+  private readonly closers = new Map<string, () => void>();
 
-  register(connectionId: string, sender: ConnectionSender): void {
+  /** `close` ends the socket from the server side (what API Gateway's DeleteConnection does). */
+  register(connectionId: string, sender: ConnectionSender, close?: () => void): void {
     this.senders.set(connectionId, sender);
+    if (close) this.closers.set(connectionId, close);
   }
 
   unregister(connectionId: string): void {
     this.senders.delete(connectionId);
+    this.closers.delete(connectionId);
+  }
+
+  disconnect(connectionId: string): Promise<PushOutcome> {
+    const close = this.closers.get(connectionId);
+    if (!close) return Promise.resolve("gone");
+    this.unregister(connectionId);
+    close();
+    return Promise.resolve("sent");
   }
 
   send(connectionId: string, message: { type: string } & Record<string, unknown>): Promise<PushOutcome> {

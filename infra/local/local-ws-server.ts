@@ -66,9 +66,13 @@ export function attachLocalWsServer(server: Server, deps: WsDeps, push: LocalCli
           return;
         }
         wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
-          push.register(connectionId, (msg) => {
-            if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(msg));
-          });
+          push.register(
+            connectionId,
+            (msg) => {
+              if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(msg));
+            },
+            () => ws.close(1008, "closed by the server"),
+          );
           let chain: Promise<unknown> = Promise.resolve();
           const inOrder = (work: () => Promise<unknown>) => {
             chain = track(chain.then(work).catch((err: unknown) => deps.logger.error("local ws: handler failed", { connectionId, error: errorForLog(err) })));

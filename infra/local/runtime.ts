@@ -19,6 +19,8 @@ import { createLogger } from "../../functions/observability/logger";
 import { createMetrics } from "../../functions/observability/metrics";
 import { createDocumentClient, ensureTable } from "../../functions/store/dynamo-client";
 import { DynamoApiTokenStore, DynamoSessionStore } from "../../functions/store/dynamo-session-store";
+import { DynamoWsTicketStore } from "../../functions/store/dynamo-ws-tickets";
+import { revokeApiToken, type RevocationReport } from "../../functions/api-tokens/revoke-api-token";
 import { DynamoOrgSecretStore } from "../../functions/store/dynamo-org-secrets";
 import { DynamoOrgSettingsStore } from "../../functions/store/dynamo-org-settings";
 import { LocalSecretKeyWrapper, SECRETS_MASTER_KEY_BYTES, parseSecretsMasterKey } from "../../functions/secrets/local-key-wrapper";
@@ -92,8 +94,13 @@ export interface LocalRuntime {
   sandboxDir: string;
   /** Runs the orphan sweeper now (it also runs every SWEEPER_INTERVAL_SECONDS); joins a sweep in progress. */
   sweep(): Promise<SweepReport>;
-  /** Adds another API token (tests use one per org); the role defaults to `member`. */
-  addApiToken(principal: NewTokenPrincipal, token?: string): Promise<string>;
+  /** Adds another API token (tests use one per org); the role defaults to `member`; no expiry unless given. */
+  addApiToken(principal: NewTokenPrincipal, token?: string, options?: { expiresAt?: Date }): Promise<string>;
+  /**
+   * `npm run token:revoke` in process (issue 14 item 5): revokes the token (its id, a prefix of
+   * the id, or the token) and closes the WebSocket connections it opened through the local push.
+   */
+  revokeApiToken(ref: string): Promise<RevocationReport>;
   close(): Promise<void>;
 }
 
@@ -222,9 +229,11 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   };
   built.flowDeps = flowDeps;
   const transcript = new DynamoTranscriptStore(doc, LOCAL_TABLE_NAME);
+  const wsTickets = new DynamoWsTicketStore(doc, LOCAL_TABLE_NAME);
   const deps: HttpDeps = {
     sessions,
     tokens,
+    wsTickets,
     transcript,
     relayLeases,
     proxies: flowDeps.proxies,
@@ -253,6 +262,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   const wsDeps: WsDeps = {
     ...flowDeps,
     tokens,
+    wsTickets,
     transcript,
     // The local server sends init itself once the upgrade completes.
     afterConnect: () => Promise.resolve(),
@@ -299,10 +309,11 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     push,
     sandboxDir,
     sweep: runSweep,
-    addApiToken: async (principal, token = newApiToken()) => {
-      await tokens.putToken(token, principal, now());
+    addApiToken: async (principal, token = newApiToken(), tokenOptions = {}) => {
+      await tokens.putToken(token, principal, now(), tokenOptions);
       return token;
     },
+    revokeApiToken: (ref) => revokeApiToken({ tokens, push }, ref, now()),
     relay: () => relay,
     restartRelay: async (mode) => {
       if (mode === "crash") await relay.kill();

@@ -10,6 +10,10 @@
  *   session id the sidecar cannot check whose token it is, so access tokens are refused.
  *
  * Header only: never a query string (it would end up in proxy and browser logs).
+ *
+ * An access token's expiry also bounds what it opened (issue 14 item 5): a terminal or a log
+ * stream is closed when the token that opened it expires (`whenAccessExpires`), so a token that
+ * has run out cannot keep a shell. The sandbox key has no expiry: what it opens is not timed.
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import { looksLikeAccessToken, verifyAccessToken } from "../shared/access-token";
@@ -53,4 +57,19 @@ export function authenticate(header: string | string[] | undefined, config: Auth
 
 export function authorized(header: string | string[] | undefined, config: AuthConfig): boolean {
   return authenticate(header, config) !== null;
+}
+
+/** setTimeout's largest delay (about 24.8 days); access tokens live at most a day. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Calls `onExpired` once when the caller's access token expires (at once if it already has);
+ * nothing for the sandbox key. Returns a cancel function for when the connection ends first.
+ */
+export function whenAccessExpires(caller: Caller, onExpired: () => void, now: () => number = Date.now): () => void {
+  if (caller.kind !== "access-token") return () => undefined;
+  const delay = Math.min(Math.max(0, caller.expiresAt * 1000 - now()), MAX_TIMER_MS);
+  const timer = setTimeout(onExpired, delay);
+  timer.unref();
+  return () => clearTimeout(timer);
 }

@@ -7,6 +7,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { mkdir, open } from "node:fs/promises";
 import { dirname } from "node:path";
 import { z } from "zod";
+import { whenAccessExpires, type Caller } from "./auth";
 import { exposePort } from "./caddy-expose";
 import { invalidRequest } from "./errors";
 import { discoverRepos, gitDiff, gitStatus, resolveRepo } from "./git-repos";
@@ -22,6 +23,10 @@ export interface RouteContext {
   /** Open SSE responses, ended when the sidecar closes. */
   streams: Set<ServerResponse>;
   log: (message: string, fields?: Record<string, unknown>) => void;
+  /** Who made this request (checked by the server): an access token bounds a log stream's life. */
+  caller: Caller;
+  /** Epoch milliseconds (the access token's expiry is judged against it). */
+  now?: () => number;
 }
 
 type Handler = (req: IncomingMessage, res: ServerResponse, ctx: RouteContext, params: string[], url: URL) => Promise<void>;
@@ -78,7 +83,10 @@ const removeService: Handler = async (_req, res, ctx, [name = ""]) => {
 
 const SSE_KEEPALIVE_MS = 15_000;
 
-/** SSE: the existing tail of the log, then each new line, until the client goes away. */
+/**
+ * SSE: the existing tail of the log, then each new line, until the client goes away or the access
+ * token that opened the stream expires (issue 14 item 5: an `expired` event, then the end).
+ */
 const streamLogs: Handler = async (req, res, ctx, [name = ""]) => {
   const file = ctx.services.logFile(name);
   await mkdir(dirname(file), { recursive: true });
@@ -101,9 +109,17 @@ const streamLogs: Handler = async (req, res, ctx, [name = ""]) => {
   const keepalive = setInterval(() => res.write(": keepalive\n\n"), SSE_KEEPALIVE_MS);
   keepalive.unref();
   ctx.streams.add(res);
+  const cancelExpiry = whenAccessExpires(
+    ctx.caller,
+    () => {
+      if (!res.writableEnded) res.end("event: expired\ndata: access token expired\n\n");
+    },
+    ctx.now,
+  );
   const cleanup = () => {
     follower.stop();
     clearInterval(keepalive);
+    cancelExpiry();
     ctx.streams.delete(res);
   };
   req.on("close", cleanup);

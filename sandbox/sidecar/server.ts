@@ -17,7 +17,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo, Socket } from "node:net";
 import { WebSocketServer } from "ws";
 import { z } from "zod";
-import { authenticate, type AuthConfig } from "./auth";
+import { authenticate, whenAccessExpires, type AuthConfig } from "./auth";
 import { ControlPlaneClient } from "./control-plane-client";
 import { CredentialBroker } from "./credential-broker";
 import { SidecarError, unauthorized } from "./errors";
@@ -110,7 +110,7 @@ export async function startSidecar(options: SidecarOptions): Promise<Sidecar> {
   else if (!options.sessionId) log("SESSION_ID is not set: access tokens are refused, only the sandbox key opens the API");
   const auth: AuthConfig = { token: options.token, sessionId: options.sessionId, now: options.now };
 
-  const ctx: RouteContext = { workspaceDir: options.workspaceDir, services, caddyAdminUrl: options.caddyAdminUrl, streams: new Set(), log };
+  const ctx: Omit<RouteContext, "caller"> = { workspaceDir: options.workspaceDir, services, caddyAdminUrl: options.caddyAdminUrl, streams: new Set(), log, now: options.now };
   const terminals = new Set<TerminalSession>();
   let sidecarUrl = "";
 
@@ -120,11 +120,12 @@ export async function startSidecar(options: SidecarOptions): Promise<Sidecar> {
       return;
     }
     // Auth before routing: an unauthenticated caller learns nothing about which routes exist.
-    if (!authenticate(req.headers.authorization, auth)) throw unauthorized();
+    const caller = authenticate(req.headers.authorization, auth);
+    if (!caller) throw unauthorized();
     if (url.pathname === "/terminal") throw new SidecarError(400, "upgrade_required", "GET /terminal is a WebSocket upgrade");
     const route = matchRoute(req.method ?? "GET", url.pathname);
     if (!route) throw new SidecarError(404, "not_found", `no route ${req.method ?? ""} ${url.pathname}`);
-    await route.handler(req, res, ctx, route.params, url);
+    await route.handler(req, res, { ...ctx, caller }, route.params, url);
   };
 
   const server = createServer((req, res) => {
@@ -157,7 +158,12 @@ export async function startSidecar(options: SidecarOptions): Promise<Sidecar> {
         env: { ...process.env, SIDECAR_URL: sidecarUrl, SIDECAR_TOKEN: caller.credential },
       });
       terminals.add(session);
-      ws.on("close", () => terminals.delete(session));
+      // Issue 14 item 5: the shell lives no longer than the access token that opened it.
+      const cancelExpiry = whenAccessExpires(caller, () => session.expire(), options.now);
+      ws.on("close", () => {
+        cancelExpiry();
+        terminals.delete(session);
+      });
     });
   });
 

@@ -3,7 +3,8 @@
  * cwd = the workspace. Client frames are keystrokes (text or binary) or the JSON control frame
  * `{"type":"resize","cols","rows"}`; server frames are PTY output as text. The upgrade itself is
  * authenticated by the server (header only, never a query string) before this runs.
- * Closing the socket hangs up the shell's process group; the shell exiting closes the socket.
+ * Closing the socket hangs up the shell's process group; the shell exiting closes the socket;
+ * the access token that opened it expiring closes both (1008 "access token expired").
  */
 import { spawn as spawnPty, type IPty } from "@lydell/node-pty";
 import type { RawData, WebSocket } from "ws";
@@ -46,7 +47,12 @@ const HIGH_WATER = 1024 * 1024;
 
 export interface TerminalSession {
   close(): void;
+  /** The access token that opened it expired: a close frame saying so, then the shell hangs up. */
+  expire(): void;
 }
+
+/** Close code and reason when the access token that opened a terminal expires (1008: policy violation). */
+export const ACCESS_EXPIRED_CLOSE = { code: 1008, reason: "access token expired" } as const;
 
 export function attachTerminal(ws: WebSocket, opts: TerminalOptions): TerminalSession {
   const [file = "bash", ...args] = opts.command;
@@ -107,6 +113,10 @@ export function attachTerminal(ws: WebSocket, opts: TerminalOptions): TerminalSe
     close: () => {
       hangUp();
       ws.terminate();
+    },
+    expire: () => {
+      hangUp();
+      if (ws.readyState === ws.OPEN || ws.readyState === ws.CONNECTING) ws.close(ACCESS_EXPIRED_CLOSE.code, ACCESS_EXPIRED_CLOSE.reason);
     },
   };
 }

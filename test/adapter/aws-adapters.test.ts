@@ -16,6 +16,7 @@ import {
 } from "@aws-sdk/client-scheduler";
 import {
   ApiGatewayManagementApiClient,
+  DeleteConnectionCommand,
   ForbiddenException,
   GoneException,
   PostToConnectionCommand,
@@ -248,5 +249,16 @@ describe("ApiGatewayClientPush", () => {
 
     apigw.on(PostToConnectionCommand).rejects(new ForbiddenException({ message: "forbidden", $metadata }));
     await expect(push.send("conn-1=", { type: "ping" })).rejects.toBeInstanceOf(ForbiddenException);
+  });
+
+  it("closes a connection with DeleteConnection; a gone one is gone, other errors propagate (issue 14 item 5)", async () => {
+    const push = new ApiGatewayClientPush(new ApiGatewayManagementApiClient({}));
+    apigw.on(DeleteConnectionCommand).resolves({});
+    await expect(push.disconnect("conn-2=")).resolves.toBe("sent");
+    expect(apigw.commandCalls(DeleteConnectionCommand)[0]?.args[0].input).toEqual({ ConnectionId: "conn-2=" });
+    apigw.on(DeleteConnectionCommand).rejects(new GoneException({ message: "gone", $metadata }));
+    await expect(push.disconnect("conn-2=")).resolves.toBe("gone");
+    apigw.on(DeleteConnectionCommand).rejects(new ForbiddenException({ message: "forbidden", $metadata }));
+    await expect(push.disconnect("conn-2=")).rejects.toBeInstanceOf(ForbiddenException);
   });
 });

@@ -193,7 +193,7 @@ describe("api tokens", () => {
     const tokens = new DynamoApiTokenStore(table.doc, table.tableName);
     const token = "sbx_test-token-value-0123456789abcdef";
     await tokens.putToken(token, { userId: "u1", orgId: "o1" }, T0);
-    expect(await tokens.resolveToken(token)).toEqual({ userId: "u1", orgId: "o1", role: "member" });
+    expect(await tokens.resolveToken(token)).toMatchObject({ userId: "u1", orgId: "o1", role: "member" });
     expect(await tokens.resolveToken(`${token}x`)).toBeNull();
     const stored = await table.doc.send(new GetCommand({ TableName: table.tableName, Key: keys.apiToken(hashToken(token)) }));
     expect(stored.Item?.PK).toBe(`APITOKEN#${hashToken(token)}`);

@@ -95,11 +95,15 @@ export function processExists(pid: number): boolean {
 /** An SSE client over a real socket that keeps every `data:` line. */
 export class SseReader {
   readonly lines: string[] = [];
+  /** `event:` names seen (the stream's own events, e.g. `expired`). */
+  readonly events: string[] = [];
+  /** Set when the server ended the stream (never by `close()`). */
+  ended = false;
   private readonly abort = new AbortController();
 
-  static async open(sidecar: Sidecar, path: string): Promise<{ status: number; reader: SseReader }> {
+  static async open(sidecar: Sidecar, path: string, token = TOKEN): Promise<{ status: number; reader: SseReader }> {
     const reader = new SseReader();
-    const res = await fetch(`${sidecar.url}${path}`, { headers: { authorization: `Bearer ${TOKEN}` }, signal: reader.abort.signal });
+    const res = await fetch(`${sidecar.url}${path}`, { headers: { authorization: `Bearer ${token}` }, signal: reader.abort.signal });
     if (res.ok && res.body) void reader.pump(res.body);
     else await res.body?.cancel();
     return { status: res.status, reader };
@@ -115,9 +119,13 @@ export class SseReader {
         while ((end = buffer.indexOf("\n\n")) >= 0) {
           const frame = buffer.slice(0, end);
           buffer = buffer.slice(end + 2);
-          for (const line of frame.split("\n")) if (line.startsWith("data: ")) this.lines.push(line.slice(6));
+          for (const line of frame.split("\n")) {
+            if (line.startsWith("data: ")) this.lines.push(line.slice(6));
+            else if (line.startsWith("event: ")) this.events.push(line.slice(7));
+          }
         }
       }
+      this.ended = true;
     } catch {
       // aborted by close()
     }

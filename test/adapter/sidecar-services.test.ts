@@ -4,14 +4,16 @@
  * tracking, persisted state (a new sidecar adopts a live service, and restores one lost while
  * running), SERVICES_FILE, log streaming over SSE (tail first, then new lines), and removal
  * (`DELETE /services/{name}`: the group dies, orphans included, and the definition, persisted
- * record and log are gone, also for a sidecar started later on the same state).
+ * record and log are gone, also for a sidecar started later on the same state), and a log stream
+ * opened with an access token ending at the token's expiry (issue 14 item 5).
  */
 import { existsSync, readFileSync } from "node:fs";
 import { symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { mintAccessToken } from "../../sandbox/shared/access-token";
 import type { Sidecar } from "../../sandbox/sidecar/server";
-import { call, makeTree, processExists, SseReader, startTestSidecar, waitUntil, type TestTree } from "./sidecar-harness";
+import { call, makeTree, processExists, SESSION_ID, SseReader, startTestSidecar, TOKEN, waitUntil, type TestTree } from "./sidecar-harness";
 
 interface Service {
   name: string;
@@ -299,5 +301,28 @@ describe("persistence", () => {
     } finally {
       await withFile.close();
     }
+  });
+});
+
+describe("log streams and access token expiry (issue 14 item 5)", () => {
+  it("ends a log stream opened with an access token when the token expires; one opened with the sandbox key keeps following", async () => {
+    await call(sidecar, "POST", "/services", { body: { name: "ticker", command: "i=0; while true; do i=$((i+1)); echo tick-$i; sleep 0.1; done" } });
+    await action(sidecar, "ticker", "start");
+    const now = Math.floor(Date.now() / 1000);
+    const shortLived = mintAccessToken(TOKEN, { sid: SESSION_ID, iat: now, exp: now + 2 });
+    const { status, reader: expiring } = await SseReader.open(sidecar, "/services/ticker/logs", shortLived);
+    expect(status).toBe(200);
+    readers.push(expiring);
+    const keyed = await openLogs(sidecar, "ticker");
+    await expiring.waitFor("tick-");
+    await waitUntil(() => expiring.ended, "the expired token's log stream to end");
+    expect(expiring.events).toEqual(["expired"]);
+    expect(expiring.lines.at(-1)).toBe("access token expired");
+    // The key's stream goes on: a line written after the other stream ended still reaches it.
+    const seen = keyed.lines.length;
+    await waitUntil(() => keyed.lines.length > seen + 1, "more log lines on the key's stream");
+    expect(keyed.ended).toBe(false);
+    expect((await SseReader.open(sidecar, "/services/ticker/logs", shortLived)).status).toBe(401);
+    await action(sidecar, "ticker", "stop");
   });
 });

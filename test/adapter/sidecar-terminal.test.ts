@@ -2,7 +2,8 @@
  * The terminal WebSocket over a real socket and a real PTY: a keystroke round trip (text and
  * binary frames), resize frames reaching the PTY (`stty size`), the shell starting in the
  * workspace, header-only auth on the upgrade (the sandbox key or a user's access token, whose
- * shell holds that access token, never the key), and the shell's lifetime tied to the socket.
+ * shell holds that access token, never the key), the shell's lifetime tied to the socket, and
+ * to the access token that opened it (closed at its expiry; the sandbox key's are not timed).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
@@ -27,13 +28,15 @@ afterAll(async () => {
 class TerminalClient {
   output = "";
   closeCode: number | null = null;
+  closeReason = "";
 
   private constructor(readonly socket: WebSocket) {
     socket.on("message", (data) => {
       this.output += data.toString();
     });
-    socket.on("close", (code) => {
+    socket.on("close", (code, reason) => {
       this.closeCode = code;
+      this.closeReason = reason.toString();
     });
   }
 
@@ -138,5 +141,31 @@ describe("terminal", () => {
     await expect(TerminalClient.connect("/services", auth)).rejects.toThrow("refused: 404");
     const res = await fetch(`${sidecar.url}/terminal`, { headers: auth });
     expect(res.status).toBe(400);
+  });
+});
+
+describe("access token expiry (issue 14 item 5)", () => {
+  it("closes a terminal opened with an access token when the token expires, and hangs up its shell; a key's terminal stays", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const shortLived = mintAccessToken(TOKEN, { sid: SESSION_ID, iat: now, exp: now + 2 });
+    const keyed = await TerminalClient.connect("/terminal", auth);
+    const term = await TerminalClient.connect("/terminal", { authorization: `Bearer ${shortLived}` });
+    try {
+      term.type("echo expiring-pid-$$\r");
+      const [, pid] = await term.waitFor(/expiring-pid-(\d+)/);
+      // No keystroke after this: the close comes from the token's expiry alone.
+      await waitUntil(() => term.closeCode !== null, "the expired token's terminal to close");
+      expect({ code: term.closeCode, reason: term.closeReason }).toEqual({ code: 1008, reason: "access token expired" });
+      await waitUntil(() => !processExists(Number(pid)), "the expired terminal's shell to exit");
+      // The sandbox key has no expiry: its terminal, opened before, still answers after.
+      keyed.type("echo still-here-$((2*21))\r");
+      await keyed.waitFor(/still-here-42/);
+      expect(keyed.closeCode).toBeNull();
+      // And the expired token opens nothing new.
+      await expect(TerminalClient.connect("/terminal", { authorization: `Bearer ${shortLived}` })).rejects.toThrow("refused: 401");
+    } finally {
+      term.socket.close();
+      keyed.socket.close();
+    }
   });
 });

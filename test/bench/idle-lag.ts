@@ -58,6 +58,7 @@ import { DynamoApiTokenStore, DynamoSessionStore } from "../../functions/store/d
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 import { makeDisconnectHandler } from "../../functions/ws/handlers/disconnect";
 import type { WsDeps, WsEvent, WsResult } from "../../functions/ws/ws-deps";
+import { DynamoWsTicketStore } from "../../functions/store/dynamo-ws-tickets";
 import { LocalFlowRunner } from "../../infra/local/local-flow-runner";
 import { LocalLifecycleScheduler } from "../../infra/local/local-lifecycle-scheduler";
 import { InstantSandboxProvider } from "../support/instant-provider";
@@ -256,6 +257,7 @@ function startBench(endpoint: string, tableName: string): Bench {
   const wsDeps: WsDeps = {
     ...built.deps,
     tokens: new DynamoApiTokenStore(doc, tableName),
+    wsTickets: new DynamoWsTicketStore(doc, tableName),
     transcript: new DynamoTranscriptStore(doc, tableName),
     afterConnect: () => Promise.resolve(),
   };

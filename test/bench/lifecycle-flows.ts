@@ -189,6 +189,7 @@ function probePorts(h: FlowHarness, probe: Probe): void {
       }
       return push.send(connectionId, message);
     },
+    disconnect: (connectionId) => push.disconnect(connectionId),
   };
   h.deps.flows = {
     start: (input) => {

@@ -112,6 +112,10 @@ class TimingPush implements ClientPush {
     }
     return Promise.resolve("sent");
   }
+
+  disconnect(): Promise<PushOutcome> {
+    return Promise.resolve("gone");
+  }
 }
 
 interface Child<R> {

@@ -18,6 +18,7 @@ import { runIdleCheck } from "../../functions/idle/idle-check";
 import { sweep } from "../../functions/sweeper/orphan-sweeper";
 import { StreamingRelay } from "../../functions/relay/relay";
 import { DynamoApiTokenStore } from "../../functions/store/dynamo-session-store";
+import { DynamoWsTicketStore } from "../../functions/store/dynamo-ws-tickets";
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 import { makeConnectHandler } from "../../functions/ws/handlers/connect";
 import { makeDisconnectHandler } from "../../functions/ws/handlers/disconnect";
@@ -85,7 +86,7 @@ async function runScenario(seed: number, steps: number): Promise<void> {
   const tokens = new DynamoApiTokenStore(harness.table.doc, harness.table.tableName);
   await tokens.putToken(TOKEN, { userId: "user-a", orgId: "org-a" }, new Date());
   const transcript = new DynamoTranscriptStore(harness.table.doc, harness.table.tableName);
-  const wsDeps: WsDeps = { ...deps, tokens, transcript, afterConnect: () => Promise.resolve() };
+  const wsDeps: WsDeps = { ...deps, tokens, wsTickets: new DynamoWsTicketStore(harness.table.doc, harness.table.tableName), transcript, afterConnect: () => Promise.resolve() };
   const connect = makeConnectHandler(wsDeps);
   const disconnect = makeDisconnectHandler(wsDeps);
   const startRelay = (owner: string) => {

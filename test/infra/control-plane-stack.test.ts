@@ -82,6 +82,8 @@ describe("HTTP API", () => {
     const keys = Object.values(routes).map((r) => (r as { Properties: { RouteKey: string } }).Properties.RouteKey).sort();
     expect(keys).toEqual(HTTP_ROUTES.map((r) => `${r.method} ${r.path}`).sort());
     expect(Object.keys(template.findResources("AWS::ApiGatewayV2::Integration", onHttpApi))).toHaveLength(HTTP_ROUTES.length);
+    // API.md v1.1: WebSocket connect tickets (issue 14 item 5).
+    expect(keys).toContain("POST /v1/sessions/{id}/ws-ticket");
   });
 
   it("has a throttled, access-logged $default stage", () => {

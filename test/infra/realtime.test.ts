@@ -70,6 +70,8 @@ const wsEndpoint = (scheme: "wss" | "https") =>
 const connectionsArn = () =>
   ({ "Fn::Join": ["", ["arn:", { Ref: "AWS::Partition" }, ":execute-api:", { Ref: "AWS::Region" }, ":", { Ref: "AWS::AccountId" }, ":", wsApiRef(), `/${WS_STAGE_NAME}/POST/@connections/*`]] });
 
+const deleteConnectionsArn = () =>
+  ({ "Fn::Join": ["", ["arn:", { Ref: "AWS::Partition" }, ":execute-api:", { Ref: "AWS::Region" }, ":", { Ref: "AWS::AccountId" }, ":", wsApiRef(), `/${WS_STAGE_NAME}/DELETE/@connections/*`]] });
 const PUSHERS = [...WS_ROUTES.map((r) => r.id), "SendInit", ...FLOW_STEPS.filter((s) => s.push).map((s) => s.id)];
 const FLOW_STARTING_WS_ROUTES = ["$connect", "$default"];
 
@@ -164,12 +166,18 @@ describe("pushing to clients", () => {
   it("the WebSocket functions, send-init and the push steps may post to this API's live stage connections only", () => {
     for (const id of PUSHERS) {
       const statements = q.statementsOfFunction(id);
-      expect(resourcesFor(statements, "execute-api:ManageConnections"), id).toEqual([connectionsArn()]);
-      expect(actionsOf(statements).filter((a) => a.startsWith("execute-api:")), id).toEqual(["execute-api:ManageConnections"]);
+      // Issue 14 item 5: only $default may also close connections (a revoked or expired token's).
+      const closes = WS_ROUTES.find((r) => r.id === id)?.closesConnections ?? false;
+      expect(resourcesFor(statements, "execute-api:ManageConnections"), id).toEqual(closes ? [connectionsArn(), deleteConnectionsArn()] : [connectionsArn()]);
+      expect([...new Set(actionsOf(statements).filter((a) => a.startsWith("execute-api:")))], id).toEqual(["execute-api:ManageConnections"]);
       expect(q.envOf(id).WS_MANAGEMENT_ENDPOINT, id).toEqual(wsEndpoint("https"));
     }
     expect(resourcesFor(relayStatements(), "execute-api:ManageConnections")).toEqual([connectionsArn()]);
     expect(relayEnv().WS_MANAGEMENT_ENDPOINT).toEqual(wsEndpoint("https"));
+  });
+
+  it("only $default may close connections (DeleteConnection)", () => {
+    expect(WS_ROUTES.filter((r) => r.closesConnections).map((r) => r.routeKey)).toEqual(["$default"]);
   });
 
   it("no other function may", () => {

@@ -12,6 +12,12 @@ export class RecordingPush implements ClientPush {
     return Promise.resolve("sent");
   }
 
+  disconnect(connectionId: string): Promise<PushOutcome> {
+    if (this.gone.has(connectionId)) return Promise.resolve("gone");
+    this.gone.add(connectionId);
+    return Promise.resolve("sent");
+  }
+
   statuses(connectionId?: string): string[] {
     return this.sent
       .filter((s) => s.message.type === "status" && (!connectionId || s.connectionId === connectionId))

@@ -26,6 +26,7 @@ function deps(overrides: Partial<HttpDeps> = {}): HttpDeps {
     sandboxKeys: { sandboxKey: () => Promise.reject(new Error("no keys in this test")) },
     secrets: {} as HttpDeps["secrets"],
     orgSettings: {} as HttpDeps["orgSettings"],
+    wsTickets: {} as HttpDeps["wsTickets"],
     tokens: { resolveToken: async () => ({ userId: "u", orgId: "o", role: "member" }), putToken: async () => undefined },
     config: parseConfig({ TABLE_NAME: "t" }),
     now: () => new Date(),

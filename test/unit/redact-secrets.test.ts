@@ -93,3 +93,12 @@ describe("redactValue", () => {
     });
   });
 });
+
+describe("WebSocket connect tickets (issue 14 item 5)", () => {
+  it("redacts a ticket in a connect URL", () => {
+    const ticket = j("wst_", "c2luZ2xlLXVzZS10aWNrZXQtYnl0ZXMtMTIzNDU2Nzg5");
+    const out = redactSecrets(`upgrade refused: /ws?sessionId=ses_1&ticket=${ticket}`);
+    expect(out).not.toContain(ticket);
+    expect(out).toContain("sessionId=ses_1");
+  });
+});

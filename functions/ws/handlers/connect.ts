@@ -1,5 +1,8 @@
 /**
- * WebSocket `$connect` (API.md "WebSocket"): query `sessionId` and `token`. Authenticates,
+ * WebSocket `$connect` (API.md "WebSocket"): query `sessionId` and either `token` (an API token)
+ * or `ticket` (a single-use connect ticket, API.md v1.1, so browsers never put the API token in a
+ * URL; consumed here, bound to its session, refused once used or expired, and only while the
+ * API token that minted it is still valid). Authenticates,
  * checks the session belongs to the caller's org, registers the connection (idempotent, seed
  * 002 constraint 8), touches activity, and starts `ensure-runtime` when the session is not
  * running (connecting provisions or resumes the sandbox, seed 000 §2). A rejected connect is
@@ -7,7 +10,8 @@
  */
 import { z } from "zod";
 import { ClientType, SessionId } from "../../domain/session";
-import { AppError, ValidationError } from "../../domain/errors";
+import { AppError, UnauthorizedError, ValidationError } from "../../domain/errors";
+import type { Principal } from "../../domain/principal";
 import { principalForToken, describeZodError } from "../../http/http-handler";
 import { loadOwnedSession } from "../../http/session-access";
 import { startSessionFlow } from "../../http/session-actions";
@@ -17,9 +21,27 @@ import { wsEntry } from "../lambda-entry";
 
 export const ConnectQuery = z.object({
   sessionId: SessionId,
-  token: z.string().min(1).max(512),
+  token: z.string().min(1).max(512).optional(),
+  ticket: z.string().min(1).max(512).optional(),
   clientType: ClientType.optional(),
 });
+
+const TICKET_SHAPE = /^wst_[A-Za-z0-9_-]{43}$/;
+
+/** The principal a connect ticket grants for `sessionId` (consuming it), else `UnauthorizedError`. */
+async function principalForTicket(deps: WsDeps, ticket: string, sessionId: string, now: Date): Promise<Principal> {
+  // One message for every refusal: a caller learns nothing about which tickets exist.
+  const refused = new UnauthorizedError("invalid, expired or already used ticket");
+  if (!TICKET_SHAPE.test(ticket)) throw refused;
+  const grant = await deps.wsTickets.consume(ticket, now);
+  // Used up either way: a ticket shown for another session is burnt, not left for a second try.
+  if (!grant || grant.sessionId !== sessionId || Date.parse(grant.expiresAt) <= now.getTime()) throw refused;
+  if (grant.tokenHash === null) return { userId: grant.userId, orgId: grant.orgId, role: grant.role };
+  // The API token that minted it, re-checked: revoked or expired since, the ticket is worth nothing.
+  const principal = await deps.tokens.resolveTokenHash(grant.tokenHash, now);
+  if (!principal || principal.orgId !== grant.orgId || principal.userId !== grant.userId) throw refused;
+  return principal;
+}
 
 export function makeConnectHandler(deps: WsDeps): (event: WsEvent) => Promise<WsResult> {
   return async (event) => {
@@ -28,17 +50,34 @@ export function makeConnectHandler(deps: WsDeps): (event: WsEvent) => Promise<Ws
       const parsed = ConnectQuery.safeParse(event.queryStringParameters ?? {});
       if (!parsed.success) throw new ValidationError(describeZodError(parsed.error, "query"));
       const query = parsed.data;
-      const caller = await principalForToken(query.token, deps.tokens, "token query parameter");
+      if ((query.token === undefined) === (query.ticket === undefined)) {
+        throw new ValidationError("query: give exactly one of token (an API token) or ticket (from POST /v1/sessions/{id}/ws-ticket)");
+      }
+      const now = deps.now();
+      const caller =
+        query.ticket !== undefined
+          ? await principalForTicket(deps, query.ticket, query.sessionId, now)
+          : await principalForToken(query.token, deps.tokens, "token query parameter", now);
       const session = await loadOwnedSession(deps.sessions, caller, query.sessionId);
       if (session.status === "stopped") return { statusCode: 409, body: "session is stopped: cannot connect" };
-      const now = deps.now();
+      // Issue 14 item 5: the token's connections are findable by its id before the connection
+      // counts, so a revoke that lists them never misses a registered one.
+      if (caller.credential) await deps.tokens.trackConnection(caller.credential.tokenId, { connectionId, sessionId: session.id }, now);
       await deps.connections.add({
         connectionId,
         sessionId: session.id,
         userId: caller.userId,
         clientType: query.clientType ?? session.clientType,
         connectedAt: now.toISOString(),
+        ...(caller.credential ? { tokenId: caller.credential.tokenId, tokenExpiresAt: caller.credential.expiresAt } : {}),
       });
+      // A revoke that ran between the token check and the registration may have missed this
+      // connection's lookup item: one more read settles it (revoked now: refused, nothing left).
+      if (caller.credential && !(await deps.tokens.resolveTokenHash(caller.credential.tokenHash, now))) {
+        await deps.connections.remove(session.id, connectionId);
+        await deps.tokens.untrackConnection(caller.credential.tokenId, connectionId);
+        throw new UnauthorizedError("invalid, expired or revoked API token");
+      }
       // Before anything that may wait (seed 002 constraint 3).
       await deps.sessions.touchActivity(session.id, now);
       if (session.status !== "running") await startSessionFlow(deps, session, "ensure-runtime", `user:${caller.userId}`, "connect");

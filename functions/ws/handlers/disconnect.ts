@@ -16,6 +16,7 @@ export function makeDisconnectHandler(deps: WsDeps): (event: WsEvent) => Promise
       const connection = await deps.connections.lookup(connectionId);
       if (!connection) return { statusCode: 200 };
       await deps.connections.remove(connection.sessionId, connectionId);
+      if (connection.tokenId) await deps.tokens.untrackConnection(connection.tokenId, connectionId);
       await deps.sessions.touchActivity(connection.sessionId, deps.now()).catch(() => undefined);
       if ((await deps.connections.list(connection.sessionId)).length === 0) await armIdleCheck(deps, connection.sessionId, "last client disconnected");
       deps.logger.info("client disconnected", { sessionId: connection.sessionId, connectionId });

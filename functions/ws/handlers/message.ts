@@ -5,6 +5,11 @@
  * `heartbeat` refreshes the idle grace only and never resumes (seed 002 §11b). `prompt` has the
  * HTTP route's semantics (flows/submit-prompt.ts) and answers `prompt.queued {promptId,
  * position}`. `cancel` aborts the agent's current turn.
+ *
+ * Every frame but `ping` reads the connection's item anyway; it also carries the API token's
+ * expiry and a revocation mark (issue 14 item 5), so a frame from a connection whose token
+ * expired or was revoked is refused (`error` `unauthorized`) and the connection closed, at no
+ * extra read. (`ping` reads nothing and stays answered until then.)
  */
 import { z } from "zod";
 import { AppError } from "../../domain/errors";
@@ -13,6 +18,7 @@ import { submitPrompt } from "../../flows/submit-prompt";
 import { describeZodError } from "../../http/http-handler";
 import { PromptContent } from "../../http/handlers/create-prompt";
 import { errorForLog } from "../../observability/logger";
+import type { ClientConnection } from "../../ports/session-items";
 import type { WsDeps, WsEvent, WsResult } from "../ws-deps";
 import { wsEntry } from "../lambda-entry";
 
@@ -37,6 +43,15 @@ function parseFrame(event: WsEvent, maxBytes: number): { frame: ClientFrame } | 
   return parsed.success ? { frame: parsed.data } : { error: describeZodError(parsed.error, "frame") };
 }
 
+/** Why a connection's API token no longer lets it send frames, or null. */
+export function tokenRefusal(connection: Pick<ClientConnection, "revokedAt" | "tokenExpiresAt">, now: Date): string | null {
+  if (connection.revokedAt) return "the API token of this connection was revoked; connect again with a valid token";
+  if (connection.tokenExpiresAt && Date.parse(connection.tokenExpiresAt) <= now.getTime()) {
+    return "the API token of this connection has expired; connect again with a valid token";
+  }
+  return null;
+}
+
 export function makeMessageHandler(deps: WsDeps): (event: WsEvent) => Promise<WsResult> {
   return async (event) => {
     const connectionId = event.requestContext.connectionId;
@@ -55,6 +70,13 @@ export function makeMessageHandler(deps: WsDeps): (event: WsEvent) => Promise<Ws
       const connection = await deps.connections.lookup(connectionId);
       if (!connection) {
         await reply({ type: "error", code: "not_connected", message: "this connection is not registered to a session; reconnect" });
+        return { statusCode: 200 };
+      }
+      const refusal = tokenRefusal(connection, deps.now());
+      if (refusal) {
+        await reply({ type: "error", code: "unauthorized", message: refusal });
+        await deps.push.disconnect(connectionId);
+        deps.logger.info("frame refused: token no longer valid", { connectionId, sessionId: connection.sessionId, tokenId: connection.tokenId });
         return { statusCode: 200 };
       }
       const sessionId = connection.sessionId;
