@@ -14,6 +14,7 @@ import { CLONE_TIMEOUT_MS, type BootStep, type FileOp } from "./boot-plan";
 import type { StepExecutor, StepOutcome } from "./boot-runner";
 import type { ProcessTable, RunResult } from "./processes";
 import { runToCompletion } from "./processes";
+import { configArgs, minimalGitEnv, SAFE_GIT_CONFIG, safeGitArgs } from "../shared/safe-git";
 import { httpProbe, waitUntilReady } from "./readiness";
 
 /** A CLI step's access token outlives the step's own timeout by this much. */
@@ -125,7 +126,8 @@ export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
     const iat = Math.floor(now() / 1000);
     return mintAccessToken(sandboxKey, { sid, iat, exp: iat + Math.ceil(timeoutMs / 1000) + ACCESS_TOKEN_SLACK_SECONDS });
   };
-  const gitEnv = (): NodeJS.ProcessEnv => childEnv({ GIT_TERMINAL_PROMPT: "0" });
+  /** Git (and the hooks or helpers it may start) gets a minimal environment: no secret reaches it. */
+  const gitEnv = (): NodeJS.ProcessEnv => minimalGitEnv(inherited);
 
   async function clone(step: Extract<BootStep, { kind: "clone" }>): Promise<StepOutcome> {
     // Idempotent (seed 004 step 4): a directory that already has content is kept as it is.
@@ -134,7 +136,7 @@ export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
     // The whole history unless a depth was asked: the agent works with log, blame and rebase.
     const depth = step.depth === null ? [] : ["--depth", String(step.depth)];
     const attempt = (branch: string | null) =>
-      runToCompletion("git", ["clone", "--quiet", ...depth, ...(branch ? ["--branch", branch] : []), "--", step.url, step.dir], {
+      runToCompletion("git", [...configArgs(SAFE_GIT_CONFIG), "clone", "--quiet", ...depth, ...(branch ? ["--branch", branch] : []), "--", step.url, step.dir], {
         env: gitEnv(),
         timeoutMs: CLONE_TIMEOUT_MS,
       });
@@ -153,7 +155,8 @@ export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
 
   /** seed 004 `REPO_REF`: a pinned commit or tag, fetched first when a shallow clone lacks it. */
   async function checkoutRef(dir: string, ref: string): Promise<void> {
-    const git = (args: string[]) => runToCompletion("git", ["-C", dir, ...args], { env: gitEnv(), timeoutMs: CLONE_TIMEOUT_MS });
+    const safety = await safeGitArgs(dir, gitEnv());
+    const git = (args: string[]) => runToCompletion("git", ["-C", dir, ...safety, ...args], { env: gitEnv(), timeoutMs: CLONE_TIMEOUT_MS });
     if ((await git(["checkout", "--quiet", "--detach", ref, "--"])).exitCode === 0) return;
     const fetched = await git(["fetch", "--quiet", "origin", ref]);
     if (fetched.exitCode !== 0) throw failure(`git fetch ${ref}`, fetched);
@@ -175,7 +178,9 @@ export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
     const results: boolean[] = [];
     const errors: string[] = [];
     for (const dir of step.dirs) {
-      const r = await runToCompletion("git", ["-C", dir, "pull", "--ff-only", "--quiet"], { env: gitEnv(), timeoutMs: GIT_PULL_TIMEOUT_MS });
+      // The repo is the agent's by now (its hooks, filters, fsmonitor): none of them runs.
+      const safety = await safeGitArgs(dir, gitEnv());
+      const r = await runToCompletion("git", ["-C", dir, ...safety, "pull", "--ff-only", "--quiet"], { env: gitEnv(), timeoutMs: GIT_PULL_TIMEOUT_MS });
       results.push(r.exitCode === 0);
       if (r.exitCode !== 0) errors.push(`${dir}: ${tail(r.stderr)}`);
     }
