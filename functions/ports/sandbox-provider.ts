@@ -27,6 +27,10 @@ export interface CreateSandboxOpts {
   sessionId: string;
   /** Always an array, even for a single repo; `[]` for a scratch session. */
   repos: RepoSpec[];
+  /**
+   * The sandbox's env vars. `SIDECAR_TOKEN` here is the sandbox key: providers hand it to the
+   * boot as a 0600 file (never as an env var) and probe OpenCode with the password derived from it.
+   */
   envVars: Record<string, string>;
   systemPrompt?: string;
   /** Restore from this snapshot (session, prebuild or repo layer); `mem:`-prefixed ids are memory snapshots. */

@@ -1,9 +1,11 @@
 /**
  * The I/O behind each boot step kind (boot-plan.ts decides which steps run). Children get the
- * boot's own environment (the session's env vars and secrets arrive there) plus the step's,
- * except the sandbox key (`SIDECAR_TOKEN`): only the sidecar process receives it. OpenCode (and
- * so the agent's shell), Caddy, git and the CLI run code that must not hold it; a CLI step that
- * calls the sidecar gets a short-lived access token signed with it instead.
+ * boot's own environment (the session's env vars and secrets arrive there) plus the step's. The
+ * sandbox key is not in that environment (sandbox/shared/sandbox-key-file.ts): the boot holds it
+ * in memory and only the sidecar receives it, on its stdin, so it is in no process's
+ * `/proc/<pid>/environ`. OpenCode (and so the agent's shell), Caddy, git and the CLI run code that
+ * must not hold it; a CLI step that calls the sidecar gets a short-lived access token signed with
+ * it instead, and a stray `SIDECAR_TOKEN` in the boot's environment reaches no child.
  */
 import { constants } from "node:fs";
 import { access, appendFile, mkdir, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
@@ -21,8 +23,10 @@ import { httpProbe, waitUntilReady } from "./readiness";
 const ACCESS_TOKEN_SLACK_SECONDS = 60;
 
 export interface ExecutorDeps {
-  /** The boot's environment, inherited by every child (minus the sandbox key, see above). */
+  /** The boot's environment, inherited by every child (minus any `SIDECAR_TOKEN`, see above). */
   env: NodeJS.ProcessEnv;
+  /** The sandbox key the boot took from its key file; undefined: the sidecar refuses every caller. */
+  sandboxKey?: string;
   /** Epoch milliseconds, for the access tokens CLI steps get; default `Date.now`. */
   now?: () => number;
   processes: ProcessTable;
@@ -103,14 +107,15 @@ async function writeMetadata(path: string, metadata: SessionMetadata): Promise<v
   await writeFile(path, `${JSON.stringify(metadata, null, 2)}\n`);
 }
 
-/** The boot's environment without the sandbox key, and the key. */
+/** The boot's environment without any `SIDECAR_TOKEN`, and that value (never used as the key). */
 export function confineSandboxKey(env: NodeJS.ProcessEnv): { inherited: NodeJS.ProcessEnv; sandboxKey: string | undefined } {
   const { [SANDBOX_KEY_ENV]: sandboxKey, ...inherited } = env;
   return { inherited, sandboxKey: sandboxKey || undefined };
 }
 
 export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
-  const { inherited, sandboxKey } = confineSandboxKey(deps.env);
+  const { inherited } = confineSandboxKey(deps.env);
+  const sandboxKey = deps.sandboxKey || undefined;
   const now = deps.now ?? Date.now;
   /** A child's environment: inherited + the step's, with `credential` (if any) as the only `SIDECAR_TOKEN`. */
   const childEnv = (stepEnv: Record<string, string>, credential?: string): NodeJS.ProcessEnv => {
@@ -239,8 +244,10 @@ export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
         }
         const pid = await deps.processes.start(step.process, step.command.argv, {
           cwd: step.cwd,
-          env: childEnv(step.env, step.process === "sidecar" ? sandboxKey : undefined),
+          env: childEnv(step.env),
           log: step.log,
+          // The sidecar reads its key from stdin (`SIDECAR_TOKEN_FILE=-` in its step env).
+          ...(step.process === "sidecar" ? { stdin: sandboxKey ?? "" } : {}),
         });
         return { status: "ok", detail: { pid } };
       }

@@ -22,8 +22,14 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 
 export const ACCESS_TOKEN_PREFIX = "sca1";
-/** The sandbox env var carrying the session's sandbox key; only the sidecar may keep it. */
+/**
+ * The name the sandbox key goes by: the create call's `envVars` entry the providers take it from,
+ * and the sidecar's credential. Never an env var inside a sandbox the boot started: the key
+ * travels as a file the boot reads and removes, then on the sidecar's stdin (`SANDBOX_KEY_FILE_ENV`).
+ */
 export const SANDBOX_KEY_ENV = "SIDECAR_TOKEN";
+/** The sidecar reads its key from this file (`-`: its stdin, how the boot hands it over). */
+export const SANDBOX_KEY_FILE_ENV = "SIDECAR_TOKEN_FILE";
 /** OpenCode's basic auth user name (its default for `OPENCODE_SERVER_USERNAME`). */
 export const AGENT_USERNAME = "opencode";
 /** The env var OpenCode (1.18) reads its basic auth password from. */
