@@ -143,6 +143,11 @@ export class E2BSandboxProvider implements SandboxProvider {
   readonly supportsAutoPause = true;
   readonly supportsMemorySnapshot = false;
 
+  /** A paused sandbox's id (no `e2b-snapshot:` prefix) resumes with its processes: no boot. */
+  keepsProcesses(snapshotId: string | null | undefined): boolean {
+    return Boolean(snapshotId) && !snapshotId?.startsWith(E2B_SNAPSHOT_PREFIX);
+  }
+
   private readonly now: () => number;
   private readonly readiness: ReadinessDeps;
 

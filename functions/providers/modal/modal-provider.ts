@@ -184,6 +184,11 @@ export class ModalSandboxProvider implements SandboxProvider {
   readonly supportsAutoPause = false;
   readonly supportsMemorySnapshot = true;
 
+  /** A memory snapshot restores the processes (the sidecar with its key); anything else boots. */
+  keepsProcesses(snapshotId: string | null | undefined): boolean {
+    return isMemorySnapshotId(snapshotId);
+  }
+
   private readonly now: () => number;
   private readonly readiness: ReadinessDeps;
 

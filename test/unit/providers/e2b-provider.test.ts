@@ -393,6 +393,12 @@ describe("E2BSandboxProvider", () => {
 });
 
 describe("E2BSandboxProvider: what a session's create call carries", () => {
+  it("keeps the processes (and so the sidecar's key epoch) only when resuming a paused sandbox", () => {
+    const { provider } = setup();
+    expect(provider.keepsProcesses("e2b-1")).toBe(true);
+    for (const id of ["e2b-snapshot:tpl-1", null, undefined]) expect(provider.keepsProcesses(id)).toBe(false);
+  });
+
   it("the sandbox key: a 0600 file for the boot, written before the boot runs; never an env var, a command line or the spec (issue 14 §2)", async () => {
     const { sdk, provider } = setup(true, { modelEnv: CREATE_SECRETS.deployment });
     await provider.createSandbox(sessionCreateOpts(SESSION));

@@ -601,6 +601,12 @@ describe("ModalSandboxProvider", () => {
 });
 
 describe("ModalSandboxProvider: what a session's create call carries", () => {
+  it("keeps the processes (and so the sidecar's key epoch) only when restoring a memory snapshot", () => {
+    const { provider } = setup();
+    expect(provider.keepsProcesses("mem:sn-1")).toBe(true);
+    for (const id of ["im-fs-1", null, undefined]) expect(provider.keepsProcesses(id)).toBe(false);
+  });
+
   it("the sandbox key: on the stdin of a 0600 file write before the boot runs; never an env var, a command line or the spec (issue 14 §2)", async () => {
     const { sdk, provider } = setup({ modelEnv: CREATE_SECRETS.deployment });
     await provider.createSandbox(sessionCreateOpts(SESSION));
