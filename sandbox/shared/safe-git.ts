@@ -36,7 +36,10 @@ export const SAFE_GIT_CONFIG: readonly string[] = [
   "gpg.program=gpg",
 ];
 
-/** The environment git gets: enough to run, nothing the agent could harvest. */
+/** Network settings a clone or pull may need behind a proxy or a private CA; passed on as they are. */
+const NETWORK_VARS = ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR", "GIT_SSL_CAINFO"];
+
+/** The environment git gets: enough to run (and reach a remote), nothing the agent could harvest. */
 export function minimalGitEnv(env: NodeJS.ProcessEnv, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = {
     PATH: env.PATH ?? "/usr/local/bin:/usr/bin:/bin",
@@ -46,8 +49,10 @@ export function minimalGitEnv(env: NodeJS.ProcessEnv, extra: Record<string, stri
     GIT_CONFIG_NOSYSTEM: "1",
     GIT_TERMINAL_PROMPT: "0",
   };
-  if (env.HOME) out.HOME = env.HOME;
-  if (env.TMPDIR) out.TMPDIR = env.TMPDIR;
+  for (const name of ["HOME", "TMPDIR", ...NETWORK_VARS]) {
+    const value = env[name];
+    if (value) out[name] = value;
+  }
   return { ...out, ...extra };
 }
 
