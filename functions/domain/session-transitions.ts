@@ -74,6 +74,7 @@ export const TRANSITION_CHANGE_FIELDS = [
   "sandboxExpiresAt",
   "openCodeUrl",
   "codingAgentSessionId",
+  "sandboxKeyEpoch",
   "agentBusy",
   "lastKnownAgentIdleAt",
   "idleSnapshotFailures",

@@ -176,6 +176,12 @@ export const SessionRecord = z.object({
   openCodeUrl: z.string().nullable().default(null),
   /** The OpenCode session inside the sandbox (verified or recreated on every resume). */
   codingAgentSessionId: z.string().nullable(),
+  /**
+   * The key epoch of the current sandbox's sandbox key (sandbox/shared/access-token.ts): moves on
+   * with each freshly booted sandbox, so a leaked key stops working once its sandbox is replaced.
+   * Internal. Absent (a session stored before epochs): 0, the v1 key.
+   */
+  sandboxKeyEpoch: z.number().int().nonnegative().optional(),
   /** The agent's last known state, written by the relay on busy/idle transitions (seed 002 c.9, c.10). */
   agentBusy: z.boolean().default(false),
   /** When the relay last saw the agent go from busy to idle; null while unknown (fresh sandbox). */
@@ -191,10 +197,10 @@ export const SessionRecord = z.object({
 export type SessionRecord = z.infer<typeof SessionRecord>;
 
 /** What clients see (API.md): the record without tenancy and concurrency internals. */
-export type SessionView = Omit<SessionRecord, "orgId" | "version" | "runningSince" | "initialPrompt" | "openCodeUrl">;
+export type SessionView = Omit<SessionRecord, "orgId" | "version" | "runningSince" | "initialPrompt" | "openCodeUrl" | "sandboxKeyEpoch">;
 
 export function toSessionView(record: SessionRecord): SessionView {
-  const { orgId: _org, version: _v, runningSince: _r, initialPrompt: _p, openCodeUrl: _u, ...view } = record;
+  const { orgId: _org, version: _v, runningSince: _r, initialPrompt: _p, openCodeUrl: _u, sandboxKeyEpoch: _k, ...view } = record;
   return view;
 }
 

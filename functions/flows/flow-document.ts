@@ -48,6 +48,8 @@ export const ProvisionResult = z.object({
   expiresAt: z.number().nullable(),
   recovered: z.boolean(),
   codingAgentSessionId: z.string().nullable(),
+  /** The key epoch the sandbox's sidecar holds (absent from documents written before epochs). */
+  sandboxKeyEpoch: z.number().int().nonnegative().optional(),
   ms: z.number(),
 });
 export type ProvisionResult = z.infer<typeof ProvisionResult>;

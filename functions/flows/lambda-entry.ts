@@ -8,7 +8,7 @@ import { SchedulerClient } from "@aws-sdk/client-scheduler";
 import { ApiGatewayManagementApiClient } from "@aws-sdk/client-apigatewaymanagementapi";
 import { loadConfig, type Config } from "../config/config";
 import { providerEnvironment } from "../config/provider-secrets";
-import { keyringFromEnv } from "../config/sandbox-keyring";
+import { keyringFromEnv, sessionKeyEpochs } from "../config/sandbox-keyring";
 import { DynamoOrgSecretStore } from "../store/dynamo-org-secrets";
 import { kmsKeyWrapperFromEnv } from "../secrets/kms-key-wrapper";
 import { logger } from "../observability/logger";
@@ -58,8 +58,9 @@ export function awsFlowDeps(): FlowDeps {
     const config = loadConfig();
     const doc = createDocumentClient(config.DYNAMODB_ENDPOINT ? { endpoint: config.DYNAMODB_ENDPOINT } : {});
     const managementEndpoint = process.env.WS_MANAGEMENT_ENDPOINT;
+    const sessions = new DynamoSessionStore(doc, config.TABLE_NAME);
     deps = {
-      sessions: new DynamoSessionStore(doc, config.TABLE_NAME),
+      sessions,
       prompts: new DynamoPromptQueue(doc, config.TABLE_NAME),
       events: new DynamoLifecycleEventLog(doc, config.TABLE_NAME),
       connections: new DynamoConnectionRegistry(doc, config.TABLE_NAME),
@@ -75,7 +76,7 @@ export function awsFlowDeps(): FlowDeps {
       flows: new SfnFlowRunner(new SFNClient({}), stateMachineArnsFromEnv(process.env)),
       provider: awsProviders(config),
       agent: new OpenCodeAgentClient(),
-      sandboxKeys: keyringFromEnv(process.env),
+      sandboxKeys: keyringFromEnv(process.env, undefined, sessionKeyEpochs(sessions)),
       // KMS only on first wrap/unwrap: functions that read metadata never need SECRETS_KMS_KEY_ARN.
       secrets: new DynamoOrgSecretStore(doc, config.TABLE_NAME, kmsKeyWrapperFromEnv(process.env)),
       orgSettings: new DynamoOrgSettingsStore(doc, config.TABLE_NAME),

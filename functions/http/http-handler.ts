@@ -138,15 +138,20 @@ async function authenticate(event: APIGatewayProxyEventV2, tokens: ApiTokenStore
 
 /**
  * A sandbox calling back: `Authorization: Bearer sca1...` signed with the key of the session it
- * names (sandbox/shared/access-token.ts). Any failure is the same 401, naming no reason.
+ * names (sandbox/shared/access-token.ts), at the session's current key epoch or the next one (a
+ * sandbox being provisioned asks for git credentials before the flow commits it). An older
+ * epoch's key is refused. Any failure is the same 401, naming no reason.
  */
 async function authenticateSandbox(event: APIGatewayProxyEventV2, keyring: SandboxKeyring, now: Date): Promise<string> {
   const header = event.headers?.authorization ?? event.headers?.Authorization ?? "";
   const token = /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] ?? "";
   const sessionId = claimedSessionId(token);
   if (sessionId && SessionId.safeParse(sessionId).success) {
-    const verdict = verifyAccessToken(token, await keyring.sandboxKey(sessionId), { sessionId, nowSeconds: Math.floor(now.getTime() / 1000) });
-    if (verdict.ok) return sessionId;
+    const epoch = await keyring.currentEpoch(sessionId);
+    for (const at of [epoch, epoch + 1]) {
+      const verdict = verifyAccessToken(token, await keyring.sandboxKey(sessionId, at), { sessionId, nowSeconds: Math.floor(now.getTime() / 1000) });
+      if (verdict.ok) return sessionId;
+    }
   }
   throw new UnauthorizedError("a sandbox credential is required");
 }

@@ -20,7 +20,7 @@ import { SFNClient } from "@aws-sdk/client-sfn";
 import { SfnFlowRunner, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
 import { OpenCodeAgentClient } from "../agent/opencode-agent-client";
 import { awsProviders } from "../flows/lambda-entry";
-import { keyringFromEnv } from "../config/sandbox-keyring";
+import { keyringFromEnv, sessionKeyEpochs } from "../config/sandbox-keyring";
 import { DynamoOrgSecretStore } from "../store/dynamo-org-secrets";
 import { DynamoWsTicketStore } from "../store/dynamo-ws-tickets";
 import { kmsKeyWrapperFromEnv } from "../secrets/kms-key-wrapper";
@@ -32,8 +32,9 @@ export function awsHttpDeps(): HttpDeps {
   if (!deps) {
     const config = loadConfig();
     const doc = createDocumentClient(config.DYNAMODB_ENDPOINT ? { endpoint: config.DYNAMODB_ENDPOINT } : {});
+    const sessions = new DynamoSessionStore(doc, config.TABLE_NAME);
     deps = {
-      sessions: new DynamoSessionStore(doc, config.TABLE_NAME),
+      sessions,
       tokens: new DynamoApiTokenStore(doc, config.TABLE_NAME),
       wsTickets: new DynamoWsTicketStore(doc, config.TABLE_NAME),
       prompts: new DynamoPromptQueue(doc, config.TABLE_NAME),
@@ -45,7 +46,7 @@ export function awsHttpDeps(): HttpDeps {
       flows: new SfnFlowRunner(new SFNClient({}), stateMachineArnsFromEnv(process.env)),
       agent: new OpenCodeAgentClient(),
       provider: awsProviders(config),
-      sandboxKeys: keyringFromEnv(process.env),
+      sandboxKeys: keyringFromEnv(process.env, undefined, sessionKeyEpochs(sessions)),
       // KMS only on first wrap/unwrap: functions that read metadata never need SECRETS_KMS_KEY_ARN.
       secrets: new DynamoOrgSecretStore(doc, config.TABLE_NAME, kmsKeyWrapperFromEnv(process.env)),
       orgSettings: new DynamoOrgSettingsStore(doc, config.TABLE_NAME),

@@ -27,6 +27,10 @@ export interface CreateSandboxOpts {
   sessionId: string;
   /** Always an array, even for a single repo; `[]` for a scratch session. */
   repos: RepoSpec[];
+  /**
+   * The sandbox's env vars. `SIDECAR_TOKEN` here is the sandbox key: providers hand it to the
+   * boot as a 0600 file (never as an env var) and probe OpenCode with the password derived from it.
+   */
   envVars: Record<string, string>;
   systemPrompt?: string;
   /** Restore from this snapshot (session, prebuild or repo layer); `mem:`-prefixed ids are memory snapshots. */
@@ -126,6 +130,12 @@ export interface SandboxProvider {
   readonly supportsAutoPause: boolean;
   /** Memory snapshots (Modal, seed 002 §1): `memorySnapshot` returns `mem:`-prefixed ids. */
   readonly supportsMemorySnapshot: boolean;
+  /**
+   * Whether a sandbox created from `snapshotId` resumes the processes it had (a memory snapshot,
+   * a paused sandbox) rather than booting: its sidecar keeps the sandbox key it booted with, so
+   * the session keeps its key epoch (issue 14 §2). Absent: never (every create boots).
+   */
+  keepsProcesses?(snapshotId: string | null | undefined): boolean;
 
   /** Find-or-create, idempotent: recovers a live sandbox for the session, else creates one. The preferred entry point. */
   ensureSandbox(opts: CreateSandboxOpts): Promise<EnsureSandboxResult>;

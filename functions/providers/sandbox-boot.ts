@@ -62,13 +62,35 @@ export function deploymentModelEnv(opts: Pick<CreateSandboxOpts, "agentConfig" |
 
 /**
  * Env injected into every sandbox: the deployment's model key when the session has none of its
- * own, the session's vars; `SESSION_ID` is set last so a caller cannot spoof it.
+ * own, the session's vars; `SESSION_ID` is set last so a caller cannot spoof it. Never the
+ * sandbox key: a container-wide variable is in every process's `/proc/<pid>/environ` (the
+ * agent's included); it goes to the boot as a file (`deliverSandboxKey`).
  */
 export function buildSandboxEnv(
   opts: Pick<CreateSandboxOpts, "sessionId" | "envVars" | "agentConfig">,
   deployment: Readonly<Record<string, string | undefined>> = {},
 ): Record<string, string> {
-  return { ...deploymentModelEnv(opts, deployment), ...opts.envVars, SESSION_ID: opts.sessionId };
+  const { [SANDBOX_KEY_ENV]: _sandboxKey, ...vars } = opts.envVars;
+  return { ...deploymentModelEnv(opts, deployment), ...vars, SESSION_ID: opts.sessionId };
+}
+
+/**
+ * Hands an image sandbox its key before `boot start`: a file (sandbox/shared/sandbox-key-file.ts)
+ * the boot reads and removes before it starts any process, then passes to the sidecar on its
+ * stdin. `write` is the provider's way to put a file in the sandbox. Nothing to do without a key.
+ */
+export async function deliverSandboxKey(write: (path: string, content: string) => Promise<void>, opts: Pick<CreateSandboxOpts, "envVars">): Promise<void> {
+  const key = sandboxKeyOf(opts);
+  if (key) await write(SANDBOX_PATHS.sandboxKey, key);
+}
+
+/** A `write` for `deliverSandboxKey` over exec: the content on stdin (never argv), the file mode 0600. */
+export function writeFileViaExec(exec: SandboxExec): (path: string, content: string) => Promise<void> {
+  return async (path, content) => {
+    const dir = path.slice(0, path.lastIndexOf("/")) || "/";
+    const r = await exec(["sh", "-c", `umask 077 && mkdir -p ${shellQuote(dir)} && cat > ${shellQuote(path)}`], { stdin: content, timeoutMs: 30_000 });
+    if (r.exitCode !== 0) throw new Error(`writing ${path} exited ${r.exitCode}: ${r.stderr.trim().slice(0, 500)}`);
+  };
 }
 
 /**

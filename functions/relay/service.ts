@@ -17,7 +17,7 @@ import { ApiGatewayClientPush } from "../adapters/aws/apigw-client-push";
 import { SfnFlowRunner, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
 import { OpenCodeAgentClient } from "../agent/opencode-agent-client";
 import { ConfigError, parseConfig } from "../config/config";
-import { keyringFromEnv } from "../config/sandbox-keyring";
+import { keyringFromEnv, sessionKeyEpochs } from "../config/sandbox-keyring";
 import { errorForLog } from "../observability/logger";
 import type { ClientPush } from "../ports/client-push";
 import { createDocumentClient } from "../store/dynamo-client";
@@ -87,13 +87,14 @@ export async function startRelayService(env: Record<string, string | undefined>,
   const relayEnv = parseRelayEnv(env);
   const doc = createDocumentClient(config.DYNAMODB_ENDPOINT ? { endpoint: config.DYNAMODB_ENDPOINT } : {});
   const ownerId = await resolveOwnerId(env);
+  const sessions = new DynamoSessionStore(doc, config.TABLE_NAME);
   const relay = new StreamingRelay(
     {
-      sessions: new DynamoSessionStore(doc, config.TABLE_NAME),
+      sessions,
       prompts: new DynamoPromptQueue(doc, config.TABLE_NAME),
       flows: new SfnFlowRunner(new SFNClient({}), stateMachineArnsFromEnv(env)),
       agent: new OpenCodeAgentClient(),
-      sandboxKeys: keyringFromEnv(env),
+      sandboxKeys: keyringFromEnv(env, undefined, sessionKeyEpochs(sessions)),
       connections: new DynamoConnectionRegistry(doc, config.TABLE_NAME),
       push: relayEnv.WS_MANAGEMENT_ENDPOINT ? new ApiGatewayClientPush(new ApiGatewayManagementApiClient({ endpoint: relayEnv.WS_MANAGEMENT_ENDPOINT })) : noPush,
       transcript: new DynamoTranscriptStore(doc, config.TABLE_NAME),

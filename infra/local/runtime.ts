@@ -10,7 +10,7 @@ import path from "node:path";
 import type { AddressInfo } from "node:net";
 import dynalite from "dynalite";
 import { parseConfig, type Config } from "../../functions/config/config";
-import { staticKeyring } from "../../functions/config/sandbox-keyring";
+import { sessionKeyEpochs, staticKeyring } from "../../functions/config/sandbox-keyring";
 import { newApiToken, newSessionId } from "../../functions/domain/ids";
 import type { Principal } from "../../functions/domain/principal";
 import type { HttpDeps } from "../../functions/http/http-handler";
@@ -184,7 +184,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     return p;
   };
   const push = new LocalClientPush();
-  const sandboxKeys = staticKeyring(options.env?.SANDBOX_ACCESS_KEY ?? localMasterKey(options.dataDir));
+  const sandboxKeys = staticKeyring(options.env?.SANDBOX_ACCESS_KEY ?? localMasterKey(options.dataDir), sessionKeyEpochs(sessions));
   const orgSettings = new DynamoOrgSettingsStore(doc, LOCAL_TABLE_NAME);
   const secrets = new DynamoOrgSecretStore(doc, LOCAL_TABLE_NAME, new LocalSecretKeyWrapper(localSecretsMasterKey(options.env, options.dataDir)));
   // Locally the figures stay in memory (the bench reads them); in AWS they are CloudWatch EMF.

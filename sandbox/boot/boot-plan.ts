@@ -21,7 +21,7 @@
  *   named them itself).
  */
 import type { SessionMetadata } from "../../functions/domain/git-freshness";
-import { AGENT_PASSWORD_ENV, SANDBOX_KEY_ENV, agentAuthorization, deriveAgentPassword } from "../shared/access-token";
+import { AGENT_PASSWORD_ENV, SANDBOX_KEY_FILE_ENV, agentAuthorization, deriveAgentPassword } from "../shared/access-token";
 import type { BootCommand, BootSpec } from "./boot-spec";
 import { homeEnv, repoDir, repoDirName, sandboxFiles } from "./layout";
 import { PLUGIN_SOURCE, AGENT_TOOLS, configDirPackageFiles, openCodeConfig, toolsFor, DEFAULT_MODEL_ID, DEV_MODEL_KEY_ENV, type ModelChoice } from "./opencode-files";
@@ -65,8 +65,9 @@ export interface BootPlan {
 }
 
 /**
- * What the plan needs that the spec never carries (boot-spec.ts: secrets arrive through the
- * boot's environment). Values only go into step fields that the runner does not log.
+ * What the plan needs that the spec never carries (boot-spec.ts: model keys arrive through the
+ * boot's environment, the sandbox key through its key file). Values only go into step fields
+ * that the runner does not log.
  */
 export interface BootSecrets {
   /** OpenCode's server password; null runs OpenCode without one (no sandbox key, as in old tests). */
@@ -77,9 +78,8 @@ export interface BootSecrets {
 
 export const NO_SECRETS: BootSecrets = { agentPassword: null, devModelKey: false };
 
-/** The secrets the boot derives from its environment: the agent password from the sandbox key. */
-export function bootSecrets(env: Readonly<Record<string, string | undefined>>): BootSecrets {
-  const sandboxKey = env[SANDBOX_KEY_ENV];
+/** The secrets the boot derives: the agent password from the sandbox key (its key file, never its environment). */
+export function bootSecrets(env: Readonly<Record<string, string | undefined>>, sandboxKey: string | undefined): BootSecrets {
   return { agentPassword: sandboxKey ? deriveAgentPassword(sandboxKey) : null, devModelKey: Boolean(env[DEV_MODEL_KEY_ENV]) };
 }
 
@@ -187,6 +187,8 @@ function sidecarSteps(spec: BootSpec): BootStep[] {
         SIDECAR_HOST: layout.sidecar.host,
         WORKSPACE_DIR: layout.workspace,
         SIDECAR_STATE_DIR: files.sidecarState,
+        // The key arrives on its stdin (step-executor.ts), never in an environment.
+        [SANDBOX_KEY_FILE_ENV]: "-",
         SERVICES_FILE: files.servicesFile,
         ...(layout.sidecar.socket ? { SIDECAR_SOCKET: layout.sidecar.socket } : {}),
         ...(request.controlPlaneUrl ? { CONTROL_PLANE_URL: request.controlPlaneUrl } : {}),

@@ -4,7 +4,7 @@
  * sandbox is unusable); phase 2 logs a failure and goes on (fire-and-forget). The executor does
  * the I/O, the clock is injected, so tests assert durations without sleeping.
  */
-import { redactSecrets } from "../../functions/observability/redact-secrets";
+import { redactSecrets } from "../shared/redact-secrets";
 import type { BootStep } from "./boot-plan";
 
 export type StepOutcome = { status: "ok"; detail?: Record<string, unknown> } | { status: "skipped"; reason: string };

@@ -3,8 +3,9 @@
  * type, snapshot facts) and the layout of the sandbox it runs in (paths, ports, which optional
  * components exist). Providers build it; `main.ts` parses it at the edge with these schemas.
  *
- * Secrets never travel in the spec: API keys, `SIDECAR_TOKEN` and the session's env vars reach
- * the boot process through its environment, and the boot passes that environment on.
+ * Secrets never travel in the spec: API keys and the session's env vars reach the boot process
+ * through its environment, and the boot passes that environment on; the sandbox key reaches it as
+ * a file it takes before starting anything (sandbox/shared/sandbox-key-file.ts).
  *
  * Version skew: the control plane may be newer than the boot baked into an image, so unknown
  * keys are stripped rather than rejected, and every field added later must be optional.

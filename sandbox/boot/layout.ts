@@ -66,6 +66,11 @@ export interface SandboxFiles {
   sidecarState: string;
   triggerContext: string;
   authorizedKeys: string;
+  /**
+   * The sandbox key, as the provider delivers it (mode 0600): the boot reads it and removes it
+   * before it starts anything (issue 14 §2), so it is never in an environment or a snapshot.
+   */
+  sandboxKey: string;
   /** The boot's git config (identity, credential helper); rewritten at every boot. */
   gitConfig: string;
   /**
@@ -94,6 +99,7 @@ export function sandboxFiles(layout: Pick<BootLayout, "home" | "workspace">): Sa
     sidecarState: `${stateDir}/sidecar`,
     triggerContext: `${layout.workspace}/.proliferate/trigger-context.json`,
     authorizedKeys: `${layout.home}/.ssh/authorized_keys`,
+    sandboxKey: `${stateDir}/sandbox-key`,
     gitConfig: `${layout.home}/.gitconfig`,
     envJson: `${stateDir}/env.json`,
     envProfile: `${layout.home}/.env.proliferate`,

@@ -20,22 +20,24 @@ import { jsonLineLog, errorMessage, runPhase } from "./boot-runner";
 import { parseBootSpec, type BootSpec } from "./boot-spec";
 import { sandboxFiles } from "./layout";
 import { endRecordedServices } from "../sidecar/service-state";
-import { agentAuthorization, deriveAgentPassword, SANDBOX_KEY_ENV } from "../shared/access-token";
+import { agentAuthorization, deriveAgentPassword } from "../shared/access-token";
+import { redactKnown } from "../shared/redact-secrets";
+import { takeSandboxKeyFile } from "../shared/sandbox-key-file";
 import { ProcessTable } from "./processes";
 import { createStepExecutor } from "./step-executor";
 import { BootSupervisor, defaultFetch, defaultSleep, type BootReport } from "./supervisor";
 
 const USAGE = "usage: boot <run|start|resume> --spec <file|->";
 /**
- * The boot holds the sandbox key (`SIDECAR_TOKEN`) only to hand it to the sidecar; no log line
- * ever carries it (nor an access token minted from it), whatever a step's error text echoed.
+ * The sandbox key, taken from its key file by `run` (sandbox/shared/sandbox-key-file.ts): the
+ * boot holds it only to hand it to the sidecar. No log line ever carries it (nor an access token
+ * minted from it), whatever a step's error text echoed.
  */
+let sandboxKey: string | undefined;
 function scrubCredentials(line: string): string {
-  const key = process.env[SANDBOX_KEY_ENV];
   // The key, OpenCode's password derived from it, and that password's Basic header value.
-  const secrets = key ? [key, deriveAgentPassword(key), agentAuthorization(deriveAgentPassword(key)).replace(/^Basic /, "")] : [];
-  const withoutKey = secrets.reduce((text, secret) => text.split(secret).join("[REDACTED]"), line);
-  return withoutKey.replace(/\bsca1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+/g, "[REDACTED]");
+  const secrets = sandboxKey ? [sandboxKey, deriveAgentPassword(sandboxKey), agentAuthorization(deriveAgentPassword(sandboxKey)).replace(/^Basic /, "")] : [];
+  return redactKnown(line, secrets);
 }
 const log = jsonLineLog((line) => process.stdout.write(scrubCredentials(line)));
 
@@ -63,7 +65,16 @@ function sendReport(report: BootReport): Promise<void> {
 }
 
 async function run(spec: BootSpec): Promise<number> {
-  const supervisor = new BootSupervisor(spec, { env: process.env, log, report: sendReport });
+  // Taken (read and removed) before anything starts: no child, snapshot or later boot sees the file.
+  try {
+    sandboxKey = await takeSandboxKeyFile(sandboxFiles(spec.layout).sandboxKey);
+  } catch (err) {
+    const error = errorMessage(err);
+    log("error", "boot.failed", { step: "read sandbox key", error });
+    await sendReport({ type: "boot.failed", step: "read sandbox key", error });
+    return 1;
+  }
+  const supervisor = new BootSupervisor(spec, { env: process.env, sandboxKey, log, report: sendReport });
   const stop = (signal: NodeJS.Signals) => {
     log("info", "boot.stop", { signal });
     void supervisor.stop().finally(() => process.exit(0));

@@ -52,8 +52,11 @@ export class ProcessTable {
   private readonly entries = new Map<ProcessId, Entry>();
   private readonly closers: (() => Promise<void>)[] = [];
 
-  /** Starts `argv` with output appended to `log`; resolves once the OS started it. */
-  async start(id: ProcessId, argv: readonly string[], opts: { cwd: string; env: NodeJS.ProcessEnv; log: string }): Promise<number> {
+  /**
+   * Starts `argv` with output appended to `log`; resolves once the OS started it. `stdin`, when
+   * given, is written to the process's stdin, which then closes (how the sidecar gets its key).
+   */
+  async start(id: ProcessId, argv: readonly string[], opts: { cwd: string; env: NodeJS.ProcessEnv; log: string; stdin?: string }): Promise<number> {
     const [file, ...args] = argv;
     if (!file) throw new Error(`${id}: empty command`);
     await mkdir(dirname(opts.log), { recursive: true });
@@ -61,7 +64,10 @@ export class ProcessTable {
     let entry: Entry;
     let started: Promise<void>;
     try {
-      const child = spawn(file, args, { cwd: opts.cwd, env: opts.env, stdio: ["ignore", log.fd, log.fd] });
+      const child = spawn(file, args, { cwd: opts.cwd, env: opts.env, stdio: [opts.stdin === undefined ? "ignore" : "pipe", log.fd, log.fd] });
+      // A child that exits before reading makes the write fail with EPIPE: its exit is the news.
+      child.stdin?.on("error", () => undefined);
+      if (opts.stdin !== undefined) child.stdin?.end(opts.stdin);
       // Every listener is attached before the next await: "spawn", "error" and a fast "exit"
       // fire on later ticks and must not be missed.
       started = new Promise<void>((resolve, reject) => {

@@ -1,9 +1,11 @@
 /**
  * The I/O behind each boot step kind (boot-plan.ts decides which steps run). Children get the
- * boot's own environment (the session's env vars and secrets arrive there) plus the step's,
- * except the sandbox key (`SIDECAR_TOKEN`): only the sidecar process receives it. OpenCode (and
- * so the agent's shell), Caddy, git and the CLI run code that must not hold it; a CLI step that
- * calls the sidecar gets a short-lived access token signed with it instead.
+ * boot's own environment (the session's env vars and secrets arrive there) plus the step's. The
+ * sandbox key is not in that environment (sandbox/shared/sandbox-key-file.ts): the boot holds it
+ * in memory and only the sidecar receives it, on its stdin, so it is in no process's
+ * `/proc/<pid>/environ`. OpenCode (and so the agent's shell), Caddy, git and the CLI run code that
+ * must not hold it; a CLI step that calls the sidecar gets a short-lived access token signed with
+ * it instead, and a stray `SIDECAR_TOKEN` in the boot's environment reaches no child.
  */
 import { constants } from "node:fs";
 import { access, appendFile, mkdir, readdir, readFile, rm, symlink, writeFile } from "node:fs/promises";
@@ -14,14 +16,17 @@ import { CLONE_TIMEOUT_MS, type BootStep, type FileOp } from "./boot-plan";
 import type { StepExecutor, StepOutcome } from "./boot-runner";
 import type { ProcessTable, RunResult } from "./processes";
 import { runToCompletion } from "./processes";
+import { configArgs, minimalGitEnv, SAFE_GIT_CONFIG, safeGitArgs } from "../shared/safe-git";
 import { httpProbe, waitUntilReady } from "./readiness";
 
 /** A CLI step's access token outlives the step's own timeout by this much. */
 const ACCESS_TOKEN_SLACK_SECONDS = 60;
 
 export interface ExecutorDeps {
-  /** The boot's environment, inherited by every child (minus the sandbox key, see above). */
+  /** The boot's environment, inherited by every child (minus any `SIDECAR_TOKEN`, see above). */
   env: NodeJS.ProcessEnv;
+  /** The sandbox key the boot took from its key file; undefined: the sidecar refuses every caller. */
+  sandboxKey?: string;
   /** Epoch milliseconds, for the access tokens CLI steps get; default `Date.now`. */
   now?: () => number;
   processes: ProcessTable;
@@ -102,14 +107,15 @@ async function writeMetadata(path: string, metadata: SessionMetadata): Promise<v
   await writeFile(path, `${JSON.stringify(metadata, null, 2)}\n`);
 }
 
-/** The boot's environment without the sandbox key, and the key. */
+/** The boot's environment without any `SIDECAR_TOKEN`, and that value (never used as the key). */
 export function confineSandboxKey(env: NodeJS.ProcessEnv): { inherited: NodeJS.ProcessEnv; sandboxKey: string | undefined } {
   const { [SANDBOX_KEY_ENV]: sandboxKey, ...inherited } = env;
   return { inherited, sandboxKey: sandboxKey || undefined };
 }
 
 export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
-  const { inherited, sandboxKey } = confineSandboxKey(deps.env);
+  const { inherited } = confineSandboxKey(deps.env);
+  const sandboxKey = deps.sandboxKey || undefined;
   const now = deps.now ?? Date.now;
   /** A child's environment: inherited + the step's, with `credential` (if any) as the only `SIDECAR_TOKEN`. */
   const childEnv = (stepEnv: Record<string, string>, credential?: string): NodeJS.ProcessEnv => {
@@ -125,7 +131,8 @@ export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
     const iat = Math.floor(now() / 1000);
     return mintAccessToken(sandboxKey, { sid, iat, exp: iat + Math.ceil(timeoutMs / 1000) + ACCESS_TOKEN_SLACK_SECONDS });
   };
-  const gitEnv = (): NodeJS.ProcessEnv => childEnv({ GIT_TERMINAL_PROMPT: "0" });
+  /** Git (and the hooks or helpers it may start) gets a minimal environment: no secret reaches it. */
+  const gitEnv = (): NodeJS.ProcessEnv => minimalGitEnv(inherited);
 
   async function clone(step: Extract<BootStep, { kind: "clone" }>): Promise<StepOutcome> {
     // Idempotent (seed 004 step 4): a directory that already has content is kept as it is.
@@ -134,7 +141,7 @@ export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
     // The whole history unless a depth was asked: the agent works with log, blame and rebase.
     const depth = step.depth === null ? [] : ["--depth", String(step.depth)];
     const attempt = (branch: string | null) =>
-      runToCompletion("git", ["clone", "--quiet", ...depth, ...(branch ? ["--branch", branch] : []), "--", step.url, step.dir], {
+      runToCompletion("git", [...configArgs(SAFE_GIT_CONFIG), "clone", "--quiet", ...depth, ...(branch ? ["--branch", branch] : []), "--", step.url, step.dir], {
         env: gitEnv(),
         timeoutMs: CLONE_TIMEOUT_MS,
       });
@@ -153,7 +160,8 @@ export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
 
   /** seed 004 `REPO_REF`: a pinned commit or tag, fetched first when a shallow clone lacks it. */
   async function checkoutRef(dir: string, ref: string): Promise<void> {
-    const git = (args: string[]) => runToCompletion("git", ["-C", dir, ...args], { env: gitEnv(), timeoutMs: CLONE_TIMEOUT_MS });
+    const safety = await safeGitArgs(dir, gitEnv());
+    const git = (args: string[]) => runToCompletion("git", ["-C", dir, ...safety, ...args], { env: gitEnv(), timeoutMs: CLONE_TIMEOUT_MS });
     if ((await git(["checkout", "--quiet", "--detach", ref, "--"])).exitCode === 0) return;
     const fetched = await git(["fetch", "--quiet", "origin", ref]);
     if (fetched.exitCode !== 0) throw failure(`git fetch ${ref}`, fetched);
@@ -175,7 +183,9 @@ export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
     const results: boolean[] = [];
     const errors: string[] = [];
     for (const dir of step.dirs) {
-      const r = await runToCompletion("git", ["-C", dir, "pull", "--ff-only", "--quiet"], { env: gitEnv(), timeoutMs: GIT_PULL_TIMEOUT_MS });
+      // The repo is the agent's by now (its hooks, filters, fsmonitor): none of them runs.
+      const safety = await safeGitArgs(dir, gitEnv());
+      const r = await runToCompletion("git", ["-C", dir, ...safety, "pull", "--ff-only", "--quiet"], { env: gitEnv(), timeoutMs: GIT_PULL_TIMEOUT_MS });
       results.push(r.exitCode === 0);
       if (r.exitCode !== 0) errors.push(`${dir}: ${tail(r.stderr)}`);
     }
@@ -234,8 +244,10 @@ export function createStepExecutor(deps: ExecutorDeps): StepExecutor {
         }
         const pid = await deps.processes.start(step.process, step.command.argv, {
           cwd: step.cwd,
-          env: childEnv(step.env, step.process === "sidecar" ? sandboxKey : undefined),
+          env: childEnv(step.env),
           log: step.log,
+          // The sidecar reads its key from stdin (`SIDECAR_TOKEN_FILE=-` in its step env).
+          ...(step.process === "sidecar" ? { stdin: sandboxKey ?? "" } : {}),
         });
         return { status: "ok", detail: { pid } };
       }

@@ -7,8 +7,9 @@
  * background -> wait for OpenCode to exit -> stop every other child -> exit with its code.
  * `stop()` (SIGTERM) stops the children and ends the boot.
  *
- * The plan's secrets (the OpenCode password) are derived here from the boot's environment
- * (`bootSecrets`); they reach OpenCode's env and its readiness probe's headers, never a log line.
+ * The plan's secrets (the OpenCode password) are derived here from the sandbox key the boot took
+ * from its key file (`bootSecrets`); they reach OpenCode's env and its readiness probe's headers,
+ * never a log line.
  */
 import { bootSecrets, planBoot, type BootPlan } from "./boot-plan";
 import type { BootSpec } from "./boot-spec";
@@ -22,6 +23,8 @@ export type BootReport =
 
 export interface SupervisorDeps {
   env: NodeJS.ProcessEnv;
+  /** The sandbox key (main.ts took it from its key file); only the sidecar receives it. */
+  sandboxKey?: string;
   log: BootLog;
   /** Tells whoever started the boot how phase 1 ended (IPC; nothing when nobody listens). */
   report: (report: BootReport) => Promise<void> | void;
@@ -61,7 +64,7 @@ export class BootSupervisor {
     const now = this.deps.now ?? Date.now;
     let plan: BootPlan;
     try {
-      plan = planBoot(this.spec, bootSecrets(this.deps.env));
+      plan = planBoot(this.spec, bootSecrets(this.deps.env, this.deps.sandboxKey));
     } catch (err) {
       const error = errorMessage(err);
       log("error", "boot.failed", { step: "plan", error });
@@ -70,6 +73,7 @@ export class BootSupervisor {
     }
     const execute = createStepExecutor({
       env: this.deps.env,
+      sandboxKey: this.deps.sandboxKey,
       processes: this.processes,
       sleep: this.deps.sleep ?? defaultSleep,
       fetch: this.deps.fetch ?? defaultFetch,

@@ -2,11 +2,14 @@
  * Sandbox credentials (seed 003 §7 "sandbox-mcp auth", seed 004 "Auth Gateway": HMAC-signed,
  * short-lived tokens carrying the session id and an expiry). Two layers:
  *
- * - the **sandbox key**: one per session, derived from the control plane's master key
- *   (`HMAC-SHA256(master, "sandbox-key/v1/" + sessionId)`), injected into the sandbox as
- *   `SIDECAR_TOKEN` at create. Derivation, not storage: every sandbox of a session (after a
- *   restore, a memory snapshot or a migration) carries the same key, and nothing stores it.
- *   Only the control plane and the sandbox ever hold it;
+ * - the **sandbox key**: derived from the control plane's master key, per session and per key
+ *   epoch (`HMAC-SHA256(master, "sandbox-key/v2/" + sessionId + "/" + epoch)`; epoch 0, a session
+ *   stored before epochs existed, keeps `"sandbox-key/v1/" + sessionId`). The session's
+ *   `sandboxKeyEpoch` moves on with every freshly booted sandbox (issue 14 §2), so a leaked key
+ *   dies with its sandbox; a sandbox that resumes its processes (memory snapshot, paused
+ *   sandbox) keeps its epoch. Derivation, not storage: nothing stores a key. It reaches the
+ *   sandbox as a file for its boot, which hands it to the sidecar alone
+ *   (sandbox/shared/sandbox-key-file.ts). Only the control plane and the sidecar ever hold it;
  * - **access tokens**: `sca1.<claims>.<signature>`, minted by the control plane for a user who
  *   may use the session, signed with the sandbox key, valid for minutes. The sidecar checks
  *   them with the key it already has, so no call back to the control plane is needed;
@@ -22,8 +25,14 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 
 export const ACCESS_TOKEN_PREFIX = "sca1";
-/** The sandbox env var carrying the session's sandbox key; only the sidecar may keep it. */
+/**
+ * The name the sandbox key goes by: the create call's `envVars` entry the providers take it from,
+ * and the sidecar's credential. Never an env var inside a sandbox the boot started: the key
+ * travels as a file the boot reads and removes, then on the sidecar's stdin (`SANDBOX_KEY_FILE_ENV`).
+ */
 export const SANDBOX_KEY_ENV = "SIDECAR_TOKEN";
+/** The sidecar reads its key from this file (`-`: its stdin, how the boot hands it over). */
+export const SANDBOX_KEY_FILE_ENV = "SIDECAR_TOKEN_FILE";
 /** OpenCode's basic auth user name (its default for `OPENCODE_SERVER_USERNAME`). */
 export const AGENT_USERNAME = "opencode";
 /** The env var OpenCode (1.18) reads its basic auth password from. */
@@ -44,10 +53,12 @@ export type AccessVerdict = { ok: true; claims: AccessClaims } | { ok: false; re
 
 const b64url = (buf: Buffer): string => buf.toString("base64url");
 
-/** The per-session sandbox key (the sandbox's `SIDECAR_TOKEN`). */
-export function deriveSandboxKey(masterKey: string, sessionId: string): string {
+/** The sandbox key of a session at a key epoch (the sidecar's credential); epoch 0 is the v1 key. */
+export function deriveSandboxKey(masterKey: string, sessionId: string, epoch = 0): string {
   if (masterKey.length < 32) throw new Error("the sandbox access master key must be at least 32 characters");
-  return b64url(createHmac("sha256", masterKey).update(`sandbox-key/v1/${sessionId}`, "utf8").digest());
+  if (!Number.isInteger(epoch) || epoch < 0) throw new Error(`invalid sandbox key epoch ${String(epoch)}`);
+  const label = epoch === 0 ? `sandbox-key/v1/${sessionId}` : `sandbox-key/v2/${sessionId}/${epoch}`;
+  return b64url(createHmac("sha256", masterKey).update(label, "utf8").digest());
 }
 
 /** OpenCode's server password in a sandbox whose sandbox key is `sandboxKey`. */

@@ -1,6 +1,8 @@
 /**
  * The sidecar's configuration, parsed once from `process.env` (STYLE.md 4); a bad value fails
- * start-up with a message naming the variable. `SIDECAR_TOKEN` may be absent: the sidecar still
+ * start-up with a message naming the variable. The sandbox key comes from `SIDECAR_TOKEN_FILE`
+ * (a path, or `-` for stdin: how the boot hands it over, so it is in no `/proc/<pid>/environ`),
+ * or for a sidecar run by hand from `SIDECAR_TOKEN`; not both. It may be absent: the sidecar still
  * starts (so `/health` answers) and refuses every other route. Without `SESSION_ID` only the
  * plain token opens it (access tokens name a session). Without `SIDECAR_SOCKET` there is no
  * in-sandbox listener; without `CONTROL_PLANE_URL` its credential routes answer 503.
@@ -21,6 +23,7 @@ const EnvSchema = z.object({
   SIDECAR_PORT: z.coerce.number().int().min(0).max(65535).default(4000),
   SIDECAR_HOST: z.string().min(1).default("0.0.0.0"),
   SIDECAR_TOKEN: optionalString,
+  SIDECAR_TOKEN_FILE: optionalString,
   /** The session this sandbox runs; access tokens are checked against it (none: refused). */
   SESSION_ID: optionalString,
   /** seed 003 §4 "Sandbox Filesystem Layout": repos live under /home/user/workspace. */
@@ -43,8 +46,17 @@ const EnvSchema = z.object({
   CONTROL_PLANE_URL: optionalString.pipe(z.url().optional()),
 });
 
+/** Where the key is to be read from (`SIDECAR_TOKEN_FILE`), or null when it is not. */
+export function sidecarKeySource(env: NodeJS.ProcessEnv): string | null {
+  const source = env.SIDECAR_TOKEN_FILE?.trim();
+  return source ? source : null;
+}
+
 export function sidecarOptionsFromEnv(env: NodeJS.ProcessEnv): SidecarOptions {
-  const parsed = EnvSchema.safeParse(env);
+  const parsed = EnvSchema.refine((c) => !(c.SIDECAR_TOKEN && c.SIDECAR_TOKEN_FILE), {
+    path: ["SIDECAR_TOKEN_FILE"],
+    message: "set either SIDECAR_TOKEN_FILE or SIDECAR_TOKEN, not both",
+  }).safeParse(env);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "env"}: ${i.message}`).join("; ");
     throw new Error(`invalid sidecar configuration: ${issues}`);

@@ -8,6 +8,7 @@ import { spawn } from "node:child_process";
 import { lstat, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { OutsideWorkspaceError, PathNotFoundError, resolveInsideWorkspace, workspaceRelative } from "../shared/workspace-path";
+import { minimalGitEnv, safeGitArgs } from "../shared/safe-git";
 import { invalidRequest, notFound } from "./errors";
 import { capUtf8, parsePorcelainV2, type GitStatus } from "./git-porcelain";
 
@@ -17,8 +18,13 @@ const SKIPPED_DIRS = new Set(["node_modules", ".git", ".venv", "vendor", "dist",
 /** git's well-known empty tree: the diff base of a repo with no commit yet. */
 const EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
-/** No prompts, no pager, no optional index lock (the agent may be running git at the same time). */
-const GIT_ENV = { GIT_TERMINAL_PROMPT: "0", GIT_OPTIONAL_LOCKS: "0", GIT_PAGER: "cat", LC_ALL: "C" };
+/** No pager, no optional index lock (the agent may be running git at the same time). */
+const GIT_ENV = { GIT_OPTIONAL_LOCKS: "0", GIT_PAGER: "cat" };
+/**
+ * Submodule work trees are not inspected: that would run git inside them, under config the
+ * parent's command line does not know (their own filter drivers). Changed submodule commits still show.
+ */
+const SUBMODULES = "--ignore-submodules=dirty";
 
 export interface GitRepo {
   path: string;
@@ -83,10 +89,15 @@ interface GitRun {
   truncated: boolean;
 }
 
-/** Runs git, keeping at most `maxBytes` of stdout: past that it stops reading and kills git. */
-function runGit(cwd: string, args: string[], maxBytes = 16 * 1024 * 1024): Promise<GitRun> {
+/**
+ * Runs git, keeping at most `maxBytes` of stdout: past that it stops reading and kills git. The
+ * repository is the agent's: git gets a minimal environment (never the sandbox key) and every
+ * config key that would run a program is overridden (sandbox/shared/safe-git.ts).
+ */
+async function runGit(cwd: string, args: string[], maxBytes = 16 * 1024 * 1024): Promise<GitRun> {
+  const safety = await safeGitArgs(cwd, process.env);
   return new Promise((resolve, reject) => {
-    const child = spawn("git", args, { cwd, env: { ...process.env, ...GIT_ENV }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn("git", [...safety, ...args], { cwd, env: minimalGitEnv(process.env, GIT_ENV), stdio: ["ignore", "pipe", "pipe"] });
     const chunks: Buffer[] = [];
     let size = 0;
     let truncated = false;
@@ -113,7 +124,7 @@ function gitFailed(args: string[], run: GitRun): Error {
 }
 
 export async function gitStatus(dir: string): Promise<GitStatus> {
-  const args = ["status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all"];
+  const args = ["status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all", SUBMODULES];
   const run = await runGit(dir, args);
   if (run.exitCode !== 0) throw gitFailed(args, run);
   return parsePorcelainV2(run.stdout.toString("utf8"));
@@ -130,7 +141,7 @@ export async function gitDiff(dir: string, capBytes = DIFF_CAP_BYTES): Promise<G
   const head = await runGit(dir, ["rev-parse", "--verify", "--quiet", "HEAD"]);
   const base = head.exitCode === 0 ? "HEAD" : EMPTY_TREE;
   // --no-ext-diff / --no-textconv: the output is the repository's bytes, not a configured program's.
-  const args = ["diff", "--no-color", "--no-ext-diff", "--no-textconv", base];
+  const args = ["diff", "--no-color", "--no-ext-diff", "--no-textconv", SUBMODULES, base];
   const run = await runGit(dir, args, capBytes);
   if (!run.truncated && run.exitCode !== 0) throw gitFailed(args, run);
   const kept = capUtf8(run.stdout, capBytes);

@@ -26,6 +26,7 @@ import { matchRoute, type RouteContext } from "./routes";
 import { ServiceManager } from "./service-manager";
 import { ServiceDefinitionSchema } from "./service-state";
 import { startSocketApi, type SocketApi } from "./socket-api";
+import { redactKnown, redactValue } from "../shared/redact-secrets";
 import { attachTerminal, type TerminalSession } from "./terminal";
 
 export interface SidecarOptions {
@@ -64,9 +65,24 @@ export interface Sidecar {
   close(): Promise<void>;
 }
 
+type SidecarLog = NonNullable<SidecarOptions["log"]>;
+
 /** One JSON line per event on stdout; callers never pass the token or headers in `fields`. */
 export function jsonLineLog(message: string, fields: Record<string, unknown> = {}): void {
   console.log(JSON.stringify({ time: new Date().toISOString(), service: "sidecar", message, ...fields }));
+}
+
+/**
+ * Every log line of the sidecar, whatever its sink, loses the sandbox key (exactly) and anything
+ * secret-shaped (sandbox/shared/redact-secrets.ts): fields carry error texts, hosts and paths
+ * the agent or a control plane answer chose.
+ */
+export function redactingLog(sink: SidecarLog, known: readonly (string | undefined)[]): SidecarLog {
+  const scrub = (value: unknown): unknown => {
+    const redacted = redactValue(value);
+    return JSON.parse(JSON.stringify(redacted ?? null, (_k, v: unknown) => (typeof v === "string" ? redactKnown(v, known) : v))) as unknown;
+  };
+  return (message, fields) => sink(redactKnown(message, known), fields === undefined ? undefined : (scrub(fields) as Record<string, unknown>));
 }
 
 async function loadServicesFile(services: ServiceManager, file: string, log: NonNullable<SidecarOptions["log"]>): Promise<void> {
@@ -97,7 +113,7 @@ function serviceEnv(): NodeJS.ProcessEnv {
 }
 
 export async function startSidecar(options: SidecarOptions): Promise<Sidecar> {
-  const log = options.log ?? jsonLineLog;
+  const log = redactingLog(options.log ?? jsonLineLog, [options.token]);
   const services = await ServiceManager.open({
     workspaceDir: options.workspaceDir,
     stateDir: options.stateDir,

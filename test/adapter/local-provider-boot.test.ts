@@ -131,10 +131,18 @@ describe("local provider boots through sandbox/boot", () => {
       const waited = await waitFor(() => logOf(sandbox.sandboxId).find((l) => l.step === "wait for sidecar") ?? null, { message: "the boot's sidecar step", timeoutMs: 30_000 });
       expect(waited).toMatchObject({ phase: 2, outcome: "ok" });
 
-      // The key: the sidecar has it, OpenCode (and so the agent's shell) does not, no log line shows it.
+      // The key (issue 14 §2): the sidecar holds it (it answered to it above), but it is in no
+      // process's environment (the boot's, the sidecar's, OpenCode's and so the agent's shell),
+      // its key file is gone, and no log line shows it.
       const pidOf = (step: string) => lines.concat(logOf(sandbox.sandboxId)).find((l) => l.step === step)?.pid ?? 0;
-      expect(environOf(pidOf("start sidecar")).SIDECAR_TOKEN).toBe(key);
-      expect(environOf(pidOf("start opencode"))).not.toHaveProperty("SIDECAR_TOKEN");
+      for (const pid of [record.pgid, pidOf("start sidecar"), pidOf("start opencode")]) {
+        expect(pid).toBeGreaterThan(0);
+        const environ = environOf(pid);
+        expect(environ).not.toHaveProperty("SIDECAR_TOKEN");
+        expect(Object.values(environ).filter((v) => v.includes(key))).toEqual([]);
+      }
+      expect(environOf(pidOf("start sidecar")).SIDECAR_TOKEN_FILE).toBe("-");
+      expect(existsSync(join(record.home, ".proliferate", "sandbox-key"))).toBe(false);
       expect(environOf(pidOf("start opencode")).SESSION_ID).toBe("ses_setup");
       expect(readFileSync(join(dataDir, "sandboxes", sandbox.sandboxId, "sandbox.log"), "utf8")).not.toContain(key);
 

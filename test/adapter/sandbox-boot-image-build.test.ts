@@ -51,12 +51,14 @@ describe("the sandbox image", () => {
       expect(facts).toEqual(expect.arrayContaining(["boot.mjs", "sidecar.mjs", "cli.mjs", "node_modules"]));
 
       const name = `sandbox-boot-test-${process.pid}`;
-      docker(["run", "--detach", "--name", name, "--env", "SIDECAR_TOKEN=test-token-123", tag]);
+      docker(["run", "--detach", "--name", name, tag]);
       cleanup.push(() => void spawnSync("docker", ["rm", "--force", name]));
+      // The key as the providers deliver it (issue 14 §2): a 0600 file the boot takes, never an env var.
+      docker(["exec", "--interactive", name, "sh", "-c", "umask 077 && mkdir -p /home/user/.proliferate && cat > /home/user/.proliferate/sandbox-key"], "test-token-123");
       const spec = imageBootSpec({ sessionId: "ses_image", repos: [], envVars: {} }, { restored: false, now: Date.now(), gitFreshness: null });
       const ready = JSON.parse(docker(["exec", "--interactive", name, "node", "/opt/sandbox/boot.mjs", "start", "--spec", "-"], JSON.stringify(spec))) as { type: string };
       expect(ready.type).toBe("boot.ready");
-      // OpenCode runs with the password derived from the container's SIDECAR_TOKEN: 401 without it.
+      // OpenCode runs with the password derived from the delivered key: 401 without it.
       const auth = `authorization: ${agentAuthorization(deriveAgentPassword("test-token-123"))}`;
       expect(docker(["exec", name, "curl", "-fsS", "-o", "/dev/null", "-w", "%{http_code}", "-H", auth, "http://127.0.0.1:4096/session"])).toBe("200");
       expect(docker(["exec", name, "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:4096/session"])).toBe("401");

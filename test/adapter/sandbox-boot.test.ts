@@ -4,7 +4,7 @@
  * answers, leave the boot running detached, and report a failed step with its name.
  */
 import { execFileSync, spawn } from "node:child_process";
-import { mkdir, mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -186,5 +186,43 @@ describe("boot resume (git freshness on a resumed sandbox)", () => {
     const failed = await runBoot("resume", spec, env, paths.root);
     expect(failed.code).toBe(1);
     expect(JSON.parse(await readFile(metadataPath, "utf8"))).toMatchObject({ lastGitFetchAt: 5 });
+  }, TIMEOUT);
+
+  it("runs none of the agent's programs while pulling a repo it controls (hooks, fsmonitor, filters), and hands git no secret (issue 14 §2)", async () => {
+    const origin = await tempDir("boot-origin-");
+    const git = (cwd: string, ...args: string[]) =>
+      execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main", ...args], {
+        cwd,
+        env: { PATH: process.env.PATH ?? "", HOME: origin, GIT_CONFIG_NOSYSTEM: "1" },
+      }).toString();
+    git(origin, "init", "--quiet");
+    await writeFile(join(origin, ".gitattributes"), "*.txt filter=evil\n");
+    await writeFile(join(origin, "a.txt"), "one\n");
+    git(origin, "add", ".");
+    git(origin, "commit", "--quiet", "-m", "one");
+
+    const { spec, paths, env } = await specFor({ repos: [{ url: `file://${origin}`, workspacePath: "app" }] }, { restored: true, gitFreshness: { enabled: true, cadenceSeconds: 0 } });
+    const repo = join(paths.workspace, "app");
+    git(paths.root, "clone", "--quiet", `file://${origin}`, repo);
+    await writeFile(join(origin, "a.txt"), "two\n");
+    git(origin, "commit", "--quiet", "-am", "two");
+    // The agent's doing: every way .git/ lets it run a program during a pull.
+    const leaks = await tempDir("boot-leaks-");
+    const dumper = join(leaks, "dump.sh");
+    await writeFile(dumper, `#!/bin/sh\nenv > "${leaks}/ran-$$.env"\n`, { mode: 0o755 });
+    // A filter must pass the content through; a hook or fsmonitor must not wait on its stdin.
+    const filter = join(leaks, "filter.sh");
+    await writeFile(filter, `#!/bin/sh\n"${dumper}" </dev/null\nexec cat\n`, { mode: 0o755 });
+    for (const [key, value] of [["core.fsmonitor", dumper], ["filter.evil.clean", filter], ["filter.evil.smudge", filter], ["filter.evil.required", "true"]]) git(repo, "config", key ?? "", value ?? "");
+    for (const hook of ["post-merge", "post-checkout", "reference-transaction", "post-index-change"]) {
+      await writeFile(join(repo, ".git", "hooks", hook), `#!/bin/sh\nexec "${dumper}" </dev/null\n`, { mode: 0o755 });
+    }
+
+    const secretEnv = { ...env, ANTHROPIC_API_KEY: "sk-ant-api03-boot-pull-test-key-0123456789", SIDECAR_TOKEN: "a-stray-sandbox-key-0123456789" };
+    const result = await runBoot("resume", spec, secretEnv, paths.root);
+    expect(result.code, result.stdout + result.stderr).toBe(0);
+    expect(git(repo, "log", "--format=%s", "-1").trim()).toBe("two");
+    expect(await readFile(join(repo, "a.txt"), "utf8")).toBe("two\n");
+    expect((await readdir(leaks)).filter((f) => f.startsWith("ran-"))).toEqual([]);
   }, TIMEOUT);
 });

@@ -287,6 +287,67 @@ describe("git views", () => {
   });
 });
 
+describe("git in a hostile repository (issue 14 §2)", () => {
+  /**
+   * The agent owns `.git/`: a repo whose config names an fsmonitor hook, a clean filter and a
+   * post-index-change hook, each a script that dumps its environment. The sidecar process holds
+   * secrets in its environment (as it did with `SIDECAR_TOKEN`); none may reach those programs.
+   */
+  const SECRET_ENV = { SIDECAR_TOKEN: TOKEN, ANTHROPIC_API_KEY: "sk-ant-api03-hostile-test-key-0123456789" };
+  let leaks: string;
+  let saved: Record<string, string | undefined>;
+
+  beforeAll(async () => {
+    saved = Object.fromEntries(Object.keys(SECRET_ENV).map((k) => [k, process.env[k]]));
+    Object.assign(process.env, SECRET_ENV);
+    leaks = join(tree.root, "leaks");
+    await mkdir(leaks);
+    const dumper = join(tree.root, "dump-env.sh");
+    await writeFile(dumper, `#!/bin/sh\nenv > "${leaks}/$(basename "$0")-$$.env"\ncat\n`, { mode: 0o755 });
+    const repo = join(tree.workspace, "hostile");
+    await mkdir(repo);
+    git(repo, "init", "-q", "-b", "main");
+    await writeFile(join(repo, ".gitattributes"), "*.txt filter=evil\n");
+    await writeFile(join(repo, "a.txt"), "one\n");
+    git(repo, "add", ".");
+    git(repo, "commit", "-q", "-m", "initial");
+    git(repo, "config", "core.fsmonitor", dumper);
+    git(repo, "config", "filter.evil.clean", dumper);
+    git(repo, "config", "filter.evil.required", "true");
+    git(repo, "config", "diff.external", dumper);
+    await mkdir(join(repo, ".git", "hooks"), { recursive: true });
+    await writeFile(join(repo, ".git", "hooks", "post-index-change"), `#!/bin/sh\nexec "${dumper}"\n`, { mode: 0o755 });
+    await writeFile(join(repo, "a.txt"), "two\n");
+  });
+
+  afterAll(() => {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  });
+
+  async function leaked(): Promise<string> {
+    const { readdir, readFile } = await import("node:fs/promises");
+    const files = await readdir(leaks);
+    return (await Promise.all(files.map((f) => readFile(join(leaks, f), "utf8")))).join("\n");
+  }
+
+  it("runs none of the repository's programs for status or diff, and still answers", async () => {
+    const status = await call(sidecar, "GET", "/git/status?repo=hostile");
+    expect(status.status).toBe(200);
+    expect(status.body.files).toEqual([{ path: "a.txt", kind: "changed", index: ".", worktree: "M" }]);
+    const diff = await call(sidecar, "GET", "/git/diff?repo=hostile");
+    expect(diff.status).toBe(200);
+    expect(diff.body.diff).toContain("+two");
+
+    const dumped = await leaked();
+    expect(dumped).not.toContain(TOKEN);
+    expect(dumped).not.toContain(SECRET_ENV.ANTHROPIC_API_KEY);
+    expect(dumped).toBe("");
+  });
+});
+
 describe("expose", () => {
   it("answers 503 with a clear message when no Caddy admin API is configured", async () => {
     const res = await call(sidecar, "POST", "/expose", { body: { port: 3000 } });

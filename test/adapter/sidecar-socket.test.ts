@@ -13,7 +13,7 @@ import { existsSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { lstat, rm, writeFile } from "node:fs/promises";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { verifyAccessToken } from "../../sandbox/shared/access-token";
+import { deriveSandboxKey, verifyAccessToken } from "../../sandbox/shared/access-token";
 import type { Sidecar, SidecarOptions } from "../../sandbox/sidecar/server";
 import { credentialAnswer, startFakeControlPlane, type FakeControlPlane } from "../support/fake-control-plane";
 import { shortSocketPath, socketCall } from "../support/sidecar-socket";
@@ -256,5 +256,19 @@ describe("the socket itself", () => {
     for (const secret of [PASSWORD, SECRET_VALUE, "STRIPE_KEY", TOKEN, "sca1.", "Bearer"]) expect(logged).not.toContain(secret);
     expect(logged).toContain('"status":200');
     expect(logged).toContain('"host":"github.com"');
+  });
+
+  it("redacts what a caller slips into a logged field: the sandbox key, tokens of any shape (issue 14 §6)", async () => {
+    const sidecar = await brokerSidecar();
+    const glpat = `glpat-${randomBytes(12).toString("hex")}`;
+    const rawKey = deriveSandboxKey("a-master-key-for-the-log-redaction-test", SESSION_ID);
+    // The agent chooses the host and path git asks about, and the sidecar logs both.
+    for (const path of [`acme/${TOKEN}.git`, `acme/${glpat}.git`, `acme/${rawKey}/x.git`, `acme/x.git?sandboxKey=${rawKey}`]) {
+      await socketCall(sidecar.socketPath, "POST", "/git/credential", { ...APP, path });
+    }
+    const logged = logLines.join("\n");
+    expect(logged).toContain("acme/");
+    for (const secret of [TOKEN, glpat, rawKey]) expect(logged).not.toContain(secret);
+    expect(logged).toContain("[REDACTED]");
   });
 });

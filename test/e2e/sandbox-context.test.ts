@@ -231,4 +231,34 @@ describe("sandbox context: secrets, git, model, settings", () => {
     await waitFor("the other session stopped", async () => (await storedSession(runtime, other.session.id)).status === "stopped");
     expect((await ask(`Bearer ${await tokenFor(other.session.id)}`)).status).toBe(409);
   });
+
+  it("after a key rotation, a credential signed with an earlier epoch's key is refused; the current and next epochs' are accepted (issue 14 §2)", async () => {
+    const created = await api.request("POST", "/v1/sessions", { body: {} });
+    const id = (created.body as { session: { id: string } }).session.id;
+    const keys = runtime.deps.sandboxKeys;
+    // What provisioning two fresh sandboxes leaves behind: the session at key epoch 2.
+    const session = await storedSession(runtime, id);
+    await runtime.deps.sessions.update(session, { sandboxKeyEpoch: 2 }, new Date());
+    const nowSeconds = Math.floor(Date.now() / 1000);
+    const signedAt = async (epoch: number) => mintAccessToken(await keys.sandboxKey(id, epoch), { sid: id, iat: nowSeconds, exp: nowSeconds + 60 });
+    const ask = async (epoch: number) =>
+      (
+        await fetch(`${runtime.url}/v1/sandbox/env-values`, {
+          method: "POST",
+          headers: { "content-type": "application/json", authorization: `Bearer ${await signedAt(epoch)}` },
+          body: "{}",
+        })
+      ).status;
+    // The v1 key and epoch 1's belong to sandboxes this session has replaced.
+    expect(await ask(0)).toBe(401);
+    expect(await ask(1)).toBe(401);
+    // The current sandbox's key, and the next one's (a sandbox being provisioned asks before its commit).
+    expect(await ask(2)).toBe(200);
+    expect(await ask(3)).toBe(200);
+    expect(await ask(4)).toBe(401);
+    expect(await keys.sandboxKey(id)).toBe(await keys.sandboxKey(id, 2));
+    // The epoch is internal: the session view never shows it.
+    expect(JSON.stringify((await api.request("GET", `/v1/sessions/${id}`)).body)).not.toContain("sandboxKeyEpoch");
+    await api.request("DELETE", `/v1/sessions/${id}`);
+  });
 });

@@ -76,21 +76,40 @@ describe("ensure-runtime", () => {
     expect(Object.keys(event?.timings ?? {})).toEqual(["begin", "provision", "commit"]);
   });
 
-  it("gives every sandbox of a session the session's sandbox key as SIDECAR_TOKEN, and stores it nowhere", async () => {
+  it("gives every freshly booted sandbox of a session a new key epoch's sandbox key as SIDECAR_TOKEN, and stores only the epoch (issue 14 §2)", async () => {
     const a = await runningSession();
     const b = await runningSession();
     await h.run("pause", a.id);
     await h.run("ensure-runtime", a.id);
     const tokens = inner.createCalls.map((c) => [c.sessionId, c.envVars.SIDECAR_TOKEN]);
     expect(tokens).toEqual([
-      [a.id, deriveSandboxKey(TEST_MASTER_KEY, a.id)],
-      [b.id, deriveSandboxKey(TEST_MASTER_KEY, b.id)],
-      // The resumed sandbox gets the same key: access tokens minted before the pause stay valid.
-      [a.id, deriveSandboxKey(TEST_MASTER_KEY, a.id)],
+      [a.id, deriveSandboxKey(TEST_MASTER_KEY, a.id, 1)],
+      [b.id, deriveSandboxKey(TEST_MASTER_KEY, b.id, 1)],
+      // No native pause here: the resume boots a new sandbox from the snapshot, with a new key,
+      // so a key that leaked from the first sandbox is worthless once this one is committed.
+      [a.id, deriveSandboxKey(TEST_MASTER_KEY, a.id, 2)],
     ]);
-    expect(new Set(tokens.map(([, t]) => t)).size).toBe(2);
+    expect(new Set(tokens.map(([, t]) => t)).size).toBe(3);
     for (const c of inner.createCalls) expect(c.envVars.SESSION_ID).toBe(c.sessionId);
-    for (const id of [a.id, b.id]) expect(JSON.stringify(await h.session(id))).not.toContain(deriveSandboxKey(TEST_MASTER_KEY, id));
+    expect((await h.session(a.id)).sandboxKeyEpoch).toBe(2);
+    expect((await h.session(b.id)).sandboxKeyEpoch).toBe(1);
+    // Every later caller (agent calls, access tokens) derives the committed epoch's key.
+    expect(await h.deps.sandboxKeys.sandboxKey(a.id)).toBe(deriveSandboxKey(TEST_MASTER_KEY, a.id, 2));
+    for (const id of [a.id, b.id]) {
+      const stored = JSON.stringify(await h.session(id));
+      for (const epoch of [0, 1, 2]) expect(stored).not.toContain(deriveSandboxKey(TEST_MASTER_KEY, id, epoch));
+    }
+  });
+
+  it("a sandbox that comes back with its processes (memory snapshot) keeps its key epoch: its sidecar still holds that key", async () => {
+    await h.close();
+    await setup({ supportsMemorySnapshot: true });
+    const s = await runningSession();
+    await h.run("pause", s.id);
+    expect((await h.session(s.id)).snapshotId).toMatch(/^mem:/);
+    await h.run("ensure-runtime", s.id);
+    expect(inner.createCalls.map((c) => c.envVars.SIDECAR_TOKEN)).toEqual([deriveSandboxKey(TEST_MASTER_KEY, s.id, 1), deriveSandboxKey(TEST_MASTER_KEY, s.id, 1)]);
+    expect((await h.session(s.id)).sandboxKeyEpoch).toBe(1);
   });
 
   it("10 concurrent resume requests for one paused session produce exactly one sandbox", async () => {
@@ -149,6 +168,9 @@ describe("ensure-runtime", () => {
     const after = await h.run("ensure-runtime", s.id);
     expect(after.status).toBe("running");
     expect(after.sandboxId).toBe(orphan[0]);
+    // The recovered sandbox booted with the key the first attempt gave it: that epoch is committed.
+    expect(inner.createCalls.map((c) => c.envVars.SIDECAR_TOKEN)).toEqual([deriveSandboxKey(TEST_MASTER_KEY, s.id, 1)]);
+    expect(after.sandboxKeyEpoch).toBe(1);
     await expectConsistent(s.id);
   });
 

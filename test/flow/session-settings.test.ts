@@ -51,7 +51,8 @@ describe("session settings in the create call", () => {
     await h.run("ensure-runtime", s.id);
     expect(inner.createCalls).toHaveLength(2);
     for (const call of inner.createCalls) {
-      expect(call.envVars).toEqual({ SESSION_ID: s.id, SIDECAR_TOKEN: deriveSandboxKey(TEST_MASTER_KEY, s.id), ANTHROPIC_API_KEY: ANTHROPIC_KEY });
+      // Native pause: the resumed sandbox keeps its processes, so its key epoch (issue 14 §2).
+      expect(call.envVars).toEqual({ SESSION_ID: s.id, SIDECAR_TOKEN: deriveSandboxKey(TEST_MASTER_KEY, s.id, 1), ANTHROPIC_API_KEY: ANTHROPIC_KEY });
       expect(call).toMatchObject({
         repos: SETTINGS.repos,
         agentConfig: { modelId: "anthropic/claude-sonnet-4-5" },

@@ -91,6 +91,9 @@ export class FaultInjectingProvider implements SandboxProvider {
   get supportsMemorySnapshot(): boolean {
     return this.inner.supportsMemorySnapshot;
   }
+  keepsProcesses(snapshotId: string | null | undefined): boolean {
+    return this.inner.keepsProcesses?.(snapshotId) ?? false;
+  }
 
   /** The next `times` calls of `op` throw `error` without reaching the inner provider; plans queue in order. */
   failNext(op: ProviderOperation, error: Error, times = 1): this {

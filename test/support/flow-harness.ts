@@ -5,7 +5,7 @@
  * wrapped in the fault-injecting provider).
  */
 import { DynamoOrgSettingsStore } from "../../functions/store/dynamo-org-settings";
-import { staticKeyring } from "../../functions/config/sandbox-keyring";
+import { sessionKeyEpochs, staticKeyring } from "../../functions/config/sandbox-keyring";
 import { parseConfig, type Config } from "../../functions/config/config";
 import { newSessionId } from "../../functions/domain/ids";
 import { newSessionRecord, type SessionRecord } from "../../functions/domain/session";
@@ -90,7 +90,7 @@ export async function startFlowHarness(options: { provider: SandboxProvider; age
     flows: runner,
     provider: () => Promise.resolve(options.provider),
     agent: options.agent,
-    sandboxKeys: staticKeyring(TEST_MASTER_KEY),
+    sandboxKeys: staticKeyring(TEST_MASTER_KEY, sessionKeyEpochs(sessions)),
     // Real envelope encryption under a fixed local master key: tests seed secrets with deps.secrets.put.
     secrets: new DynamoOrgSecretStore(table.doc, table.tableName, new LocalSecretKeyWrapper(TEST_SECRETS_MASTER_KEY)),
     orgSettings: new DynamoOrgSettingsStore(table.doc, table.tableName),

@@ -81,6 +81,12 @@ export class InstantSandboxProvider implements SandboxProvider {
     if (found) found.state = "terminated";
   }
 
+  /** A memory snapshot or a paused sandbox comes back with its processes (its sidecar's key too). */
+  keepsProcesses(snapshotId: string | null | undefined): boolean {
+    if (!snapshotId) return false;
+    return snapshotId.startsWith("mem:") || this.sandboxes.get(snapshotId)?.state === "paused";
+  }
+
   /** Every create call's options, in order (what the provision step asked for). */
   readonly createCalls: CreateSandboxOpts[] = [];
 

@@ -37,6 +37,18 @@ describe("deriveSandboxKey", () => {
     expect(() => deriveSandboxKey("m".repeat(31), "ses_1")).toThrow(/at least 32/);
     expect(() => deriveSandboxKey("", "ses_1")).toThrow(/at least 32/);
   });
+
+  it("per key epoch (issue 14 §2): epoch 0 is the v1 key sessions stored before epochs have; every other epoch has its own", () => {
+    const v1 = createHmac("sha256", MASTER).update("sandbox-key/v1/ses_1", "utf8").digest("base64url");
+    expect(deriveSandboxKey(MASTER, "ses_1", 0)).toBe(v1);
+    expect(KEY).toBe(v1);
+    const epochs = [1, 2, 3, 10].map((e) => deriveSandboxKey(MASTER, "ses_1", e));
+    expect(epochs[0]).toBe(createHmac("sha256", MASTER).update("sandbox-key/v2/ses_1/1", "utf8").digest("base64url"));
+    expect(new Set([v1, ...epochs]).size).toBe(5);
+    // No collision across sessions and epochs ("ses_1" epoch 11 vs "ses_11" epoch 1).
+    expect(deriveSandboxKey(MASTER, "ses_1", 11)).not.toBe(deriveSandboxKey(MASTER, "ses_11", 1));
+    for (const bad of [-1, 1.5, Number.NaN]) expect(() => deriveSandboxKey(MASTER, "ses_1", bad)).toThrow(/epoch/);
+  });
 });
 
 describe("mint and verify", () => {

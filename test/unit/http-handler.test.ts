@@ -23,7 +23,7 @@ function deps(overrides: Partial<HttpDeps> = {}): HttpDeps {
     flows: {} as HttpDeps["flows"],
     agent: {} as HttpDeps["agent"],
     provider: () => Promise.reject(new Error("no provider in this test")),
-    sandboxKeys: { sandboxKey: () => Promise.reject(new Error("no keys in this test")) },
+    sandboxKeys: { sandboxKey: () => Promise.reject(new Error("no keys in this test")), currentEpoch: () => Promise.resolve(0) },
     secrets: {} as HttpDeps["secrets"],
     orgSettings: {} as HttpDeps["orgSettings"],
     wsTickets: {} as HttpDeps["wsTickets"],

@@ -217,8 +217,10 @@ describe("phase 2", () => {
       SERVICES_FILE: "/home/user/.proliferate/services.json",
       SIDECAR_SOCKET: "/tmp/sandbox/sidecar.sock",
     });
-    // The token comes from the boot's environment at run time, never from the plan.
+    // The key reaches the sidecar on its stdin at run time (issue 14 §2), never through the plan
+    // or an environment.
     expect(sidecar.env.SIDECAR_TOKEN).toBeUndefined();
+    expect(sidecar.env.SIDECAR_TOKEN_FILE).toBe("-");
     // No control plane to ask: no URL for the sidecar, no credential helper.
     expect(sidecar.env.CONTROL_PLANE_URL).toBeUndefined();
     expect(names(image().phase1)).not.toContain("write git config");
@@ -303,23 +305,24 @@ describe("OpenCode's server password", () => {
   const full = () => spec({ repos: REPOS, snapshotHasDeps: true, serviceCommands: [{ name: "web", command: "npm start" }] }, imageLayout());
   const everyStep = (plan: ReturnType<typeof planBoot>) => [...plan.phase1, ...plan.phase2];
 
-  it("is derived from SIDECAR_TOKEN; no token, no password", () => {
-    expect(bootSecrets({ SIDECAR_TOKEN: TOKEN })).toEqual({ agentPassword: deriveAgentPassword(TOKEN), devModelKey: false });
-    expect(bootSecrets({})).toEqual({ agentPassword: null, devModelKey: false });
-    expect(bootSecrets({ SIDECAR_TOKEN: "" })).toEqual({ agentPassword: null, devModelKey: false });
-    expect(bootSecrets({ DEV_MODEL_API_KEY: "k" }).devModelKey).toBe(true);
+  it("is derived from the sandbox key the boot took from its key file; no key, no password; SIDECAR_TOKEN in the environment is not a key", () => {
+    expect(bootSecrets({}, TOKEN)).toEqual({ agentPassword: deriveAgentPassword(TOKEN), devModelKey: false });
+    expect(bootSecrets({}, undefined)).toEqual({ agentPassword: null, devModelKey: false });
+    expect(bootSecrets({}, "")).toEqual({ agentPassword: null, devModelKey: false });
+    expect(bootSecrets({ SIDECAR_TOKEN: TOKEN }, undefined)).toEqual({ agentPassword: null, devModelKey: false });
+    expect(bootSecrets({ DEV_MODEL_API_KEY: "k" }, undefined).devModelKey).toBe(true);
   });
 
   it("with it, OpenCode's spawn env has OPENCODE_SERVER_PASSWORD, its readiness probe the Authorization, and no other step either", () => {
     const password = deriveAgentPassword(TOKEN);
-    const plan = planBoot(full(), bootSecrets({ SIDECAR_TOKEN: TOKEN }));
+    const plan = planBoot(full(), bootSecrets({}, TOKEN));
     expect(step<"spawn">(plan.phase1, "start opencode").env.OPENCODE_SERVER_PASSWORD).toBe(password);
     expect(step<"wait-http">(plan.phase1, "wait for opencode").headers).toEqual({ authorization: agentAuthorization(password) });
     const holders = everyStep(plan).filter((s) => JSON.stringify(s).includes(password)).map((s) => s.name);
     expect(holders).toEqual(["start opencode"]);
     const withAuth = everyStep(plan).filter((s) => JSON.stringify(s).includes(agentAuthorization(password))).map((s) => s.name);
     expect(withAuth).toEqual(["wait for opencode"]);
-    // The sandbox key itself is in no step: the executor hands it to the sidecar from its own env.
+    // The sandbox key itself is in no step: the executor hands it to the sidecar on its stdin.
     expect(everyStep(plan).filter((s) => JSON.stringify(s).includes(TOKEN))).toEqual([]);
     // Nothing else changes.
     const without = planBoot(full());
@@ -328,7 +331,7 @@ describe("OpenCode's server password", () => {
   });
 
   it("the executor probes a wait step with that step's headers only", async () => {
-    const plan = planBoot(full(), bootSecrets({ SIDECAR_TOKEN: TOKEN }));
+    const plan = planBoot(full(), bootSecrets({}, TOKEN));
     const calls: [string, Record<string, string> | undefined][] = [];
     // Wait steps probe only processes the boot started: stand-ins that live long enough.
     const processes = new ProcessTable();

@@ -1,8 +1,9 @@
 /**
- * The sandbox key (`SIDECAR_TOKEN`) stays with the sidecar: the boot's environment carries it,
- * but a spawned non-sidecar process (OpenCode, Caddy) and a run step (git, the CLI, scripts)
- * never see it; the sidecar spawn does; a CLI step that calls the sidecar gets a short-lived
- * access token for this session instead. Real child processes (`env`), a real process table.
+ * The sandbox key stays with the sidecar: the boot holds it (taken from its key file, issue 14
+ * §2), a spawned non-sidecar process (OpenCode, Caddy) and a run step (git, the CLI, scripts)
+ * never see it; the sidecar gets it on its stdin, never in its environment; a CLI step that calls
+ * the sidecar gets a short-lived access token for this session instead; a `SIDECAR_TOKEN` left
+ * in the boot's environment reaches no child. Real child processes (`env`), a real process table.
  */
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -28,16 +29,19 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const bootEnv = (): NodeJS.ProcessEnv => ({ PATH: process.env.PATH, SESSION_ID: "ses_key", SIDECAR_TOKEN: KEY, KEEP_ME: "yes" });
+const STRAY = "a-stray-env-token-0123456789abcdef";
+const bootEnv = (): NodeJS.ProcessEnv => ({ PATH: process.env.PATH, SESSION_ID: "ses_key", SIDECAR_TOKEN: STRAY, KEEP_ME: "yes" });
 
-function executor(env = bootEnv()) {
-  return createStepExecutor({ env, processes, sleep: async () => undefined, fetch: async () => ({ ok: true }), now: () => NOW_MS });
+function executor(env = bootEnv(), sandboxKey: string | null = KEY) {
+  return createStepExecutor({ env, sandboxKey: sandboxKey ?? undefined, processes, sleep: async () => undefined, fetch: async () => ({ ok: true }), now: () => NOW_MS });
 }
 
 /** Spawns `env` as the given boot process and returns the variables it saw. */
 async function spawnedEnv(process: ProcessId, stepEnv: Record<string, string> = {}, env = bootEnv()): Promise<Record<string, string>> {
   const log = join(dir, `${process}.log`);
-  const step: BootStep = { kind: "spawn", name: `start ${process}`, process, command: { argv: ["env"] }, cwd: dir, env: stepEnv, log };
+  // `env` first; then whatever arrived on stdin, as one more "STDIN=" line.
+  const argv = ["sh", "-c", `env; printf 'STDIN=%s\\n' "$(cat 2>/dev/null)"`];
+  const step: BootStep = { kind: "spawn", name: `start ${process}`, process, command: { argv }, cwd: dir, env: stepEnv, log };
   expect(await executor(env)(step)).toMatchObject({ status: "ok" });
   await processes.waitExit(process);
   return parseEnv(await readFile(log, "utf8"));
@@ -66,17 +70,31 @@ describe("the sandbox key reaches only the sidecar", () => {
     expect(env.SESSION_ID).toBe("ses_key");
     expect(env).not.toHaveProperty("SIDECAR_TOKEN");
     expect(Object.values(env)).not.toContain(KEY);
+    expect(env.STDIN).toBe("");
   });
 
   it("Caddy does not get it either", async () => {
     expect(await spawnedEnv("caddy")).not.toHaveProperty("SIDECAR_TOKEN");
   });
 
-  it("the sidecar spawn does, with the session id beside it", async () => {
-    const env = await spawnedEnv("sidecar", { SIDECAR_PORT: "4000" });
-    expect(env.SIDECAR_TOKEN).toBe(KEY);
+  it("the sidecar spawn does, on its stdin and not in its environment, with the session id beside it", async () => {
+    const env = await spawnedEnv("sidecar", { SIDECAR_PORT: "4000", SIDECAR_TOKEN_FILE: "-" });
+    expect(env.STDIN).toBe(KEY);
+    expect(env).not.toHaveProperty("SIDECAR_TOKEN");
+    expect(Object.entries(env).filter(([name, value]) => name !== "STDIN" && value.includes(KEY))).toEqual([]);
     expect(env.SESSION_ID).toBe("ses_key");
     expect(env.SIDECAR_PORT).toBe("4000");
+  });
+
+  it("a SIDECAR_TOKEN in the boot's environment is nobody's key: not the sidecar's, not a child's", async () => {
+    const keyless = executor(bootEnv(), null);
+    const log = join(dir, "keyless-sidecar.log");
+    const argv = ["sh", "-c", `env; printf 'STDIN=%s\\n' "$(cat)"`];
+    await keyless({ kind: "spawn", name: "start sidecar", process: "sidecar", command: { argv }, cwd: dir, env: {}, log });
+    await processes.waitExit("sidecar");
+    const env = parseEnv(await readFile(log, "utf8"));
+    expect(env.STDIN).toBe("");
+    expect(JSON.stringify(env)).not.toContain(STRAY);
   });
 
   it("a run step (scripts, git, the CLI) does not get it", async () => {

@@ -8,7 +8,7 @@ import { inspect } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
 import { mockClient } from "aws-sdk-client-mock";
 import { GetSecretValueCommand, InternalServiceError, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
-import { keyringFromEnv, staticKeyring } from "../../functions/config/sandbox-keyring";
+import { keyringFromEnv, sessionKeyEpochs, staticKeyring } from "../../functions/config/sandbox-keyring";
 import { deriveSandboxKey } from "../../sandbox/shared/access-token";
 
 const secrets = mockClient(SecretsManagerClient);
@@ -61,5 +61,21 @@ describe("sandbox keyring", () => {
 
   it("a static master key that is too short fails at construction", () => {
     expect(() => staticKeyring("too-short")).toThrow("at least 32 characters");
+  });
+
+  it("derives the session's current key epoch's key, read from its record on every call; any epoch on demand", async () => {
+    const stored = new Map<string, { sandboxKeyEpoch?: number }>([["ses_new", { sandboxKeyEpoch: 3 }], ["ses_old", {}]]);
+    const sessions = { getSession: async (id: string) => (stored.get(id) ?? null) as never };
+    const keys = keyringFromEnv({ SANDBOX_ACCESS_KEY: MASTER }, client, sessionKeyEpochs(sessions));
+    expect(await keys.currentEpoch("ses_new")).toBe(3);
+    expect(await keys.sandboxKey("ses_new")).toBe(deriveSandboxKey(MASTER, "ses_new", 3));
+    expect(await keys.sandboxKey("ses_new", 1)).toBe(deriveSandboxKey(MASTER, "ses_new", 1));
+    // Stored before epochs, or unknown: the v1 key.
+    expect(await keys.sandboxKey("ses_old")).toBe(deriveSandboxKey(MASTER, "ses_old"));
+    expect(await keys.currentEpoch("ses_missing")).toBe(0);
+    stored.set("ses_old", { sandboxKeyEpoch: 1 });
+    expect(await keys.sandboxKey("ses_old")).toBe(deriveSandboxKey(MASTER, "ses_old", 1));
+    // Without an epoch source every session is at epoch 0.
+    expect(await staticKeyring(MASTER).sandboxKey("ses_new")).toBe(deriveSandboxKey(MASTER, "ses_new"));
   });
 });

@@ -1,6 +1,11 @@
 /** The sidecar's env parsing: defaults, the state dir beside the workspace, named failures. */
 import { describe, expect, it } from "vitest";
-import { sidecarOptionsFromEnv } from "../../sandbox/sidecar/config";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Readable } from "node:stream";
+import { readSandboxKey, takeSandboxKeyFile, writeSandboxKeyFile } from "../../sandbox/shared/sandbox-key-file";
+import { sidecarKeySource, sidecarOptionsFromEnv } from "../../sandbox/sidecar/config";
 
 describe("sidecarOptionsFromEnv", () => {
   it("defaults to port 4000 on all interfaces, state beside the workspace, no token", () => {
@@ -53,5 +58,35 @@ describe("sidecarOptionsFromEnv", () => {
     [{ CADDY_ADMIN_URL: "not a url" }, "CADDY_ADMIN_URL"],
   ])("names the bad variable in %j", (env, name) => {
     expect(() => sidecarOptionsFromEnv(env)).toThrow(name);
+  });
+
+  it("takes the key from SIDECAR_TOKEN_FILE (`-`: stdin), and refuses SIDECAR_TOKEN beside it", () => {
+    expect(sidecarKeySource({ SIDECAR_TOKEN_FILE: "-" })).toBe("-");
+    expect(sidecarKeySource({ SIDECAR_TOKEN_FILE: " " })).toBeNull();
+    expect(sidecarKeySource({})).toBeNull();
+    expect(sidecarOptionsFromEnv({ SIDECAR_TOKEN_FILE: "-" }).token).toBeUndefined();
+    expect(() => sidecarOptionsFromEnv({ SIDECAR_TOKEN_FILE: "-", SIDECAR_TOKEN: "tok" })).toThrow("SIDECAR_TOKEN_FILE");
+  });
+});
+
+describe("the sandbox key file (issue 14 §2)", () => {
+  it("is written 0600, taken once (read and removed), and read from stdin or a path by the sidecar", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "key-file-"));
+    try {
+      const path = join(dir, "state", "sandbox-key");
+      await writeSandboxKeyFile(path, "the-key-0123456789");
+      expect((await stat(path)).mode & 0o777).toBe(0o600);
+      expect(await takeSandboxKeyFile(path)).toBe("the-key-0123456789");
+      await expect(stat(path)).rejects.toMatchObject({ code: "ENOENT" });
+      expect(await takeSandboxKeyFile(path)).toBeUndefined();
+
+      expect(await readSandboxKey("-", Readable.from([Buffer.from("the-key-"), Buffer.from("0123456789\n")]))).toBe("the-key-0123456789");
+      expect(await readSandboxKey("-", Readable.from([]))).toBeUndefined();
+      await writeFile(join(dir, "k"), "from-a-file\n");
+      expect(await readSandboxKey(join(dir, "k"))).toBe("from-a-file");
+      expect(await readFile(join(dir, "k"), "utf8")).toBe("from-a-file\n");
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

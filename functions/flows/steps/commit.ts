@@ -24,6 +24,8 @@ function runtimeChanges(p: NonNullable<FlowDocument["provision"]>) {
     openCodeUrl: p.tunnelUrl,
     sandboxExpiresAt: p.expiresAt === null ? null : new Date(p.expiresAt).toISOString(),
     codingAgentSessionId: p.codingAgentSessionId,
+    // The new runtime's key: from now on every caller derives this epoch's (sandbox-keyring.ts).
+    ...(p.sandboxKeyEpoch === undefined ? {} : { sandboxKeyEpoch: p.sandboxKeyEpoch }),
     // A fresh (or restored) runtime's agent state is unknown until the relay sees it (seed 002 §3h).
     agentBusy: false,
     lastKnownAgentIdleAt: null,

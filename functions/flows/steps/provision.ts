@@ -38,7 +38,13 @@ export const makeProvisionStep = flowStep("provision", async (doc, deps) => {
     repos: session.repos,
     sessionSnapshotId: migrating ? (doc.snapshot?.snapshotId ?? null) : session.snapshotId,
   });
-  const sandboxKey = await deps.sandboxKeys.sandboxKey(session.id);
+  // issue 14 §2: a freshly booted sandbox gets the next key epoch, so a key leaked from an earlier
+  // sandbox stops working once this one is committed; one that resumes its processes keeps the
+  // key its sidecar already holds.
+  const currentEpoch = session.sandboxKeyEpoch ?? 0;
+  const boots = !(provider.keepsProcesses?.(layers.snapshotId) ?? false);
+  const newEpoch = boots ? currentEpoch + 1 : currentEpoch;
+  const sandboxKey = await deps.sandboxKeys.sandboxKey(session.id, newEpoch);
   const model = await sessionModel(session, deps);
   const opts = {
     ...sessionSandboxOpts(session, model, deps.config),
@@ -50,14 +56,19 @@ export const makeProvisionStep = flowStep("provision", async (doc, deps) => {
   };
   const result = migrating ? { ...(await provider.createSandbox(opts)), recovered: false } : await provider.ensureSandbox(opts);
   try {
-    // The key the sandbox got as SIDECAR_TOKEN: its OpenCode's password derives from it.
-    const codingAgentSessionId = await deps.agent.ensureSession(agentEndpointForKey(result.tunnelUrl, sandboxKey), session.codingAgentSessionId);
+    // The session's own sandbox, recovered alive, still holds the current epoch's key; a sandbox
+    // created for this provision (now, or by an earlier attempt of it) holds the new one.
+    const epoch = result.recovered && result.sandboxId === session.sandboxId ? currentEpoch : newEpoch;
+    const key = epoch === newEpoch ? sandboxKey : await deps.sandboxKeys.sandboxKey(session.id, epoch);
+    // Its OpenCode's password derives from that key.
+    const codingAgentSessionId = await deps.agent.ensureSession(agentEndpointForKey(result.tunnelUrl, key), session.codingAgentSessionId);
     return {
       sandboxId: result.sandboxId,
       tunnelUrl: result.tunnelUrl,
       expiresAt: result.expiresAt,
       recovered: result.recovered,
       codingAgentSessionId,
+      sandboxKeyEpoch: epoch,
     };
   } catch (err) {
     if (!result.recovered) {

@@ -42,6 +42,8 @@ import {
   runImageBoot,
   shellJoin,
   sandboxKeyOf,
+  deliverSandboxKey,
+
   waitForOpenCodeReady,
   type ReadinessDeps,
   type SandboxExec,
@@ -147,6 +149,11 @@ export class E2BSandboxProvider implements SandboxProvider {
   readonly supportsAutoPause = true;
   readonly supportsMemorySnapshot = false;
 
+  /** A paused sandbox's id (no `e2b-snapshot:` prefix) resumes with its processes: no boot. */
+  keepsProcesses(snapshotId: string | null | undefined): boolean {
+    return Boolean(snapshotId) && !snapshotId?.startsWith(E2B_SNAPSHOT_PREFIX);
+  }
+
   private readonly now: () => number;
   private readonly readiness: ReadinessDeps;
 
@@ -196,6 +203,7 @@ export class E2BSandboxProvider implements SandboxProvider {
       // The image's boot (sandbox/boot): phase 1 blocks this exec, phase 2 runs on in the sandbox.
       const spec = imageBootSpec(opts, { restored: Boolean(opts.snapshotId), now: this.now(), gitFreshness: this.config.gitFreshness ?? null });
       await sandbox.files.write(SANDBOX_PATHS.bootRequest, JSON.stringify(spec));
+      await deliverSandboxKey(writeKeyFile(sandbox), opts);
       await runImageBoot(execVia(sandbox), "start", { file: SANDBOX_PATHS.bootRequest });
       const urls = this.urls(sandbox);
       await waitForOpenCodeReady(urls.tunnelUrl, this.readiness, { sandboxKey: sandboxKeyOf(opts) });
@@ -377,6 +385,19 @@ export class E2BSandboxProvider implements SandboxProvider {
   private error(operation: string, err: unknown): ProviderError {
     return toProviderError(PROVIDER, operation, err, classifyE2BError);
   }
+}
+
+/**
+ * The sandbox key file for the boot (`deliverSandboxKey`): `commands.run` has no stdin here, so
+ * the files API writes it and a chmod narrows it to 0600. The boot removes it before it starts
+ * any other process, so nothing of the agent's runs while it exists.
+ */
+function writeKeyFile(sandbox: E2BSandboxLike): (path: string, content: string) => Promise<void> {
+  return async (path, content) => {
+    await sandbox.files.write(path, content);
+    const r = await execVia(sandbox)(["chmod", "600", path]);
+    if (r.exitCode !== 0) throw new Error(`chmod ${path} exited ${r.exitCode}`);
+  };
 }
 
 /** `commands.run` throws `CommandExitError` (which carries the result) on a non-zero exit. */

@@ -14,7 +14,8 @@
  * at expiry), so it holds even when the control plane is down.
  *
  * Sidecar: on by default (phase 2, after create returns), authenticated by the `SIDECAR_TOKEN`
- * of the create call's env vars. Its services run as their own process groups, so terminate
+ * of the create call's env vars, which reaches the sandbox as a 0600 file its boot takes (never
+ * as an environment variable: sandbox/shared/sandbox-key-file.ts). Its services run as their own process groups, so terminate
  * ends them too, from the sidecar's persisted state (`endRecordedServices`).
  */
 import { spawn } from "node:child_process";
@@ -27,6 +28,8 @@ import { awaitBootOutcome, describeOutcome } from "../../../sandbox/boot/boot-ou
 import { phase1DeadlineMs } from "../../../sandbox/boot/boot-plan";
 import { sandboxFiles } from "../../../sandbox/boot/layout";
 import { endRecordedServices } from "../../../sandbox/sidecar/service-state";
+import { writeSandboxKeyFile } from "../../../sandbox/shared/sandbox-key-file";
+import { sandboxKeyOf } from "../sandbox-boot";
 import { ProviderError } from "../../domain/errors";
 import type { GitFreshnessConfig } from "../../domain/git-freshness";
 import { redactSecrets } from "../../observability/redact-secrets";
@@ -285,6 +288,9 @@ export class LocalSandboxProvider implements SandboxProvider {
     });
     const specPath = `${paths.root}/boot-spec.json`;
     await writeFile(specPath, JSON.stringify(spec), { mode: 0o600 });
+    // The key as a file the boot takes before it starts anything (never in the boot's environment).
+    const sandboxKey = sandboxKeyOf(opts);
+    if (sandboxKey) await writeSandboxKeyFile(sandboxFiles(paths).sandboxKey, sandboxKey);
     const env = sandboxEnv({
       hostPath: process.env.PATH ?? "/usr/bin:/bin",
       home: paths.home,

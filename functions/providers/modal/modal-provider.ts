@@ -40,6 +40,8 @@ import {
   imageBootSpec,
   runImageBoot,
   sandboxKeyOf,
+  deliverSandboxKey,
+  writeFileViaExec,
   waitForOpenCodeReady,
   type ReadinessDeps,
   type SandboxExec,
@@ -189,6 +191,11 @@ export class ModalSandboxProvider implements SandboxProvider {
   readonly supportsAutoPause = false;
   readonly supportsMemorySnapshot = true;
 
+  /** A memory snapshot restores the processes (the sidecar with its key); anything else boots. */
+  keepsProcesses(snapshotId: string | null | undefined): boolean {
+    return isMemorySnapshotId(snapshotId);
+  }
+
   private readonly now: () => number;
   private readonly readiness: ReadinessDeps;
 
@@ -226,6 +233,7 @@ export class ModalSandboxProvider implements SandboxProvider {
       const urls = await this.tunnelUrls(sandbox);
       // The image's boot (sandbox/boot): phase 1 blocks this exec, phase 2 runs on in the sandbox.
       const spec = imageBootSpec(opts, { restored: Boolean(opts.snapshotId), now: this.now(), gitFreshness: this.config.gitFreshness ?? null });
+      await deliverSandboxKey(writeFileViaExec(execVia(sandbox)), opts);
       await runImageBoot(execVia(sandbox), "start", { stdin: JSON.stringify(spec) });
       await waitForOpenCodeReady(urls.tunnelUrl, this.readiness, { sandboxKey: sandboxKeyOf(opts) });
       return { sandboxId: sandbox.sandboxId, ...urls, expiresAt };

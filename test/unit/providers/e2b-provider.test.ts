@@ -153,6 +153,8 @@ const config: E2BProviderConfig = { template: "sandbox-tpl", timeoutSeconds: 360
 const SESSION = "ses_0123456789abcdefghjkmnpqrs";
 
 const SPEC_PATH = "/home/user/.proliferate/boot-request.json";
+/** Where the boot takes its sandbox key from (sandbox/boot/layout.ts `sandboxKey`). */
+const KEY_PATH = "/home/user/.proliferate/sandbox-key";
 
 /** The boot spec the provider wrote for the image's boot, parsed as the boot parses it. */
 function bootSpecOf(sdk: FakeE2B, sandboxId: string): BootSpec {
@@ -416,11 +418,33 @@ describe("E2BSandboxProvider", () => {
 });
 
 describe("E2BSandboxProvider: what a session's create call carries", () => {
+  it("keeps the processes (and so the sidecar's key epoch) only when resuming a paused sandbox", () => {
+    const { provider } = setup();
+    expect(provider.keepsProcesses("e2b-1")).toBe(true);
+    for (const id of ["e2b-snapshot:tpl-1", null, undefined]) expect(provider.keepsProcesses(id)).toBe(false);
+  });
+
+  it("the sandbox key: a 0600 file for the boot, written before the boot runs; never an env var, a command line or the spec (issue 14 §2)", async () => {
+    const { sdk, provider } = setup(true, { modelEnv: CREATE_SECRETS.deployment });
+    await provider.createSandbox(sessionCreateOpts(SESSION));
+    const key = CREATE_SECRETS.sandboxKey;
+    expect(sdk.boxes.get("e2b-1")?.files[KEY_PATH]).toBe(key);
+    const order = sdk.calls.map((c) => (c[0] === "files.write" ? `write ${String(c[2])}` : c[0] === "commands.run" ? String(c[2]) : c[0]));
+    const wrote = order.indexOf(`write ${KEY_PATH}`);
+    expect(order[wrote + 1]).toBe(`chmod 600 ${KEY_PATH}`);
+    expect(wrote).toBeLessThan(order.findIndex((c) => c.includes("boot.mjs start")));
+    const create = sdk.calls.find((c) => c[0] === "create");
+    expect(JSON.stringify(create)).not.toContain(key);
+    for (const command of sdk.calls.filter((c) => c[0] === "commands.run")) expect(JSON.stringify(command)).not.toContain(key);
+    expect(sdk.boxes.get("e2b-1")?.files[SPEC_PATH]).not.toContain(key);
+  });
+
   it("envs: exactly the session's vars (its own model key, never the deployment's); the boot spec file: the settings, no secret", async () => {
     const { sdk, provider } = setup(true, { modelEnv: CREATE_SECRETS.deployment });
     await provider.createSandbox(sessionCreateOpts(SESSION, ));
     const create = sdk.calls.find((c) => c[0] === "create");
-    expect((create?.[2] as { envs: unknown }).envs).toEqual({ SESSION_ID: SESSION, SIDECAR_TOKEN: CREATE_SECRETS.sandboxKey, ANTHROPIC_API_KEY: CREATE_SECRETS.sessionModelKey });
+    // Never the sandbox key as a container-wide variable (issue 14 §2): every process would see it.
+    expect((create?.[2] as { envs: unknown }).envs).toEqual({ SESSION_ID: SESSION, ANTHROPIC_API_KEY: CREATE_SECRETS.sessionModelKey });
     expect(bootSpecOf(sdk, "e2b-1").request).toMatchObject({ modelId: "anthropic/claude-sonnet-4-5", systemPrompt: "Be brief.", controlPlaneUrl: "https://api.example.test" });
     const raw = sdk.boxes.get("e2b-1")?.files[SPEC_PATH] ?? "";
     for (const secret of [CREATE_SECRETS.sandboxKey, CREATE_SECRETS.sessionModelKey, ...Object.values(CREATE_SECRETS.deployment)]) expect(raw).not.toContain(secret);
@@ -430,10 +454,13 @@ describe("E2BSandboxProvider: what a session's create call carries", () => {
     const { sdk, provider } = setup(true, { modelEnv: CREATE_SECRETS.deployment });
     await provider.createSandbox(sessionCreateOpts(SESSION, { agentConfig: undefined, envVars: { SESSION_ID: SESSION, SIDECAR_TOKEN: CREATE_SECRETS.sandboxKey } }));
     const create = sdk.calls.find((c) => c[0] === "create");
-    expect((create?.[2] as { envs: unknown }).envs).toEqual({ SESSION_ID: SESSION, SIDECAR_TOKEN: CREATE_SECRETS.sandboxKey, ANTHROPIC_API_KEY: CREATE_SECRETS.deployment.ANTHROPIC_API_KEY });
+    expect((create?.[2] as { envs: unknown }).envs).toEqual({ SESSION_ID: SESSION, ANTHROPIC_API_KEY: CREATE_SECRETS.deployment.ANTHROPIC_API_KEY });
     await provider.pause(SESSION, "e2b-1");
     await provider.ensureSandbox(sessionCreateOpts(SESSION, { snapshotId: "e2b-1", currentSandboxId: "e2b-1" }));
-    const written = Object.values(sdk.boxes.get("e2b-1")?.files ?? {}).join("\n");
+    const written = Object.entries(sdk.boxes.get("e2b-1")?.files ?? {})
+      .filter(([path]) => path !== KEY_PATH)
+      .map(([, content]) => content)
+      .join("\n");
     for (const secret of [CREATE_SECRETS.sandboxKey, CREATE_SECRETS.sessionModelKey, CREATE_SECRETS.deployment.ANTHROPIC_API_KEY]) expect(written).not.toContain(secret);
   });
 });

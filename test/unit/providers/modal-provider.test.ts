@@ -239,7 +239,8 @@ function opts(over: Partial<CreateSandboxOpts> = {}): CreateSandboxOpts {
 
 /** The boot spec the provider streamed to `boot start` in the sandbox, parsed as the boot parses it. */
 function bootSpecOf(sdk: FakeModal, sandboxId: string): BootSpec {
-  const raw = sdk.byId.get(sandboxId)?.stdins[0];
+  // The boot's stdin is the spec (a JSON object); the key file's write has the bare key.
+  const raw = sdk.byId.get(sandboxId)?.stdins.find((s) => s.startsWith("{"));
   if (raw === undefined) throw new Error(`no boot spec was sent to ${sandboxId}`);
   return parseBootSpec(JSON.parse(raw));
 }
@@ -611,11 +612,32 @@ describe("ModalSandboxProvider", () => {
 });
 
 describe("ModalSandboxProvider: what a session's create call carries", () => {
+  it("keeps the processes (and so the sidecar's key epoch) only when restoring a memory snapshot", () => {
+    const { provider } = setup();
+    expect(provider.keepsProcesses("mem:sn-1")).toBe(true);
+    for (const id of ["im-fs-1", null, undefined]) expect(provider.keepsProcesses(id)).toBe(false);
+  });
+
+  it("the sandbox key: on the stdin of a 0600 file write before the boot runs; never an env var, a command line or the spec (issue 14 §2)", async () => {
+    const { sdk, provider } = setup({ modelEnv: CREATE_SECRETS.deployment });
+    await provider.createSandbox(sessionCreateOpts(SESSION));
+    const key = CREATE_SECRETS.sandboxKey;
+    const box = sdk.byId.get("sb-1");
+    const write = box?.execs.findIndex((argv) => argv.join(" ").includes("sandbox-key")) ?? -1;
+    expect(box?.execs[write]).toEqual(["sh", "-c", "umask 077 && mkdir -p '/home/user/.proliferate' && cat > '/home/user/.proliferate/sandbox-key'"]);
+    expect(write).toBeLessThan(box?.execs.findIndex((argv) => argv.includes("/opt/sandbox/boot.mjs")) ?? -1);
+    expect(box?.stdins).toContain(key);
+    expect(JSON.stringify(box?.execs)).not.toContain(key);
+    expect(JSON.stringify(sdk.calls.find((c) => c[0] === "sandboxes.create"))).not.toContain(key);
+    expect(JSON.stringify(bootSpecOf(sdk, "sb-1"))).not.toContain(key);
+  });
+
   it("env: exactly the session's vars (its own model key, never the deployment's); the boot spec: the settings, no secret", async () => {
     const { sdk, provider } = setup({ modelEnv: CREATE_SECRETS.deployment });
     await provider.createSandbox(sessionCreateOpts(SESSION, ));
     const create = sdk.calls.find((c) => c[0] === "sandboxes.create");
-    expect((create?.[3] as { env: unknown }).env).toEqual({ SESSION_ID: SESSION, SIDECAR_TOKEN: CREATE_SECRETS.sandboxKey, ANTHROPIC_API_KEY: CREATE_SECRETS.sessionModelKey });
+    // Never the sandbox key as a container-wide variable (issue 14 §2): every process would see it.
+    expect((create?.[3] as { env: unknown }).env).toEqual({ SESSION_ID: SESSION, ANTHROPIC_API_KEY: CREATE_SECRETS.sessionModelKey });
     const spec = bootSpecOf(sdk, "sb-1");
     expect(spec.request).toMatchObject({
       modelId: "anthropic/claude-sonnet-4-5",
@@ -625,7 +647,7 @@ describe("ModalSandboxProvider: what a session's create call carries", () => {
       gitIdentity: { name: "Ada", email: "ada@example.test" },
       controlPlaneUrl: "https://api.example.test",
     });
-    const raw = sdk.byId.get("sb-1")?.stdins[0] ?? "";
+    const raw = sdk.byId.get("sb-1")?.stdins.find((s) => s.startsWith("{")) ?? "";
     for (const secret of [CREATE_SECRETS.sandboxKey, CREATE_SECRETS.sessionModelKey, ...Object.values(CREATE_SECRETS.deployment)]) expect(raw).not.toContain(secret);
   });
 
@@ -633,13 +655,13 @@ describe("ModalSandboxProvider: what a session's create call carries", () => {
     const { sdk, provider } = setup({ modelEnv: CREATE_SECRETS.deployment });
     await provider.createSandbox(sessionCreateOpts(SESSION, { agentConfig: undefined, envVars: { SESSION_ID: SESSION, SIDECAR_TOKEN: CREATE_SECRETS.sandboxKey } }));
     const create = sdk.calls.find((c) => c[0] === "sandboxes.create");
-    expect((create?.[3] as { env: unknown }).env).toEqual({ SESSION_ID: SESSION, SIDECAR_TOKEN: CREATE_SECRETS.sandboxKey, ANTHROPIC_API_KEY: CREATE_SECRETS.deployment.ANTHROPIC_API_KEY });
+    expect((create?.[3] as { env: unknown }).env).toEqual({ SESSION_ID: SESSION, ANTHROPIC_API_KEY: CREATE_SECRETS.deployment.ANTHROPIC_API_KEY });
   });
 
   it("a model named without a key secret: the deployment's key for that provider only", async () => {
     const { sdk, provider } = setup({ modelEnv: CREATE_SECRETS.deployment });
     await provider.createSandbox(sessionCreateOpts(SESSION, { agentConfig: { modelId: "openai/gpt-5" }, envVars: { SESSION_ID: SESSION, SIDECAR_TOKEN: CREATE_SECRETS.sandboxKey } }));
     const create = sdk.calls.find((c) => c[0] === "sandboxes.create");
-    expect((create?.[3] as { env: unknown }).env).toEqual({ SESSION_ID: SESSION, SIDECAR_TOKEN: CREATE_SECRETS.sandboxKey, OPENAI_API_KEY: CREATE_SECRETS.deployment.OPENAI_API_KEY });
+    expect((create?.[3] as { env: unknown }).env).toEqual({ SESSION_ID: SESSION, OPENAI_API_KEY: CREATE_SECRETS.deployment.OPENAI_API_KEY });
   });
 });
