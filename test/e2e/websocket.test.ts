@@ -166,7 +166,14 @@ describe("streaming", () => {
     for (let i = 0; i < 3; i++) positions.push(Number((await a.waitFor((m) => m.type === "prompt.queued" && !positions.includes(Number(m.position)), 10_000)).position));
     expect(positions).toEqual([0, 1, 2]);
     await waitForCompleted(id, 3);
-    const items = ((await api.request("GET", `/v1/sessions/${id}/messages`)).body as { items: { role: string; text: string }[] }).items;
+    // The transcript record of a turn may land just after its prompt is marked completed; it
+    // must land, whole (a truncated or missing answer times out here, showing the transcript).
+    const transcript = async () => ((await api.request("GET", `/v1/sessions/${id}/messages`)).body as { items: { role: string; text: string }[] }).items;
+    const items = await poll(transcript, {
+      until: (all) => all.filter((m) => m.role === "assistant" && m.text.startsWith("echo: ")).length >= 3,
+      timeoutMs: 15_000,
+      message: (all) => `three answers in the transcript; have ${JSON.stringify(all)}`,
+    });
     expect(items.filter((m) => m.role === "user").map((m) => m.text)).toEqual(["sleep 2s then answer", "second", "third"]);
     expect(items.filter((m) => m.role === "assistant" && m.text.startsWith("echo: ")).map((m) => m.text)).toEqual([
       "echo: sleep 2s then answer",
