@@ -67,7 +67,9 @@ export function attachLocalWsServer(server: Server, deps: WsDeps, push: LocalCli
         }
         wss.handleUpgrade(req, socket, head, (ws: WebSocket) => {
           push.register(connectionId, (msg) => {
-            if (ws.readyState === ws.OPEN) ws.send(JSON.stringify(msg));
+            if (ws.readyState !== ws.OPEN) return false;
+            ws.send(JSON.stringify(msg));
+            return true;
           });
           let chain: Promise<unknown> = Promise.resolve();
           const inOrder = (work: () => Promise<unknown>) => {

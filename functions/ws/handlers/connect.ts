@@ -6,6 +6,7 @@
  * the HTTP status of the refusal (401, 403, 404, 409), and registers nothing.
  */
 import { z } from "zod";
+import { unreadyConnectionExpiresAt } from "../../domain/connection-liveness";
 import { ClientType, SessionId } from "../../domain/session";
 import { AppError, ValidationError } from "../../domain/errors";
 import { principalForToken, describeZodError } from "../../http/http-handler";
@@ -38,6 +39,8 @@ export function makeConnectHandler(deps: WsDeps): (event: WsEvent) => Promise<Ws
         userId: caller.userId,
         clientType: query.clientType ?? session.clientType,
         connectedAt: now.toISOString(),
+        // Short until send-init marks it ready: a connection that never gets its init stops counting soon.
+        expiresAt: unreadyConnectionExpiresAt(now, deps.config.CONNECTION_TTL_SECONDS).toISOString(),
       });
       // Before anything that may wait (seed 002 constraint 3).
       await deps.sessions.touchActivity(session.id, now);

@@ -17,7 +17,7 @@ export function makeDisconnectHandler(deps: WsDeps): (event: WsEvent) => Promise
       if (!connection) return { statusCode: 200 };
       await deps.connections.remove(connection.sessionId, connectionId);
       await deps.sessions.touchActivity(connection.sessionId, deps.now()).catch(() => undefined);
-      if ((await deps.connections.list(connection.sessionId)).length === 0) await armIdleCheck(deps, connection.sessionId, "last client disconnected");
+      if ((await deps.connections.listLive(connection.sessionId, deps.now())).length === 0) await armIdleCheck(deps, connection.sessionId, "last client disconnected");
       deps.logger.info("client disconnected", { sessionId: connection.sessionId, connectionId });
       return { statusCode: 200 };
     } catch (err) {
