@@ -179,6 +179,8 @@ export function attachLocalWsServer(server: Server, deps: WsDeps, push: LocalCli
           });
           inOrder(() => sendInit({ connectionId, sessionId }));
           ws.on("message", (data, isBinary) => {
+            // A frame proves the peer is there as well as a pong does.
+            alive.awaitingPong = false;
             const body = isBinary ? Buffer.from(data as Buffer).toString("base64") : data.toString();
             inOrder(() => message(event(connectionId, "$default", { body, isBase64Encoded: isBinary })));
           });

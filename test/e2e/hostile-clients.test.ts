@@ -22,13 +22,14 @@ let sessionId: string;
 let anchor: TestWsClient;
 const clients: TestWsClient[] = [];
 /** Short, so that the quiet anchor outlives it many times over: answered pings keep it live. */
-const TTL_SECONDS = 3;
+const TTL_SECONDS = 5;
+const PING_SECONDS = 1;
 const rawSockets: net.Socket[] = [];
 
 beforeAll(async () => {
   ({ runtime, api } = await startRuntimeForTest({
     retryIntervalScale: 0.05,
-    env: { IDLE_SNAPSHOT_DELAY_SECONDS: "2", RELAY_SCAN_INTERVAL_SECONDS: "0.2", RELAY_LEASE_TTL_SECONDS: "1.5", LOCAL_WS_PING_SECONDS: "0.5", CONNECTION_TTL_SECONDS: String(TTL_SECONDS) },
+    env: { IDLE_SNAPSHOT_DELAY_SECONDS: "2", RELAY_SCAN_INTERVAL_SECONDS: "0.2", RELAY_LEASE_TTL_SECONDS: "1.5", LOCAL_WS_PING_SECONDS: String(PING_SECONDS), CONNECTION_TTL_SECONDS: String(TTL_SECONDS) },
   }));
   port = Number(new URL(runtime.url).port);
   const res = await api.request("POST", "/v1/sessions", { body: {} });
@@ -185,11 +186,11 @@ describe("hostile clients on the local runtime", () => {
   it("a quiet client that answers pings outlives the connection TTL: it still counts and still gets pushes", async () => {
     const quiet = await connect();
     await quiet.waitFor((m) => m.type === "init", 10_000, "init");
-    // Waits on the server's pings (every 0.5 s) until twice the TTL has passed without a frame from the client.
+    // Waits on the server's pings until one and a half TTLs have passed without a frame from the client.
     await new Promise<void>((resolve) => {
       let pings = 0;
       quiet.socket.on("ping", () => {
-        if (++pings === (TTL_SECONDS * 2) / 0.5) resolve();
+        if (++pings === Math.ceil((TTL_SECONDS * 1.5) / PING_SECONDS)) resolve();
       });
     });
     const live = await runtime.flowDeps.connections.listLive(sessionId, new Date());
