@@ -98,7 +98,8 @@ export function attachLocalWsServer(server: Server, deps: WsDeps, push: LocalCli
   const connect = handlerFor(deps, "$connect");
   const disconnect = handlerFor(deps, "$disconnect");
   const message = handlerFor(deps, "$default");
-  const sendInit = makeSendInitHandler(deps);
+  // The socket is registered before init goes out: a push that finds it gone means it left, so no retries.
+  const sendInit = makeSendInitHandler(deps, { attempts: 1 });
   const inFlight = new Set<Promise<unknown>>();
   const track = <T>(p: Promise<T>): Promise<T> => {
     inFlight.add(p);
