@@ -51,8 +51,8 @@ export const ConfigSchema = z.object({
    */
   CONNECTION_TTL_SECONDS: seconds(900),
   /**
-   * Local runtime only: the local WebSocket server pings every client this often; one that has
-   * not answered the previous ping is dropped (a half-open peer), and an answer keeps the
+   * Local runtime only: the local WebSocket server pings every client this often; one that
+   * leaves two pings in a row unanswered is dropped (a half-open peer), and an answer keeps the
    * connection's expiry fresh. API Gateway detects dead peers itself.
    */
   LOCAL_WS_PING_SECONDS: seconds(30),

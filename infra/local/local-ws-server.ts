@@ -86,9 +86,15 @@ function handshakeProblem(req: IncomingMessage): string | null {
   return null;
 }
 
+/**
+ * Pings in a row a peer may leave unanswered before it is dropped. More than one: a busy event
+ * loop can run the next ping tick before it has read the answer to the last one.
+ */
+const MAX_UNANSWERED_PINGS = 2;
+
 interface Liveness {
-  /** A ping went out and its pong has not come back. */
-  awaitingPong: boolean;
+  /** Pings sent since the peer last answered (a pong or any frame). */
+  unanswered: number;
   /** When the connection item's expiry was last pushed forward (epoch ms). */
   refreshedAt: number;
 }
@@ -166,12 +172,12 @@ export function attachLocalWsServer(server: Server, deps: WsDeps, push: LocalCli
             ws.send(JSON.stringify(msg));
             return true;
           });
-          const alive: Liveness = { awaitingPong: false, refreshedAt: deps.now().getTime() };
+          const alive: Liveness = { unanswered: 0, refreshedAt: deps.now().getTime() };
           liveness.set(ws, alive);
           // An oversized frame, a protocol violation: `ws` closes this connection (1009, 1002) and reports it here.
           ws.on("error", (err) => deps.logger.warn("local ws: connection error", { connectionId, error: errorForLog(err) }));
           ws.on("pong", () => {
-            alive.awaitingPong = false;
+            alive.unanswered = 0;
             // The client answers, so it is there: keep its item from expiring (one write per half TTL).
             const now = deps.now();
             if (now.getTime() - alive.refreshedAt < (ttlSeconds * 1000) / 2) return;
@@ -181,7 +187,7 @@ export function attachLocalWsServer(server: Server, deps: WsDeps, push: LocalCli
           inOrder(() => sendInit({ connectionId, sessionId }));
           ws.on("message", (data, isBinary) => {
             // A frame proves the peer is there as well as a pong does.
-            alive.awaitingPong = false;
+            alive.unanswered = 0;
             const body = isBinary ? Buffer.from(data as Buffer).toString("base64") : data.toString();
             inOrder(() => message(event(connectionId, "$default", { body, isBase64Encoded: isBinary })));
           });
@@ -198,14 +204,14 @@ export function attachLocalWsServer(server: Server, deps: WsDeps, push: LocalCli
   };
   server.on("upgrade", onUpgrade);
 
-  // A peer that has not answered the previous ping is half-open (or hostile): drop it.
+  // A peer that leaves its pings unanswered is half-open (or hostile): drop it.
   const pinger = setInterval(() => {
     for (const [ws, alive] of liveness) {
-      if (alive.awaitingPong) {
+      if (alive.unanswered >= MAX_UNANSWERED_PINGS) {
         ws.terminate();
         continue;
       }
-      alive.awaitingPong = true;
+      alive.unanswered++;
       ws.ping();
     }
   }, Math.round(deps.config.LOCAL_WS_PING_SECONDS * 1000));
