@@ -130,6 +130,8 @@ export class ControlPlaneStack extends Stack {
     this.table = new Table(this, "SessionTable", {
       partitionKey: { name: TABLE_DEFINITION.partitionKey, type: AttributeType.STRING },
       sortKey: { name: TABLE_DEFINITION.sortKey, type: AttributeType.STRING },
+      // Connection and proxy items expire (issue 14 §3); readers also check `expiresAt`, since deletion lags.
+      timeToLiveAttribute: TABLE_DEFINITION.timeToLiveAttribute,
       billingMode: BillingMode.PAY_PER_REQUEST,
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
       deletionProtection,

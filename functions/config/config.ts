@@ -44,6 +44,18 @@ export const ConfigSchema = z.object({
   IDLE_SNAPSHOT_MAX_FAILURES: z.coerce.number().int().positive().default(3),
   /** A proxy connection (terminal / editor WebSocket) that is not refreshed within this long no longer counts as present. */
   PROXY_CONNECTION_TTL_SECONDS: seconds(120),
+  /**
+   * A WebSocket client connection that shows no activity for this long no longer counts as
+   * connected (issue 14 §3). Above API Gateway's 10-minute idle timeout, which closes a
+   * connection whose client sends nothing: clients send `ping` or `heartbeat` meanwhile.
+   */
+  CONNECTION_TTL_SECONDS: seconds(900),
+  /**
+   * Local runtime only: the local WebSocket server pings every client this often; one that
+   * leaves two pings in a row unanswered is dropped (a half-open peer), and an answer keeps the
+   * connection's expiry fresh. API Gateway detects dead peers itself.
+   */
+  LOCAL_WS_PING_SECONDS: seconds(30),
   /** An idle-check schedule may fire this early (EventBridge Scheduler has one-minute precision); its target waits for the exact time. */
   IDLE_CHECK_MAX_EARLY_SECONDS: seconds(70),
   /** The sweeper terminates an unreferenced sandbox only when it is older than this (a flow may be about to commit it). */

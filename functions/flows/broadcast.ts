@@ -1,9 +1,12 @@
 /**
  * Pushes a server message to every connected client of a session (API.md WebSocket). A
- * connection the push reports gone is removed, so the registry converges without a sweeper.
- * Push failures never fail a lifecycle step: clients re-read state on reconnect (`init`).
+ * connection the push reports gone is removed, and so is one whose item expired (its client
+ * vanished without a `$disconnect`, or never got its `init`: issue 14 §3), so the registry
+ * converges without a sweeper. Push failures never fail a lifecycle step: clients re-read
+ * state on reconnect (`init`).
  */
 import type { Logger } from "@aws-lambda-powertools/logger";
+import { isLiveConnection } from "../domain/connection-liveness";
 import type { ClientStatus } from "../domain/session";
 import { errorForLog } from "../observability/logger";
 import type { ClientPush } from "../ports/client-push";
@@ -13,15 +16,21 @@ export interface BroadcastDeps {
   connections: ConnectionRegistry;
   push: ClientPush;
   logger: Logger;
+  now: () => Date;
 }
 
 export async function broadcast(deps: BroadcastDeps, sessionId: string, message: { type: string } & Record<string, unknown>): Promise<number> {
-  // Connections not yet sent their `init` get the current state with it instead (ws/send-init.ts).
-  const connections = (await deps.connections.list(sessionId)).filter((c) => c.ready);
+  const now = deps.now();
   let sent = 0;
   await Promise.all(
-    connections.map(async (c) => {
+    (await deps.connections.list(sessionId)).map(async (c) => {
       try {
+        if (!isLiveConnection(c, now)) {
+          await deps.connections.remove(sessionId, c.connectionId);
+          return;
+        }
+        // Connections not yet sent their `init` get the current state with it instead (ws/send-init.ts).
+        if (!c.ready) return;
         const outcome = await deps.push.send(c.connectionId, message);
         if (outcome === "gone") await deps.connections.remove(sessionId, c.connectionId);
         else sent++;

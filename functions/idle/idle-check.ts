@@ -26,7 +26,8 @@ export async function readIdleFacts(deps: IdleFactsDeps, sessionId: string, know
   if (!session) return null;
   const now = deps.now();
   const [clients, proxies, relayWatching, queued, processing] = await Promise.all([
-    deps.connections.list(sessionId),
+    // Only connections that count: an item whose client vanished without a $disconnect expires (issue 14 §3).
+    deps.connections.listLive(sessionId, now),
     deps.proxies.listLive(sessionId, now),
     deps.relayLeases.watched(sessionId, now),
     deps.prompts.list(sessionId, "queued"),

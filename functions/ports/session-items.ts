@@ -77,18 +77,32 @@ export const ClientConnection = z.object({
   tokenExpiresAt: z.iso.datetime().nullish(),
   /** Set by revoking its token: `$default` refuses its frames and closes it. */
   revokedAt: z.iso.datetime().optional(),
+  /**
+   * Past this the connection no longer counts as present (domain/connection-liveness.ts);
+   * activity moves it forward. Absent on items written before it existed.
+   */
+  expiresAt: z.iso.datetime().optional(),
 });
 export type ClientConnection = z.input<typeof ClientConnection>;
 
-/** Connected WebSocket clients of a session. Add/remove are idempotent by construction. */
+/**
+ * Connected WebSocket clients of a session. Add/remove are idempotent by construction. Items
+ * carry a DynamoDB TTL, but DynamoDB deletes expired items only eventually (and dynalite never):
+ * whoever counts clients reads `listLive`, which checks the expiry itself.
+ */
 export interface ConnectionRegistry {
   add(connection: ClientConnection): Promise<void>;
   remove(sessionId: string, connectionId: string): Promise<void>;
+  /** Every item, expired ones included (broadcast prunes those). */
   list(sessionId: string): Promise<ClientConnection[]>;
+  /** Connections not yet expired at `now`: the ones that count as present. */
+  listLive(sessionId: string, now: Date): Promise<ClientConnection[]>;
   /** The connection's record by id alone (WebSocket frames carry no session id); null when gone. */
   lookup(connectionId: string): Promise<ClientConnection | null>;
-  /** Marks the connection ready for pushes (its `init` was sent); false when it is gone. */
-  markReady(sessionId: string, connectionId: string): Promise<boolean>;
+  /** Marks the connection ready for pushes (its `init` was sent), with its new expiry; false when it is gone. */
+  markReady(sessionId: string, connectionId: string, expiresAt?: Date): Promise<boolean>;
+  /** Moves the connection's expiry forward (activity); false when it is gone (never re-creates it). */
+  refresh(sessionId: string, connectionId: string, expiresAt: Date): Promise<boolean>;
 }
 
 /**

@@ -540,7 +540,7 @@ export class StreamingRelay {
   private fanOutDeps(watch: Watch): BroadcastDeps {
     const cacheMs = this.options.connectionCacheMs ?? 1_000;
     const registry = this.deps.connections;
-    if (cacheMs <= 0) return { connections: registry, push: this.deps.push, logger: this.deps.logger };
+    if (cacheMs <= 0) return { connections: registry, push: this.deps.push, logger: this.deps.logger, now: this.deps.now };
     const cached: Pick<ConnectionRegistry, "list" | "remove"> = {
       list: async (sessionId) => {
         const at = this.deps.now().getTime();
@@ -553,6 +553,6 @@ export class StreamingRelay {
       },
     };
     // Everything else the registry does is inherited unchanged.
-    return { connections: Object.assign(Object.create(registry) as ConnectionRegistry, cached), push: this.deps.push, logger: this.deps.logger };
+    return { connections: Object.assign(Object.create(registry) as ConnectionRegistry, cached), push: this.deps.push, logger: this.deps.logger, now: this.deps.now };
   }
 }

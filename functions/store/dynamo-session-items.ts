@@ -4,6 +4,7 @@
  * dispatchers can never both send the same prompt.
  */
 import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { isLiveConnection, ttlEpochSeconds } from "../domain/connection-liveness";
 import { newSortableId } from "../domain/ids";
 import {
   ClientConnection,
@@ -16,7 +17,7 @@ import {
   type PromptQueue,
   type PromptStatus,
 } from "../ports/session-items";
-import { keys } from "./table-layout";
+import { keys, TTL_ATTRIBUTE } from "./table-layout";
 import { isConditionFailure, stripKeys } from "./item-lease";
 import { listPartitionPage } from "./partition-page";
 
@@ -123,10 +124,12 @@ export class DynamoConnectionRegistry implements ConnectionRegistry {
 
   async add(input: ClientConnection): Promise<void> {
     const connection = ClientConnection.parse(input);
+    // DynamoDB deletes the items some time after they expire; readers check `expiresAt` themselves.
+    const ttl = connection.expiresAt ? { [TTL_ATTRIBUTE]: ttlEpochSeconds(connection.expiresAt) } : {};
     // Lookup item first: a connection listed in the session is always resolvable by id.
-    await this.doc.send(new PutCommand({ TableName: this.tableName, Item: { ...keys.connectionLookup(connection.connectionId), ...connection } }));
+    await this.doc.send(new PutCommand({ TableName: this.tableName, Item: { ...keys.connectionLookup(connection.connectionId), ...connection, ...ttl } }));
     await this.doc.send(
-      new PutCommand({ TableName: this.tableName, Item: { ...keys.connection(connection.sessionId, connection.connectionId), ...connection } }),
+      new PutCommand({ TableName: this.tableName, Item: { ...keys.connection(connection.sessionId, connection.connectionId), ...connection, ...ttl } }),
     );
   }
 
@@ -145,23 +148,65 @@ export class DynamoConnectionRegistry implements ConnectionRegistry {
     });
   }
 
-  async markReady(sessionId: string, connectionId: string): Promise<boolean> {
+  async markReady(sessionId: string, connectionId: string, expiresAt?: Date): Promise<boolean> {
     try {
       await this.doc.send(
         new UpdateCommand({
           TableName: this.tableName,
           Key: keys.connection(sessionId, connectionId),
-          UpdateExpression: "SET ready = :true",
+          UpdateExpression: expiresAt ? "SET ready = :true, expiresAt = :exp, #ttl = :ttl" : "SET ready = :true",
           // A connection that already left must not be resurrected as a half item.
           ConditionExpression: "attribute_exists(PK)",
-          ExpressionAttributeValues: { ":true": true },
+          ...(expiresAt ? { ExpressionAttributeNames: { "#ttl": TTL_ATTRIBUTE } } : {}),
+          ExpressionAttributeValues: { ":true": true, ...(expiresAt ? { ":exp": expiresAt.toISOString(), ":ttl": ttlEpochSeconds(expiresAt) } : {}) },
         }),
       );
-      return true;
     } catch (err) {
       if (isConditionFailure(err)) return false;
       throw err;
     }
+    if (expiresAt) await this.refreshLookup(sessionId, connectionId, expiresAt);
+    return true;
+  }
+
+  async refresh(sessionId: string, connectionId: string, expiresAt: Date): Promise<boolean> {
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.connection(sessionId, connectionId),
+          UpdateExpression: "SET expiresAt = :exp, #ttl = :ttl",
+          // A connection that already left (or was pruned) must not be resurrected as a half item.
+          ConditionExpression: "attribute_exists(PK)",
+          ExpressionAttributeNames: { "#ttl": TTL_ATTRIBUTE },
+          ExpressionAttributeValues: { ":exp": expiresAt.toISOString(), ":ttl": ttlEpochSeconds(expiresAt) },
+        }),
+      );
+    } catch (err) {
+      if (isConditionFailure(err)) return false;
+      throw err;
+    }
+    await this.refreshLookup(sessionId, connectionId, expiresAt);
+    return true;
+  }
+
+  /** The lookup item expires with the session's item, so frames resolve exactly as long as the connection counts. */
+  private async refreshLookup(sessionId: string, connectionId: string, expiresAt: Date): Promise<void> {
+    await this.doc
+      .send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.connectionLookup(connectionId),
+          UpdateExpression: "SET expiresAt = :exp, #ttl = :ttl",
+          // Only this session's lookup, and never re-created once removed.
+          ConditionExpression: "attribute_exists(PK) AND sessionId = :sessionId",
+          ExpressionAttributeNames: { "#ttl": TTL_ATTRIBUTE },
+          ExpressionAttributeValues: { ":exp": expiresAt.toISOString(), ":ttl": ttlEpochSeconds(expiresAt), ":sessionId": sessionId },
+        }),
+      )
+      .catch((err: unknown) => {
+        if (!isConditionFailure(err)) throw err;
+      });
   }
 
   async lookup(connectionId: string): Promise<ClientConnection | null> {
@@ -172,6 +217,10 @@ export class DynamoConnectionRegistry implements ConnectionRegistry {
   async list(sessionId: string): Promise<ClientConnection[]> {
     const items = await queryAll(this.doc, this.tableName, sessionId, "CONN#");
     return items.map((i) => ClientConnection.parse(stripKeys(i)));
+  }
+
+  async listLive(sessionId: string, now: Date): Promise<ClientConnection[]> {
+    return (await this.list(sessionId)).filter((c) => isLiveConnection(c, now));
   }
 }
 
@@ -188,8 +237,10 @@ export class DynamoProxyConnectionRegistry implements ProxyConnectionRegistry {
       new UpdateCommand({
         TableName: this.tableName,
         Key: keys.proxy(connection.sessionId, connection.proxyId),
-        UpdateExpression: "SET proxyId = :id, sessionId = :sid, kind = :kind, openedAt = if_not_exists(openedAt, :opened), expiresAt = :exp",
+        UpdateExpression: "SET proxyId = :id, sessionId = :sid, kind = :kind, openedAt = if_not_exists(openedAt, :opened), expiresAt = :exp, #ttl = :ttl",
+        ExpressionAttributeNames: { "#ttl": TTL_ATTRIBUTE },
         ExpressionAttributeValues: {
+          ":ttl": ttlEpochSeconds(connection.expiresAt),
           ":id": connection.proxyId,
           ":sid": connection.sessionId,
           ":kind": connection.kind,

@@ -19,6 +19,10 @@
  * | org settings        | `ORG#<orgId>`           | `SETTINGS`                      | -                         | -                                        |
  * | open-session marker | `ORG#<orgId>`           | `OPENSESSION#<sessionId>`       | -                         | -                                        |
  *
+ * Client connections, their lookups and proxy connections carry `ttl` (epoch seconds, the table's
+ * TTL attribute) next to their ISO `expiresAt`: DynamoDB deletes them some time after they expire,
+ * and readers filter on `expiresAt` meanwhile (dynalite never deletes).
+ *
  * Prompts, events and connections live in the session's partition, so one Query with a
  * `begins_with` on SK reads a session's queue, audit trail, client set or transcript in order.
  * Transcript messages sort by the agent's creation time; the same agent message always maps to
@@ -87,10 +91,14 @@ export const keys = {
 /** Key attributes that the store adds to domain records and strips from them. */
 export const KEY_ATTRIBUTES = ["PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK"] as const;
 
+/** The table's TTL attribute (epoch seconds): connection and proxy items expire by it. */
+export const TTL_ATTRIBUTE = "ttl";
+
 /** The table's key schema and indexes in CreateTable form (shared by CDK and the local runtime). */
 export const TABLE_DEFINITION = {
   partitionKey: "PK",
   sortKey: "SK",
+  timeToLiveAttribute: TTL_ATTRIBUTE,
   globalSecondaryIndexes: [
     { indexName: GSI_BY_ORG, partitionKey: "GSI1PK", sortKey: "GSI1SK" },
     { indexName: GSI_BY_STATUS, partitionKey: "GSI2PK", sortKey: "GSI2SK" },

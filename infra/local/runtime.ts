@@ -83,6 +83,8 @@ export interface LocalRuntime {
   flows: LocalFlowRunner;
   scheduler: LocalLifecycleScheduler;
   push: LocalClientPush;
+  /** The WebSocket API on `/ws` (tests wait on `settled()` for its handlers). */
+  websocket: LocalWsServer;
   /** The in-process streaming relay (replaced by `restartRelay`). */
   relay(): StreamingRelay;
   /**
@@ -307,6 +309,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     flows,
     scheduler,
     push,
+    websocket: ws,
     sandboxDir,
     sweep: runSweep,
     addApiToken: async (principal, token = newApiToken(), tokenOptions = {}) => {

@@ -42,13 +42,15 @@ beforeAll(() => {
 afterAll(() => rmSync(outdir, { recursive: true, force: true }));
 
 describe("table", () => {
-  it("is on-demand, with point-in-time recovery, deletion protection, retained, and both GSIs", () => {
+  it("is on-demand, with point-in-time recovery, deletion protection, retained, a TTL attribute, and both GSIs", () => {
     template.hasResource("AWS::DynamoDB::Table", {
       DeletionPolicy: "Retain",
       Properties: Match.objectLike({
         BillingMode: "PAY_PER_REQUEST",
         DeletionProtectionEnabled: true,
         PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+        // Connection and proxy items expire by it (issue 14 §3).
+        TimeToLiveSpecification: { AttributeName: "ttl", Enabled: true },
         KeySchema: [
           { AttributeName: "PK", KeyType: "HASH" },
           { AttributeName: "SK", KeyType: "RANGE" },

@@ -17,7 +17,7 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
   try {
     const session = await deps.sessions.getSession(doc.sessionId);
     if (!session) throw new NotFoundError(`session ${doc.sessionId} not found`);
-    const connectedClients = doc.flow === "migrate" ? (await deps.connections.list(doc.sessionId)).length : 0;
+    const connectedClients = doc.flow === "migrate" ? (await deps.connections.listLive(doc.sessionId, deps.now())).length : 0;
     // Idle snapshots re-check the whole predicate from fresh state under the lease (seed 002 constraints 2, 13, 14).
     const facts = doc.flow === "idle-snapshot" ? await readIdleFacts(deps, doc.sessionId, session) : null;
     const idle = facts ? evaluateIdle(facts, idleModeOf(doc.reason), deps.config) : null;

@@ -9,6 +9,7 @@
  * the HTTP status of the refusal (401, 403, 404, 409), and registers nothing.
  */
 import { z } from "zod";
+import { unreadyConnectionExpiresAt } from "../../domain/connection-liveness";
 import { ClientType, SessionId } from "../../domain/session";
 import { AppError, UnauthorizedError, ValidationError } from "../../domain/errors";
 import type { Principal } from "../../domain/principal";
@@ -70,6 +71,8 @@ export function makeConnectHandler(deps: WsDeps): (event: WsEvent) => Promise<Ws
         clientType: query.clientType ?? session.clientType,
         connectedAt: now.toISOString(),
         ...(caller.credential ? { tokenId: caller.credential.tokenId, tokenExpiresAt: caller.credential.expiresAt } : {}),
+        // Short until send-init marks it ready: a connection that never gets its init stops counting soon.
+        expiresAt: unreadyConnectionExpiresAt(now, deps.config.CONNECTION_TTL_SECONDS).toISOString(),
       });
       // A revoke that ran between the token check and the registration may have missed this
       // connection's lookup item: one more read settles it (revoked now: refused, nothing left).

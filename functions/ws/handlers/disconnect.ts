@@ -18,7 +18,7 @@ export function makeDisconnectHandler(deps: WsDeps): (event: WsEvent) => Promise
       await deps.connections.remove(connection.sessionId, connectionId);
       if (connection.tokenId) await deps.tokens.untrackConnection(connection.tokenId, connectionId);
       await deps.sessions.touchActivity(connection.sessionId, deps.now()).catch(() => undefined);
-      if ((await deps.connections.list(connection.sessionId)).length === 0) await armIdleCheck(deps, connection.sessionId, "last client disconnected");
+      if ((await deps.connections.listLive(connection.sessionId, deps.now())).length === 0) await armIdleCheck(deps, connection.sessionId, "last client disconnected");
       deps.logger.info("client disconnected", { sessionId: connection.sessionId, connectionId });
       return { statusCode: 200 };
     } catch (err) {

@@ -4,7 +4,8 @@
  * connection stays open. `ping` answers `pong` at any time, also while the sandbox starts.
  * `heartbeat` refreshes the idle grace only and never resumes (seed 002 §11b). `prompt` has the
  * HTTP route's semantics (flows/submit-prompt.ts) and answers `prompt.queued {promptId,
- * position}`. `cancel` aborts the agent's current turn.
+ * position}`. `cancel` aborts the agent's current turn. Every frame is activity that keeps the
+ * connection counted as present: its expiry moves forward (issue 14 §3).
  *
  * Every frame but `ping` reads the connection's item anyway; it also carries the API token's
  * expiry and a revocation mark (issue 14 item 5), so a frame from a connection whose token
@@ -12,6 +13,7 @@
  * extra read. (`ping` reads nothing and stays answered until then.)
  */
 import { z } from "zod";
+import { connectionExpiresAt, connectionRefreshDue } from "../../domain/connection-liveness";
 import { AppError } from "../../domain/errors";
 import { agentEndpoint } from "../../agent/agent-endpoint";
 import { submitPrompt } from "../../flows/submit-prompt";
@@ -52,6 +54,21 @@ export function tokenRefusal(connection: Pick<ClientConnection, "revokedAt" | "t
   return null;
 }
 
+/**
+ * A frame proves the client is there: move its connection's expiry forward (at most one write
+ * per half TTL). Best effort: a failed refresh never fails the frame.
+ */
+async function keepConnectionAlive(deps: WsDeps, connectionId: string, known?: ClientConnection | null): Promise<void> {
+  try {
+    const connection = known === undefined ? await deps.connections.lookup(connectionId) : known;
+    const now = deps.now();
+    const ttl = deps.config.CONNECTION_TTL_SECONDS;
+    if (connection && connectionRefreshDue(connection, now, ttl)) await deps.connections.refresh(connection.sessionId, connectionId, connectionExpiresAt(now, ttl));
+  } catch (err) {
+    deps.logger.warn("connection expiry not refreshed", { connectionId, error: errorForLog(err) });
+  }
+}
+
 export function makeMessageHandler(deps: WsDeps): (event: WsEvent) => Promise<WsResult> {
   return async (event) => {
     const connectionId = event.requestContext.connectionId;
@@ -59,15 +76,19 @@ export function makeMessageHandler(deps: WsDeps): (event: WsEvent) => Promise<Ws
     const parsed = parseFrame(event, deps.config.MAX_BODY_BYTES);
     if ("error" in parsed) {
       await reply({ type: "error", code: "invalid_frame", message: parsed.error });
+      await keepConnectionAlive(deps, connectionId);
       return { statusCode: 200 };
     }
     const frame = parsed.frame;
     if (frame.type === "ping") {
+      // Answered first: ping works at any time, also before the store is reachable.
       await reply({ type: "pong" });
+      await keepConnectionAlive(deps, connectionId);
       return { statusCode: 200 };
     }
     try {
       const connection = await deps.connections.lookup(connectionId);
+      await keepConnectionAlive(deps, connectionId, connection);
       if (!connection) {
         await reply({ type: "error", code: "not_connected", message: "this connection is not registered to a session; reconnect" });
         return { statusCode: 200 };

@@ -7,6 +7,7 @@
  * a connection that is not open yet is retried briefly.
  */
 import { z } from "zod";
+import { connectionExpiresAt } from "../../domain/connection-liveness";
 import { toSessionView, type ClientStatus, type SessionRecord } from "../../domain/session";
 import { clientStatusOf } from "../../domain/session-transitions";
 import type { TranscriptMessage } from "../../ports/transcript";
@@ -46,7 +47,8 @@ export function makeSendInitHandler(deps: WsDeps, options: { attempts?: number; 
     if (!session) return { sent: false };
     const [messages, connections, queued] = await Promise.all([
       transcriptOf(deps, sessionId),
-      deps.connections.list(sessionId),
+      // Only connections that count (issue 14 §3): aborted handshakes and vanished clients do not.
+      deps.connections.listLive(sessionId, deps.now()),
       deps.prompts.list(sessionId, "queued"),
     ]);
     const init = {
@@ -64,7 +66,7 @@ export function makeSendInitHandler(deps: WsDeps, options: { attempts?: number; 
       await deps.connections.remove(sessionId, connectionId);
       return { sent: false };
     }
-    if (!(await deps.connections.markReady(sessionId, connectionId))) return { sent: true };
+    if (!(await deps.connections.markReady(sessionId, connectionId, connectionExpiresAt(deps.now(), deps.config.CONNECTION_TTL_SECONDS)))) return { sent: true };
     const fresh = (await deps.sessions.getSession(sessionId)) ?? session;
     await deps.push.send(connectionId, { type: "status", status: await currentClientStatus(deps, fresh) });
     return { sent: true };
