@@ -29,7 +29,7 @@ import { METRIC_NAMES } from "../functions/ports/metrics-sink";
 import { TABLE_DEFINITION } from "../functions/store/table-layout";
 import { SEND_INIT_ENTRY, WS_ROUTES } from "../functions/ws/routes";
 import { createHandlerFunction } from "./handler-function";
-import { allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
+import { acknowledgeExecutionWildcards, allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
 import { createRelayService, type RelayService } from "./relay-service";
 import { acknowledgePushWildcard, allowPush, createWebSocketApi, createWebSocketStage, pushGrant } from "./websocket-api";
 
@@ -450,10 +450,11 @@ export class ControlPlaneStack extends Stack {
     for (const statement of schedulingStatements()) this.relay.taskDefinition.addToTaskRolePolicy(statement);
     acknowledgeScheduleWildcard(this.relay.taskRole);
     this.relay.service.node.addDependency(scheduleGroup);
-    for (const grant of [pushGrant(webSocket), flowStartGrant(this, ["ensure-runtime"], "the relay")]) {
-      for (const [name, value] of Object.entries(grant.environment)) this.relay.container.addEnvironment(name, value);
-      this.relay.taskDefinition.addToTaskRolePolicy(grant.statement);
-    }
+    const relayPush = pushGrant(webSocket);
+    const relayFlows = flowStartGrant(this, ["ensure-runtime"], "the relay");
+    for (const [name, value] of Object.entries({ ...relayPush.environment, ...relayFlows.environment })) this.relay.container.addEnvironment(name, value);
+    for (const statement of [relayPush.statement, ...relayFlows.statements]) this.relay.taskDefinition.addToTaskRolePolicy(statement);
+    acknowledgeExecutionWildcards(this.relay.taskRole, ["ensure-runtime"]);
     acknowledgePushWildcard(this.relay.taskRole, webSocket);
     // The relay streams from every session's agent and delivers prompts: it derives their passwords.
     this.relay.container.addEnvironment("SANDBOX_ACCESS_KEY_SECRET_ARN", sandboxAccessKey.secretArn);

@@ -19,7 +19,7 @@ import {
   sweeperRateMinutes,
   type ControlPlaneStack,
 } from "../../infra/control-plane-stack";
-import { deployableFlows, flowDefinitionPath, stateMachineArn, taskResources } from "../../infra/lifecycle-flows";
+import { deployableFlows, executionArnPattern, flowDefinitionPath, stateMachineArn, taskResources } from "../../infra/lifecycle-flows";
 import { stateMachineArnEnvName } from "../../functions/adapters/aws/sfn-flow-runner";
 import { FLOW_STEPS, stepArnVariable } from "../../functions/flows/steps";
 import { HTTP_ROUTES } from "../../functions/http/routes";
@@ -331,6 +331,10 @@ describe("HTTP routes that start flows", () => {
       const statements = statementsOfFunction(route.id);
       expect(new Set(resourcesFor(statements, "states:StartExecution").map((r) => JSON.stringify(r))), route.id).toEqual(
         new Set(flows.map((f) => JSON.stringify(resolvedMachineArn(f)))),
+      );
+      // A taken execution name is joined only while that execution runs (SfnFlowRunner describes it).
+      expect(new Set(resourcesFor(statements, "states:DescribeExecution").map((r) => JSON.stringify(r))), route.id).toEqual(
+        new Set(flows.map((f) => JSON.stringify(stack.resolve(executionArnPattern(stack, f))))),
       );
       const envArns = Object.keys(envOf(route.id)).filter((k) => k.startsWith("STATE_MACHINE_ARN_")).sort();
       expect(envArns, route.id).toEqual(flows.map(stateMachineArnEnvName).sort());
