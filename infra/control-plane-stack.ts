@@ -43,6 +43,18 @@ export const FUNCTIONS_SERVICE_NAME = "sandbox-control-plane";
  * its exact time, then reads the session and starts a flow or re-arms the check.
  */
 export const SCHEDULE_FIRED_TIMEOUT_SECONDS = 100;
+/** API Gateway HTTP APIs give up on an integration after 30 s: every route's Lambda answers before that. */
+export const HTTP_INTEGRATION_TIMEOUT_SECONDS = 30;
+/** Lambda timeout of an HTTP route that does not call the agent (table reads and writes, a flow start). */
+export const HTTP_ROUTE_TIMEOUT_SECONDS = 10;
+/**
+ * Lambda timeout of an HTTP route that calls the agent (`agentAccess`: POST .../prompts). Prompt
+ * delivery makes up to two sequential agent requests (isBusy, then promptAsync; each bounded by
+ * AGENT_REQUEST_TIMEOUT_MS) after its table reads, and the first call of a container reads the
+ * sandbox key secret: 10 s (the agent's own deadline) would let the Lambda die before the handler
+ * answers. Below the HTTP API's integration timeout (test/infra/limits.test.ts).
+ */
+export const AGENT_ROUTE_TIMEOUT_SECONDS = 28;
 /** Default period of the orphan sweeper (SWEEPER_INTERVAL_SECONDS' default, seed 002 §11). */
 export const DEFAULT_SWEEPER_INTERVAL_SECONDS = 600;
 
@@ -282,7 +294,7 @@ export class ControlPlaneStack extends Stack {
         alarmDescription: `${route.id} handler threw (5xx) in the last 5 minutes`,
         environment,
         memorySize: 512,
-        timeout: Duration.seconds(10),
+        timeout: Duration.seconds(route.agentAccess ? AGENT_ROUTE_TIMEOUT_SECONDS : HTTP_ROUTE_TIMEOUT_SECONDS),
         table: this.table,
         tableAccess: route.tableAccess,
       });

@@ -21,8 +21,13 @@ import { FLOW_NAMES, type FlowName } from "../functions/ports/flow-runner";
 import { stateMachineArnEnvName } from "../functions/adapters/aws/sfn-flow-runner";
 import { REPO_ROOT } from "./handler-function";
 
-/** Default upper bound of one flow execution; the slowest step (provision) is 5 minutes per attempt. */
-const FLOW_TIMEOUT = Duration.hours(1);
+/**
+ * Default upper bound of one flow execution: above its worst path, every Task at its Lambda
+ * timeout for every attempt its retriers allow (provision alone: 15 minutes x 4), so a slow but
+ * healthy flow is never cut off by the machine's timeout, where no Catch runs
+ * (test/infra/limits.test.ts).
+ */
+const FLOW_TIMEOUT = Duration.hours(3);
 
 export function flowDefinitionPath(flow: FlowName): string {
   return path.join(REPO_ROOT, "statemachines", `${flow}.asl.json`);

@@ -138,16 +138,20 @@ describe("ensure-runtime", () => {
     ]);
   });
 
-  it("a crash after the provider created the sandbox: the next resume recovers that sandbox, never a second one", async () => {
+  it("a crash after the provider created the sandbox: the Catch path terminates it, and the next resume starts exactly one", async () => {
     const s = await h.createSession();
     provider.crashAfter("ensureSandbox");
     const failed = await h.run("ensure-runtime", s.id);
     expect(failed.status).toBe("error");
-    const orphan = inner.live();
-    expect(orphan).toHaveLength(1);
+    // The provision step died after the create (its result never reached the flow): the sandbox it
+    // left behind is terminated before the failure is recorded, not left to the sweeper.
+    const created = provider.callsOf("ensureSandbox").length;
+    expect(created).toBe(1);
+    expect(inner.live()).toEqual([]);
+    expect(provider.callsOf("terminate")).toHaveLength(1);
     const after = await h.run("ensure-runtime", s.id);
     expect(after.status).toBe("running");
-    expect(after.sandboxId).toBe(orphan[0]);
+    expect(inner.live()).toEqual([after.sandboxId]);
     await expectConsistent(s.id);
   });
 

@@ -110,7 +110,7 @@ describe("state machines", () => {
     expect(names).toEqual(expected.map((flow) => `${stack.stackName}-${flow}`).sort());
   });
 
-  it("are Standard, traced, logged at ALL without execution data, and time out after an hour", () => {
+  it("are Standard, traced, logged at ALL without execution data, and time out after three hours (above the worst path: limits.test.ts)", () => {
     for (const flow of deployableFlows()) {
       const machine = resources[logicalIdOf(stack.stateMachines[flow])];
       expect(machine?.Properties).toMatchObject({
@@ -120,7 +120,7 @@ describe("state machines", () => {
         LoggingConfiguration: { Level: "ALL", IncludeExecutionData: false },
       });
       const definition = JSON.parse(machine?.Properties.DefinitionString as string) as { TimeoutSeconds?: number };
-      expect(definition.TimeoutSeconds, flow).toBe(3600);
+      expect(definition.TimeoutSeconds, flow).toBe(3 * 3600);
       // Each machine logs to its own log group.
       const logGroupArn = (machine?.Properties.LoggingConfiguration as { Destinations: { CloudWatchLogsLogGroup: { LogGroupArn: { "Fn::GetAtt": [string, string] } } }[] }).Destinations[0]?.CloudWatchLogsLogGroup.LogGroupArn;
       expect(resources[logGroupArn?.["Fn::GetAtt"][0] ?? ""]?.Properties.LogGroupName).toBe(`/aws/vendedlogs/states/${stack.stackName}-${flow}`);
