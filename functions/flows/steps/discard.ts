@@ -16,6 +16,7 @@ import type { FlowDocument } from "../flow-document";
 import type { FlowDeps } from "../flow-deps";
 import { flowStep, leaseOf } from "../step";
 import { stepEntry } from "../lambda-entry";
+import { awsProviders } from "../../providers/aws-providers";
 
 export const makeDiscardStep = flowStep("discard", async (doc, deps) => {
   if (!doc.provision && doc.failure) return discardFailedProvision(doc, deps);
@@ -57,4 +58,4 @@ async function discardFailedProvision(doc: FlowDocument, deps: FlowDeps): Promis
   return { terminated: terminated[0] ?? null };
 }
 
-export const handler = stepEntry(makeDiscardStep);
+export const handler = stepEntry(makeDiscardStep, awsProviders);

@@ -5,7 +5,7 @@
  * running (connecting provisions or resumes the sandbox, seed 000 §2). A rejected connect is
  * the HTTP status of the refusal (401, 403, 404, 409), and registers nothing.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { ClientType, SessionId } from "../../domain/session";
 import { AppError, ValidationError } from "../../domain/errors";
 import { principalForToken, describeZodError } from "../../http/http-handler";

@@ -6,7 +6,7 @@
  * HTTP route's semantics (flows/submit-prompt.ts) and answers `prompt.queued {promptId,
  * position}`. `cancel` aborts the agent's current turn.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { AppError } from "../../domain/errors";
 import { agentEndpoint } from "../../agent/agent-endpoint";
 import { submitPrompt } from "../../flows/submit-prompt";
