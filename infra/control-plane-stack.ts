@@ -13,13 +13,16 @@ import { ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack, Validations, type
 import { HttpApi, HttpMethod, HttpStage, LogGroupLogDestination, type WebSocketApi, type WebSocketRoute, type WebSocketStage } from "aws-cdk-lib/aws-apigatewayv2";
 import { HttpLambdaIntegration, WebSocketLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations";
 import { Alarm, ComparisonOperator, Metric, Stats, TreatMissingData } from "aws-cdk-lib/aws-cloudwatch";
+import { SnsAction } from "aws-cdk-lib/aws-cloudwatch-actions";
 import { AttributeType, BillingMode, Table, TableEncryption } from "aws-cdk-lib/aws-dynamodb";
-import { PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
+import { CfnServiceLinkedRole, PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import { Key } from "aws-cdk-lib/aws-kms";
 import type { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
 import { LogGroup, RetentionDays } from "aws-cdk-lib/aws-logs";
 import { CfnSchedule, ScheduleGroup } from "aws-cdk-lib/aws-scheduler";
 import { Secret } from "aws-cdk-lib/aws-secretsmanager";
+import { Topic } from "aws-cdk-lib/aws-sns";
+import { EmailSubscription } from "aws-cdk-lib/aws-sns-subscriptions";
 import type { StateMachine } from "aws-cdk-lib/aws-stepfunctions";
 import type { Construct, IConstruct } from "constructs";
 import { FLOW_STEPS, stepArnVariable } from "../functions/flows/steps";
@@ -35,6 +38,16 @@ import { acknowledgePushWildcard, allowPush, createWebSocketApi, createWebSocket
 
 /** CloudWatch namespace of every metric the control plane publishes (POWERTOOLS_METRICS_NAMESPACE). */
 export const METRICS_NAMESPACE = "SandboxControlPlane";
+/** The stack's name unless `-c stackName=` gives another (a second stack in the same account and region). */
+export const DEFAULT_STACK_NAME = "SandboxControlPlane";
+
+/**
+ * The metrics namespace of a stack: the default stack keeps METRICS_NAMESPACE; any other stack
+ * gets its own, so two stacks in one account never feed each other's alarms or relay scaling.
+ */
+export function metricsNamespaceOf(stackName: string): string {
+  return stackName === DEFAULT_STACK_NAME ? METRICS_NAMESPACE : `${METRICS_NAMESPACE}/${stackName}`;
+}
 /** The Lambda functions' POWERTOOLS_SERVICE_NAME: the `service` dimension Powertools puts on their metrics. */
 export const FUNCTIONS_SERVICE_NAME = "sandbox-control-plane";
 /**
@@ -93,6 +106,14 @@ export interface ControlPlaneStackProps extends StackProps {
   sweeperIntervalSeconds?: number;
   /** seed 003 §6.7: `git pull --ff-only` when a sandbox restores from a snapshot. Default off. */
   gitPullOnRestore?: { enabled: boolean; cadenceSeconds: number };
+  /** Subscribes this address to the alarm topic (every alarm of the stack notifies the topic). */
+  alarmEmail?: string;
+  /**
+   * Creates the Application Auto Scaling service-linked role for ECS (the relay's scaling needs
+   * it). Default false: an account that ever scaled an ECS service has it already, and creating it
+   * twice fails the deploy.
+   */
+  createAutoScalingServiceLinkedRole?: boolean;
 }
 
 export class ControlPlaneStack extends Stack {
@@ -111,6 +132,8 @@ export class ControlPlaneStack extends Stack {
   readonly secretsKey: Key;
   /** Alarms on the idle-snapshot metrics the functions publish (EMF). */
   readonly idleAlarms: { circuitBreakerTrips: Alarm; orphanSessions: Alarm };
+  /** Every alarm of the stack notifies this topic (subscribe to it, or pass `alarmEmail`). */
+  readonly alarmTopic: Topic;
 
   constructor(scope: Construct, id: string, props: ControlPlaneStackProps = {}) {
     super(scope, id, props);
@@ -136,6 +159,7 @@ export class ControlPlaneStack extends Stack {
     }
 
     this.httpApi = new HttpApi(this, "HttpApi", {
+      apiName: `${this.stackName}-http`,
       description: "Sandbox control plane HTTP API (v1)",
       createDefaultStage: false,
     });
@@ -152,7 +176,7 @@ export class ControlPlaneStack extends Stack {
     const webSocket = createWebSocketApi(this, "WebSocketApi");
     this.webSocketApi = webSocket.api;
 
-    const metricsNamespace = METRICS_NAMESPACE;
+    const metricsNamespace = metricsNamespaceOf(this.stackName);
     const environment: Record<string, string> = {
       TABLE_NAME: this.table.tableName,
       DEFAULT_SANDBOX_PROVIDER: defaultProvider,
@@ -171,6 +195,8 @@ export class ControlPlaneStack extends Stack {
       ? Secret.fromSecretCompleteArn(this, "ProviderSecret", props.providerSecretArn)
       : new Secret(this, "ProviderSecret", {
           secretName: `${this.stackName}/sandbox-providers`,
+          // Kept with the table: the operator's credentials are not the stack's to delete.
+          removalPolicy: RemovalPolicy.RETAIN,
           description: "Sandbox provider credentials as a JSON object (MODAL_TOKEN_ID, MODAL_TOKEN_SECRET, E2B_API_KEY, ANTHROPIC_API_KEY, ...)",
           generateSecretString: { secretStringTemplate: "{}", generateStringKey: "placeholder" },
         });
@@ -193,6 +219,9 @@ export class ControlPlaneStack extends Stack {
     // the WebSocket routes that deliver prompts, and the relay.
     const sandboxAccessKey = new Secret(this, "SandboxAccessKey", {
       secretName: `${this.stackName}/sandbox-access-key`,
+      // Retained like the table: every session's sandbox key derives from it, so a table kept
+      // (or restored from a backup) without it could never reach its sandboxes again.
+      removalPolicy: RemovalPolicy.RETAIN,
       description: "Master key the sandbox keys (SIDECAR_TOKEN) and sidecar access tokens derive from",
       generateSecretString: { passwordLength: 64, excludePunctuation: true },
     });
@@ -396,8 +425,11 @@ export class ControlPlaneStack extends Stack {
         retryPolicy: { maximumRetryAttempts: 2, maximumEventAgeInSeconds: Math.max(60, sweeperMinutes * 60) },
       },
     });
-    // The role and its policy (the invoke grant above) exist before the first firing.
+    // The role and its policy (the invoke grant above) exist before the first firing; the group
+    // exists before the schedule is created in it and is deleted only after it (the group name is
+    // a plain string here, so without this CloudFormation would order them at random).
     this.sweeperSchedule.node.addDependency(schedulerRole);
+    this.sweeperSchedule.node.addDependency(maintenanceGroup);
 
     // WebSocket handlers build the flow dependencies (functions/ws/lambda-entry.ts), so they get
     // the flow environment, and none needs provider credentials. All of them may push: $default
@@ -506,6 +538,30 @@ export class ControlPlaneStack extends Stack {
         reason: "Log delivery (logs:CreateLogDelivery, logs:*LogDelivery*, logs:PutResourcePolicy, logs:DescribeResourcePolicies, logs:DescribeLogGroups) and X-Ray (xray:PutTraceSegments, xray:PutTelemetryRecords, xray:GetSampling*) support no resource-level permissions.",
       });
       new CfnOutput(this, `${flowConstructId(flow)}StateMachineArn`, { value: machine.stateMachineArn, description: `ARN of the ${flow} flow` });
+    }
+
+    // Every alarm notifies one topic: an operator subscribes to it (or passes `-c alarmEmail=`).
+    this.alarmTopic = new Topic(this, "AlarmTopic", { displayName: `${this.stackName} alarms`, enforceSSL: true });
+    Validations.of(this.alarmTopic).acknowledge({
+      id: "AwsSolutions::AwsSolutions-SNS2",
+      reason: "Alarm notifications carry alarm names and states only, no data; CloudWatch cannot publish to a topic encrypted with the AWS managed SNS key, and a customer managed key would cost more than the topic.",
+    });
+    if (props.alarmEmail) this.alarmTopic.addSubscription(new EmailSubscription(props.alarmEmail));
+    const alarmAction = new SnsAction(this.alarmTopic);
+    for (const alarm of this.node.findAll().filter((c): c is Alarm => c instanceof Alarm)) {
+      alarm.addAlarmAction(alarmAction);
+      alarm.addOkAction(alarmAction);
+    }
+
+    // The relay's scaling (Application Auto Scaling) needs its service-linked role for ECS, which
+    // a fresh account may not have; creating it where it exists fails, hence opt-in.
+    if (props.createAutoScalingServiceLinkedRole) {
+      const role = new CfnServiceLinkedRole(this, "EcsAutoScalingServiceLinkedRole", {
+        awsServiceName: "ecs.application-autoscaling.amazonaws.com",
+        description: "Application Auto Scaling for the streaming relay's ECS service",
+      });
+      const target = this.relay.service.node.findAll().find((c) => c.node.id === "Target");
+      (target ?? this.relay.service).node.addDependency(role);
     }
 
     Validations.of(this).acknowledge({
