@@ -6,11 +6,13 @@
  * account's API Gateway CloudWatch Logs role), `sweeperIntervalSeconds` (orphan sweeper period,
  * default 600), `gitPullOnRestore` + `gitPullCadenceSeconds` (seed 003 freshness pull on restore,
  * default off), `reservedConcurrency` (default true; false where the account's Lambda concurrency
- * limit cannot spare it). cdk-nag's AwsSolutions pack runs on every synth.
+ * limit cannot spare it), `stackName` (default SandboxControlPlane: another name deploys a second stack beside
+ * it, every physical name prefixed with it), `alarmEmail` (subscribed to the alarm topic),
+ * `createAutoScalingServiceLinkedRole` (default false). cdk-nag's AwsSolutions pack runs on every synth.
  */
 import { App, Validations } from "aws-cdk-lib";
 import { AwsSolutionsChecks } from "cdk-nag";
-import { ControlPlaneStack } from "./control-plane-stack";
+import { ControlPlaneStack, DEFAULT_STACK_NAME } from "./control-plane-stack";
 
 export function buildApp(app = new App()): { app: App; stack: ControlPlaneStack } {
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
@@ -22,7 +24,10 @@ export function buildApp(app = new App()): { app: App; stack: ControlPlaneStack 
   const gitPullOnRestore = app.node.tryGetContext("gitPullOnRestore");
   const gitPullCadenceSeconds = app.node.tryGetContext("gitPullCadenceSeconds");
   const reservedConcurrency = app.node.tryGetContext("reservedConcurrency");
-  const stack = new ControlPlaneStack(app, "SandboxControlPlane", {
+  const stackName = app.node.tryGetContext("stackName");
+  const alarmEmail = app.node.tryGetContext("alarmEmail");
+  const createAutoScalingServiceLinkedRole = app.node.tryGetContext("createAutoScalingServiceLinkedRole");
+  const stack = new ControlPlaneStack(app, typeof stackName === "string" && stackName ? stackName : DEFAULT_STACK_NAME, {
     deletionProtection: deletionProtection === undefined ? true : String(deletionProtection) !== "false",
     ...(provider === "modal" || provider === "e2b" ? { defaultSandboxProvider: provider } : {}),
     ...(typeof providerSecretArn === "string" && providerSecretArn ? { providerSecretArn } : {}),
@@ -30,6 +35,8 @@ export function buildApp(app = new App()): { app: App; stack: ControlPlaneStack 
     ...(sweeperIntervalSeconds === undefined ? {} : { sweeperIntervalSeconds: Number(sweeperIntervalSeconds) }),
     ...(gitPullOnRestore === undefined ? {} : { gitPullOnRestore: { enabled: String(gitPullOnRestore) === "true", cadenceSeconds: Number(gitPullCadenceSeconds ?? 0) } }),
     ...(reservedConcurrency === undefined ? {} : { reservedConcurrency: String(reservedConcurrency) !== "false" }),
+    ...(typeof alarmEmail === "string" && alarmEmail ? { alarmEmail } : {}),
+    createAutoScalingServiceLinkedRole: String(createAutoScalingServiceLinkedRole) === "true",
   });
   return { app, stack };
 }

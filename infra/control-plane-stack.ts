@@ -13,13 +13,16 @@ import { ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack, Validations, type
 import { HttpApi, HttpMethod, HttpStage, LogGroupLogDestination, type CfnStage, type WebSocketApi, type WebSocketRoute, type WebSocketStage } from "aws-cdk-lib/aws-apigatewayv2";
 import { HttpLambdaIntegration, WebSocketLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations";
 import { Alarm, ComparisonOperator, Metric, Stats, TreatMissingData } from "aws-cdk-lib/aws-cloudwatch";
+import { SnsAction } from "aws-cdk-lib/aws-cloudwatch-actions";
 import { AttributeType, BillingMode, Table, TableEncryption } from "aws-cdk-lib/aws-dynamodb";
-import { PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
+import { CfnServiceLinkedRole, PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import { Key } from "aws-cdk-lib/aws-kms";
 import type { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
 import { LogGroup, RetentionDays } from "aws-cdk-lib/aws-logs";
 import { CfnSchedule, ScheduleGroup } from "aws-cdk-lib/aws-scheduler";
 import { Secret } from "aws-cdk-lib/aws-secretsmanager";
+import { Topic } from "aws-cdk-lib/aws-sns";
+import { EmailSubscription } from "aws-cdk-lib/aws-sns-subscriptions";
 import type { StateMachine } from "aws-cdk-lib/aws-stepfunctions";
 import type { Construct, IConstruct } from "constructs";
 import { FLOW_STEPS, stepArnVariable } from "../functions/flows/steps";
@@ -29,13 +32,23 @@ import { METRIC_NAMES } from "../functions/ports/metrics-sink";
 import { TABLE_DEFINITION } from "../functions/store/table-layout";
 import { SEND_INIT_ENTRY, WS_ROUTES } from "../functions/ws/routes";
 import { createHandlerFunction } from "./handler-function";
-import { allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
+import { acknowledgeExecutionWildcards, allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
 import { createRelayService, type RelayService } from "./relay-service";
 import { DEFAULT_STAGE_THROTTLE, HTTP_ROUTE_THROTTLES, RESERVED_CONCURRENCY, WS_ROUTE_THROTTLES, type Throttle } from "./api-throttles";
 import { acknowledgePushWildcard, allowClosingConnections, allowPush, createWebSocketApi, createWebSocketStage, pushGrant } from "./websocket-api";
 
 /** CloudWatch namespace of every metric the control plane publishes (POWERTOOLS_METRICS_NAMESPACE). */
 export const METRICS_NAMESPACE = "SandboxControlPlane";
+/** The stack's name unless `-c stackName=` gives another (a second stack in the same account and region). */
+export const DEFAULT_STACK_NAME = "SandboxControlPlane";
+
+/**
+ * The metrics namespace of a stack: the default stack keeps METRICS_NAMESPACE; any other stack
+ * gets its own, so two stacks in one account never feed each other's alarms or relay scaling.
+ */
+export function metricsNamespaceOf(stackName: string): string {
+  return stackName === DEFAULT_STACK_NAME ? METRICS_NAMESPACE : `${METRICS_NAMESPACE}/${stackName}`;
+}
 /** The Lambda functions' POWERTOOLS_SERVICE_NAME: the `service` dimension Powertools puts on their metrics. */
 export const FUNCTIONS_SERVICE_NAME = "sandbox-control-plane";
 /**
@@ -44,6 +57,18 @@ export const FUNCTIONS_SERVICE_NAME = "sandbox-control-plane";
  * its exact time, then reads the session and starts a flow or re-arms the check.
  */
 export const SCHEDULE_FIRED_TIMEOUT_SECONDS = 100;
+/** API Gateway HTTP APIs give up on an integration after 30 s: every route's Lambda answers before that. */
+export const HTTP_INTEGRATION_TIMEOUT_SECONDS = 30;
+/** Lambda timeout of an HTTP route that does not call the agent (table reads and writes, a flow start). */
+export const HTTP_ROUTE_TIMEOUT_SECONDS = 10;
+/**
+ * Lambda timeout of an HTTP route that calls the agent (`agentAccess`: POST .../prompts). Prompt
+ * delivery makes up to two sequential agent requests (isBusy, then promptAsync; each bounded by
+ * AGENT_REQUEST_TIMEOUT_MS) after its table reads, and the first call of a container reads the
+ * sandbox key secret: 10 s (the agent's own deadline) would let the Lambda die before the handler
+ * answers. Below the HTTP API's integration timeout (test/infra/limits.test.ts).
+ */
+export const AGENT_ROUTE_TIMEOUT_SECONDS = 28;
 /** Default period of the orphan sweeper (SWEEPER_INTERVAL_SECONDS' default, seed 002 §11). */
 export const DEFAULT_SWEEPER_INTERVAL_SECONDS = 600;
 
@@ -100,6 +125,14 @@ export interface ControlPlaneStackProps extends StackProps {
   sweeperIntervalSeconds?: number;
   /** seed 003 §6.7: `git pull --ff-only` when a sandbox restores from a snapshot. Default off. */
   gitPullOnRestore?: { enabled: boolean; cadenceSeconds: number };
+  /** Subscribes this address to the alarm topic (every alarm of the stack notifies the topic). */
+  alarmEmail?: string;
+  /**
+   * Creates the Application Auto Scaling service-linked role for ECS (the relay's scaling needs
+   * it). Default false: an account that ever scaled an ECS service has it already, and creating it
+   * twice fails the deploy.
+   */
+  createAutoScalingServiceLinkedRole?: boolean;
 }
 
 export class ControlPlaneStack extends Stack {
@@ -118,6 +151,8 @@ export class ControlPlaneStack extends Stack {
   readonly secretsKey: Key;
   /** Alarms on the idle-snapshot metrics the functions publish (EMF). */
   readonly idleAlarms: { circuitBreakerTrips: Alarm; orphanSessions: Alarm };
+  /** Every alarm of the stack notifies this topic (subscribe to it, or pass `alarmEmail`). */
+  readonly alarmTopic: Topic;
 
   constructor(scope: Construct, id: string, props: ControlPlaneStackProps = {}) {
     super(scope, id, props);
@@ -147,6 +182,7 @@ export class ControlPlaneStack extends Stack {
     }
 
     this.httpApi = new HttpApi(this, "HttpApi", {
+      apiName: `${this.stackName}-http`,
       description: "Sandbox control plane HTTP API (v1)",
       createDefaultStage: false,
     });
@@ -163,7 +199,7 @@ export class ControlPlaneStack extends Stack {
     const webSocket = createWebSocketApi(this, "WebSocketApi");
     this.webSocketApi = webSocket.api;
 
-    const metricsNamespace = METRICS_NAMESPACE;
+    const metricsNamespace = metricsNamespaceOf(this.stackName);
     const environment: Record<string, string> = {
       TABLE_NAME: this.table.tableName,
       DEFAULT_SANDBOX_PROVIDER: defaultProvider,
@@ -182,6 +218,8 @@ export class ControlPlaneStack extends Stack {
       ? Secret.fromSecretCompleteArn(this, "ProviderSecret", props.providerSecretArn)
       : new Secret(this, "ProviderSecret", {
           secretName: `${this.stackName}/sandbox-providers`,
+          // Kept with the table: the operator's credentials are not the stack's to delete.
+          removalPolicy: RemovalPolicy.RETAIN,
           description: "Sandbox provider credentials as a JSON object (MODAL_TOKEN_ID, MODAL_TOKEN_SECRET, E2B_API_KEY, ANTHROPIC_API_KEY, ...)",
           generateSecretString: { secretStringTemplate: "{}", generateStringKey: "placeholder" },
         });
@@ -204,6 +242,9 @@ export class ControlPlaneStack extends Stack {
     // the WebSocket routes that deliver prompts, and the relay.
     const sandboxAccessKey = new Secret(this, "SandboxAccessKey", {
       secretName: `${this.stackName}/sandbox-access-key`,
+      // Retained like the table: every session's sandbox key derives from it, so a table kept
+      // (or restored from a backup) without it could never reach its sandboxes again.
+      removalPolicy: RemovalPolicy.RETAIN,
       description: "Master key the sandbox keys (SIDECAR_TOKEN) and sidecar access tokens derive from",
       generateSecretString: { passwordLength: 64, excludePunctuation: true },
     });
@@ -306,7 +347,7 @@ export class ControlPlaneStack extends Stack {
         alarmDescription: `${route.id} handler threw (5xx) in the last 5 minutes`,
         environment,
         memorySize: 512,
-        timeout: Duration.seconds(10),
+        timeout: Duration.seconds(route.agentAccess ? AGENT_ROUTE_TIMEOUT_SECONDS : HTTP_ROUTE_TIMEOUT_SECONDS),
         table: this.table,
         tableAccess: route.tableAccess,
         reservedConcurrency: reserved(route.id),
@@ -417,8 +458,11 @@ export class ControlPlaneStack extends Stack {
         retryPolicy: { maximumRetryAttempts: 2, maximumEventAgeInSeconds: Math.max(60, sweeperMinutes * 60) },
       },
     });
-    // The role and its policy (the invoke grant above) exist before the first firing.
+    // The role and its policy (the invoke grant above) exist before the first firing; the group
+    // exists before the schedule is created in it and is deleted only after it (the group name is
+    // a plain string here, so without this CloudFormation would order them at random).
     this.sweeperSchedule.node.addDependency(schedulerRole);
+    this.sweeperSchedule.node.addDependency(maintenanceGroup);
 
     // WebSocket handlers build the flow dependencies (functions/ws/lambda-entry.ts), so they get
     // the flow environment, and none needs provider credentials. All of them may push: $default
@@ -487,10 +531,11 @@ export class ControlPlaneStack extends Stack {
     for (const statement of schedulingStatements()) this.relay.taskDefinition.addToTaskRolePolicy(statement);
     acknowledgeScheduleWildcard(this.relay.taskRole);
     this.relay.service.node.addDependency(scheduleGroup);
-    for (const grant of [pushGrant(webSocket), flowStartGrant(this, ["ensure-runtime"], "the relay")]) {
-      for (const [name, value] of Object.entries(grant.environment)) this.relay.container.addEnvironment(name, value);
-      this.relay.taskDefinition.addToTaskRolePolicy(grant.statement);
-    }
+    const relayPush = pushGrant(webSocket);
+    const relayFlows = flowStartGrant(this, ["ensure-runtime"], "the relay");
+    for (const [name, value] of Object.entries({ ...relayPush.environment, ...relayFlows.environment })) this.relay.container.addEnvironment(name, value);
+    for (const statement of [relayPush.statement, ...relayFlows.statements]) this.relay.taskDefinition.addToTaskRolePolicy(statement);
+    acknowledgeExecutionWildcards(this.relay.taskRole, ["ensure-runtime"]);
     acknowledgePushWildcard(this.relay.taskRole, webSocket);
     // The relay streams from every session's agent and delivers prompts: it derives their passwords.
     this.relay.container.addEnvironment("SANDBOX_ACCESS_KEY_SECRET_ARN", sandboxAccessKey.secretArn);
@@ -530,6 +575,30 @@ export class ControlPlaneStack extends Stack {
         reason: "Log delivery (logs:CreateLogDelivery, logs:*LogDelivery*, logs:PutResourcePolicy, logs:DescribeResourcePolicies, logs:DescribeLogGroups) and X-Ray (xray:PutTraceSegments, xray:PutTelemetryRecords, xray:GetSampling*) support no resource-level permissions.",
       });
       new CfnOutput(this, `${flowConstructId(flow)}StateMachineArn`, { value: machine.stateMachineArn, description: `ARN of the ${flow} flow` });
+    }
+
+    // Every alarm notifies one topic: an operator subscribes to it (or passes `-c alarmEmail=`).
+    this.alarmTopic = new Topic(this, "AlarmTopic", { displayName: `${this.stackName} alarms`, enforceSSL: true });
+    Validations.of(this.alarmTopic).acknowledge({
+      id: "AwsSolutions::AwsSolutions-SNS2",
+      reason: "Alarm notifications carry alarm names and states only, no data; CloudWatch cannot publish to a topic encrypted with the AWS managed SNS key, and a customer managed key would cost more than the topic.",
+    });
+    if (props.alarmEmail) this.alarmTopic.addSubscription(new EmailSubscription(props.alarmEmail));
+    const alarmAction = new SnsAction(this.alarmTopic);
+    for (const alarm of this.node.findAll().filter((c): c is Alarm => c instanceof Alarm)) {
+      alarm.addAlarmAction(alarmAction);
+      alarm.addOkAction(alarmAction);
+    }
+
+    // The relay's scaling (Application Auto Scaling) needs its service-linked role for ECS, which
+    // a fresh account may not have; creating it where it exists fails, hence opt-in.
+    if (props.createAutoScalingServiceLinkedRole) {
+      const role = new CfnServiceLinkedRole(this, "EcsAutoScalingServiceLinkedRole", {
+        awsServiceName: "ecs.application-autoscaling.amazonaws.com",
+        description: "Application Auto Scaling for the streaming relay's ECS service",
+      });
+      const target = this.relay.service.node.findAll().find((c) => c.node.id === "Target");
+      (target ?? this.relay.service).node.addDependency(role);
     }
 
     Validations.of(this).acknowledge({

@@ -13,12 +13,32 @@ import { Alarm, ComparisonOperator, TreatMissingData } from "aws-cdk-lib/aws-clo
 import type { CfnTable, Table } from "aws-cdk-lib/aws-dynamodb";
 import { Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import { Architecture, Runtime, Tracing } from "aws-cdk-lib/aws-lambda";
-import { NodejsFunction, OutputFormat } from "aws-cdk-lib/aws-lambda-nodejs";
+import { NodejsFunction, OutputFormat, type BundlingOptions } from "aws-cdk-lib/aws-lambda-nodejs";
 import { LogGroup, RetentionDays } from "aws-cdk-lib/aws-logs";
 import type { Construct } from "constructs";
 import type { TableAccess } from "../functions/http/routes";
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+
+/**
+ * How every function is bundled (esbuild, no Docker). test/bench/esbuild-options.ts builds with
+ * the same options, so the bench and the bundle tests measure what deploys.
+ */
+export const LAMBDA_BUNDLING: BundlingOptions = {
+  format: OutputFormat.ESM,
+  target: "node22",
+  minify: true,
+  // Minified class names would be `c`: error names are what Step Functions matches (Retry,
+  // Catch), what logs and errorForLog print, and AppError's `name` is its class name.
+  keepNames: true,
+  sourceMap: true,
+  // Stack traces keep file:line; the original sources need not ship in every zip.
+  sourcesContent: false,
+  // ESM bundles need `require` for the CommonJS dependencies esbuild inlines.
+  banner: "import { createRequire as __cr } from 'module'; const require = __cr(import.meta.url);",
+  externalModules: ["@aws-sdk/*"],
+  forceDockerBundling: false,
+};
 
 export interface HandlerFunctionProps {
   /** Construct id stem (route or step id). */
@@ -65,18 +85,7 @@ export function createHandlerFunction(scope: Construct, props: HandlerFunctionPr
     environment: { ...props.environment },
     depsLockFilePath: path.join(REPO_ROOT, "package-lock.json"),
     projectRoot: REPO_ROOT,
-    bundling: {
-      format: OutputFormat.ESM,
-      target: "node22",
-      minify: true,
-      sourceMap: true,
-      // Stack traces keep file:line; the original sources need not ship in every zip.
-      sourcesContent: false,
-      // ESM bundles need `require` for the CommonJS dependencies esbuild inlines.
-      banner: "import { createRequire as __cr } from 'module'; const require = __cr(import.meta.url);",
-      externalModules: ["@aws-sdk/*"],
-      forceDockerBundling: false,
-    },
+    bundling: LAMBDA_BUNDLING,
   });
   if (props.tableAccess === "read") table.grantReadData(fn);
   if (props.tableAccess === "readwrite") table.grantReadWriteData(fn);

@@ -10,19 +10,24 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { ArnFormat, Duration, RemovalPolicy, Stack } from "aws-cdk-lib";
+import { ArnFormat, Duration, RemovalPolicy, Stack, Validations } from "aws-cdk-lib";
 import { Alarm, ComparisonOperator, TreatMissingData, type Metric } from "aws-cdk-lib/aws-cloudwatch";
 import { Effect, PolicyStatement } from "aws-cdk-lib/aws-iam";
 import type { Function as LambdaFunction, IFunction } from "aws-cdk-lib/aws-lambda";
 import { LogGroup, RetentionDays } from "aws-cdk-lib/aws-logs";
 import { DefinitionBody, LogLevel, StateMachine, StateMachineType } from "aws-cdk-lib/aws-stepfunctions";
-import type { Construct } from "constructs";
+import type { Construct, IConstruct } from "constructs";
 import { FLOW_NAMES, type FlowName } from "../functions/ports/flow-runner";
 import { stateMachineArnEnvName } from "../functions/adapters/aws/sfn-flow-runner";
 import { REPO_ROOT } from "./handler-function";
 
-/** Default upper bound of one flow execution; the slowest step (provision) is 5 minutes per attempt. */
-const FLOW_TIMEOUT = Duration.hours(1);
+/**
+ * Default upper bound of one flow execution: above its worst path, every Task at its Lambda
+ * timeout for every attempt its retriers allow (provision alone: 15 minutes x 4), so a slow but
+ * healthy flow is never cut off by the machine's timeout, where no Catch runs
+ * (test/infra/limits.test.ts).
+ */
+const FLOW_TIMEOUT = Duration.hours(3);
 
 export function flowDefinitionPath(flow: FlowName): string {
   return path.join(REPO_ROOT, "statemachines", `${flow}.asl.json`);
@@ -84,28 +89,49 @@ export function stateMachineArn(stack: Stack, flow: FlowName): string {
   return stack.formatArn({ service: "states", resource: "stateMachine", resourceName: stateMachineName(stack, flow), arnFormat: ArnFormat.COLON_RESOURCE_NAME });
 }
 
+/** The ARN pattern of a machine's executions (`DescribeExecution` resources). */
+export function executionArnPattern(stack: Stack, flow: FlowName): string {
+  return stack.formatArn({ service: "states", resource: "execution", resourceName: `${stateMachineName(stack, flow)}:*`, arnFormat: ArnFormat.COLON_RESOURCE_NAME });
+}
+
 /**
- * What starting the given flows takes: `STATE_MACHINE_ARN_<FLOW>` (what `SfnFlowRunner` reads)
- * and `states:StartExecution` on exactly those machines. A flow without an ASL file fails the
+ * What starting the given flows takes: `STATE_MACHINE_ARN_<FLOW>` (what `SfnFlowRunner` reads),
+ * `states:StartExecution` on exactly those machines and `states:DescribeExecution` on their
+ * executions (a taken execution name is joined only while that execution runs). A flow without an ASL file fails the
  * synth, naming the caller, rather than deploying a caller bound to a machine that is missing.
  */
-export function flowStartGrant(stack: Stack, flows: readonly FlowName[], caller: string): { environment: Record<string, string>; statement: PolicyStatement } {
+export function flowStartGrant(stack: Stack, flows: readonly FlowName[], caller: string): { environment: Record<string, string>; statements: PolicyStatement[] } {
   const available = deployableFlows();
   const environment: Record<string, string> = {};
   for (const flow of flows) {
     if (!available.includes(flow)) throw new Error(`${caller} starts the ${flow} flow, but ${path.relative(REPO_ROOT, flowDefinitionPath(flow))} does not exist`);
     environment[stateMachineArnEnvName(flow)] = stateMachineArn(stack, flow);
   }
-  const statement = new PolicyStatement({ effect: Effect.ALLOW, actions: ["states:StartExecution"], resources: flows.map((flow) => stateMachineArn(stack, flow)) });
-  return { environment, statement };
+  const statements = [
+    new PolicyStatement({ effect: Effect.ALLOW, actions: ["states:StartExecution"], resources: flows.map((flow) => stateMachineArn(stack, flow)) }),
+    new PolicyStatement({ effect: Effect.ALLOW, actions: ["states:DescribeExecution"], resources: flows.map((flow) => executionArnPattern(stack, flow)) }),
+  ];
+  return { environment, statements };
 }
 
 /** `flowStartGrant` bound to a Lambda function (its environment and its role). */
 export function allowStartingFlows(fn: LambdaFunction, flows: readonly FlowName[], caller: string): void {
   if (flows.length === 0) return;
-  const { environment, statement } = flowStartGrant(Stack.of(fn), flows, caller);
+  const { environment, statements } = flowStartGrant(Stack.of(fn), flows, caller);
   for (const [name, value] of Object.entries(environment)) fn.addEnvironment(name, value);
-  fn.addToRolePolicy(statement);
+  for (const statement of statements) fn.addToRolePolicy(statement);
+  acknowledgeExecutionWildcards(fn.role ?? fn, flows);
+}
+
+/** cdk-nag: the executions of the given machines are named at run time (`<flow>-<session>-<fence>`). */
+export function acknowledgeExecutionWildcards(role: IConstruct, flows: readonly FlowName[]): void {
+  const stack = Stack.of(role);
+  for (const flow of flows) {
+    Validations.of(role).acknowledge({
+      id: `AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:${stateMachineName(stack, flow)}:*]`,
+      reason: "Executions are named per session and fence at run time; DescribeExecution is limited to the executions of this one state machine.",
+    });
+  }
 }
 
 export interface FlowStateMachineProps {

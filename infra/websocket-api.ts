@@ -31,7 +31,7 @@ export interface WebSocketEndpoint {
 
 export function createWebSocketApi(scope: Construct, id: string): WebSocketEndpoint {
   const stack = Stack.of(scope);
-  const api = new WebSocketApi(scope, id, { description: "Sandbox control plane WebSocket API (session clients)" });
+  const api = new WebSocketApi(scope, id, { apiName: `${Stack.of(scope).stackName}-websocket`, description: "Sandbox control plane WebSocket API (session clients)" });
   const host = `${api.apiId}.execute-api.${stack.region}.${stack.urlSuffix}`;
   return {
     api,

@@ -29,7 +29,7 @@
 import { OpencodeClient } from "@opencode-ai/sdk/v2/client";
 import { createClient, type Client } from "@opencode-ai/sdk/v2/gen/client";
 import { createParser } from "eventsource-parser";
-import { z } from "zod";
+import * as z from "zod";
 import { AgentUnavailableError } from "../domain/errors";
 import { redactSecrets } from "../observability/redact-secrets";
 import type { AgentClient, AgentEndpoint, AgentEvent } from "../ports/agent-client";
@@ -93,12 +93,15 @@ function bodyExcerpt(body: unknown): string {
  * answer into a thrown plain `Error`, so a provider tunnel's HTML 502 page would lose its status
  * and its retryability; we need none of its directory/workspace rewriting either.
  */
+/** Deadline of one agent request (body included); routes that call the agent are sized on it (infra). */
+export const AGENT_REQUEST_TIMEOUT_MS = 10_000;
+
 export class OpenCodeApi {
   /** The low-level client: `/event` is read through it as a raw stream (see `OpenCodeAgentClient.events`). */
   readonly http: Client = createClient();
   readonly sdk = new OpencodeClient({ client: this.http });
 
-  constructor(readonly requestTimeoutMs = 10_000) {}
+  constructor(readonly requestTimeoutMs = AGENT_REQUEST_TIMEOUT_MS) {}
 
   /**
    * One request with the endpoint and a deadline (`signal`; default: `requestTimeoutMs`, body

@@ -3,7 +3,7 @@
  * message naming the variable (STYLE.md 4). Timing constants default to the seeds' values and
  * accept fractional seconds (tests use short values).
  */
-import { z } from "zod";
+import * as z from "zod";
 import { PROVIDER_TYPES } from "../domain/session";
 
 const seconds = (fallback: number) => z.coerce.number().positive().finite().default(fallback);

@@ -5,7 +5,7 @@
  * reported by its shape only.
  */
 import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
-import { z } from "zod";
+import * as z from "zod";
 
 const SecretShape = z.record(z.string(), z.string());
 

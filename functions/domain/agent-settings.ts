@@ -5,7 +5,7 @@
  * identity of the session's user. Pure schemas and one pure resolver; no values of secrets
  * ever live here, only the names of the org secrets that hold them.
  */
-import { z } from "zod";
+import * as z from "zod";
 
 /** API.md "Secrets": names like environment variables. */
 export const SECRET_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;

@@ -3,7 +3,7 @@
  * client-facing view, and the two status vocabularies.
  */
 import { posix } from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import { EnvFileSchema, type EnvSpec } from "../../sandbox/cli/env-spec";
 import { NotAFileError, OutsideWorkspaceError, resolveInsideWorkspaceLexically, splitFilePath } from "../../sandbox/shared/workspace-path";
 import { AgentModel, GitIdentity, SecretName, ServiceCommand } from "./agent-settings";

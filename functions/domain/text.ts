@@ -10,7 +10,7 @@
  *   alone (right-to-left languages use them in prose).
  * Neither accepts a lone UTF-16 surrogate (not encodable as the UTF-8 the table stores).
  */
-import { z } from "zod";
+import * as z from "zod";
 
 // eslint-disable-next-line no-control-regex -- matching control characters is the point
 const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;

@@ -4,7 +4,7 @@
  * every Task writes its result under its own key (`ResultPath: "$.<step>"`), so later steps and
  * the audit trail see what earlier ones did. Step handlers parse what they read with zod.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { FLOW_NAMES } from "../ports/flow-runner";
 
 export const FlowInput = z.object({

@@ -7,7 +7,6 @@ import { SFNClient } from "@aws-sdk/client-sfn";
 import { SchedulerClient } from "@aws-sdk/client-scheduler";
 import { ApiGatewayManagementApiClient } from "@aws-sdk/client-apigatewaymanagementapi";
 import { loadConfig, type Config } from "../config/config";
-import { providerEnvironment } from "../config/provider-secrets";
 import { keyringFromEnv, sessionKeyEpochs } from "../config/sandbox-keyring";
 import { DynamoOrgSecretStore } from "../store/dynamo-org-secrets";
 import { kmsKeyWrapperFromEnv } from "../secrets/kms-key-wrapper";
@@ -22,7 +21,7 @@ import { SfnFlowRunner, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow
 import { EventBridgeLifecycleScheduler } from "../adapters/aws/eventbridge-lifecycle-scheduler";
 import { ApiGatewayClientPush } from "../adapters/aws/apigw-client-push";
 import { OpenCodeAgentClient } from "../agent/opencode-agent-client";
-import { createSandboxProvider } from "../providers/provider-factory";
+import { InternalError } from "../domain/errors";
 import type { ProviderType } from "../domain/session";
 import type { SandboxProvider } from "../ports/sandbox-provider";
 import type { ClientPush } from "../ports/client-push";
@@ -30,19 +29,16 @@ import type { FlowDeps } from "./flow-deps";
 
 let deps: FlowDeps | undefined;
 
-/** Providers built on first use from the provider secret; a failed build is retried by the next call. */
-export function awsProviders(config: Config): (type: ProviderType) => Promise<SandboxProvider> {
-  const providers = new Map<ProviderType, Promise<SandboxProvider>>();
-  return (type) => {
-    let p = providers.get(type);
-    if (!p) {
-      p = providerEnvironment().then((env) => createSandboxProvider(type, { sandboxTimeoutSeconds: config.SANDBOX_TIMEOUT_SECONDS, env }));
-      p.catch(() => providers.delete(type));
-      providers.set(type, p);
-    }
-    return p;
-  };
-}
+/** How an entry gets its sandbox providers (functions/providers/aws-providers.ts `awsProviders`). */
+export type ProviderBinding = (config: Config) => (type: ProviderType) => Promise<SandboxProvider>;
+
+/**
+ * The default for every entry that does not bind providers: no provider SDK (Modal, E2B, gRPC,
+ * protobuf) in its bundle. An entry whose code calls a provider binds `awsProviders`; one that
+ * does not and still asks fails here, naming the provider.
+ */
+export const noProviders: ProviderBinding = () => (type) =>
+  Promise.reject(new InternalError(`this function has no sandbox providers bound (asked for ${type}): its entry must pass awsProviders`));
 
 /** Without a WebSocket API (WS_URL unset) there is nobody to push to. */
 const noPush: ClientPush = { send: () => Promise.resolve("gone"), disconnect: () => Promise.resolve("gone") };
@@ -53,7 +49,7 @@ function required(name: string): string {
   return value;
 }
 
-export function awsFlowDeps(): FlowDeps {
+export function awsFlowDeps(providers: ProviderBinding = noProviders): FlowDeps {
   if (!deps) {
     const config = loadConfig();
     const doc = createDocumentClient(config.DYNAMODB_ENDPOINT ? { endpoint: config.DYNAMODB_ENDPOINT } : {});
@@ -74,7 +70,7 @@ export function awsFlowDeps(): FlowDeps {
         roleArn: required("SCHEDULE_ROLE_ARN"),
       }),
       flows: new SfnFlowRunner(new SFNClient({}), stateMachineArnsFromEnv(process.env)),
-      provider: awsProviders(config),
+      provider: providers(config),
       agent: new OpenCodeAgentClient(),
       sandboxKeys: keyringFromEnv(process.env, undefined, sessionKeyEpochs(sessions)),
       // KMS only on first wrap/unwrap: functions that read metadata never need SECRETS_KMS_KEY_ARN.
@@ -90,10 +86,10 @@ export function awsFlowDeps(): FlowDeps {
 }
 
 /** The Lambda handler for a step: dependencies on first invocation, then the step itself. */
-export function stepEntry<R = unknown>(make: (deps: FlowDeps) => (event: unknown) => Promise<R>): (event: unknown) => Promise<R> {
+export function stepEntry<R = unknown>(make: (deps: FlowDeps) => (event: unknown) => Promise<R>, providers: ProviderBinding = noProviders): (event: unknown) => Promise<R> {
   let handler: ((event: unknown) => Promise<R>) | undefined;
   return (event) => {
-    handler ??= make(awsFlowDeps());
+    handler ??= make(awsFlowDeps(providers));
     return handler(event);
   };
 }

@@ -19,7 +19,7 @@ import { DynamoRelayLeaseStore } from "../store/dynamo-relay-store";
 import { SFNClient } from "@aws-sdk/client-sfn";
 import { SfnFlowRunner, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
 import { OpenCodeAgentClient } from "../agent/opencode-agent-client";
-import { awsProviders } from "../flows/lambda-entry";
+import { noProviders, type ProviderBinding } from "../flows/lambda-entry";
 import { keyringFromEnv, sessionKeyEpochs } from "../config/sandbox-keyring";
 import { DynamoOrgSecretStore } from "../store/dynamo-org-secrets";
 import { DynamoWsTicketStore } from "../store/dynamo-ws-tickets";
@@ -28,7 +28,7 @@ import type { HttpDeps, HttpHandler } from "./http-handler";
 
 let deps: HttpDeps | undefined;
 
-export function awsHttpDeps(): HttpDeps {
+export function awsHttpDeps(providers: ProviderBinding = noProviders): HttpDeps {
   if (!deps) {
     const config = loadConfig();
     const doc = createDocumentClient(config.DYNAMODB_ENDPOINT ? { endpoint: config.DYNAMODB_ENDPOINT } : {});
@@ -45,7 +45,7 @@ export function awsHttpDeps(): HttpDeps {
       scheduler: lifecycleSchedulerFromEnv(process.env, () => new SchedulerClient({})),
       flows: new SfnFlowRunner(new SFNClient({}), stateMachineArnsFromEnv(process.env)),
       agent: new OpenCodeAgentClient(),
-      provider: awsProviders(config),
+      provider: providers(config),
       sandboxKeys: keyringFromEnv(process.env, undefined, sessionKeyEpochs(sessions)),
       // KMS only on first wrap/unwrap: functions that read metadata never need SECRETS_KMS_KEY_ARN.
       secrets: new DynamoOrgSecretStore(doc, config.TABLE_NAME, kmsKeyWrapperFromEnv(process.env)),
@@ -60,10 +60,11 @@ export function awsHttpDeps(): HttpDeps {
   return deps;
 }
 
-export function lambdaEntry(make: (deps: HttpDeps) => HttpHandler): HttpHandler {
+/** `providers`: `awsProviders` for a route that calls a sandbox provider; none otherwise (a smaller bundle). */
+export function lambdaEntry(make: (deps: HttpDeps) => HttpHandler, providers: ProviderBinding = noProviders): HttpHandler {
   let handler: HttpHandler | undefined;
   return (event: APIGatewayProxyEventV2, context: Context): Promise<APIGatewayProxyStructuredResultV2> => {
-    handler ??= make(awsHttpDeps());
+    handler ??= make(awsHttpDeps(providers));
     return handler(event, context);
   };
 }

@@ -4,7 +4,7 @@
  * Local adapter: in-process timers with identical semantics: arming a name that exists
  * replaces it; a fired schedule is gone; cancel of an unknown name is a no-op.
  */
-import { z } from "zod";
+import * as z from "zod";
 
 export const SCHEDULE_PURPOSES = ["expiry", "idle-check"] as const;
 export type SchedulePurpose = (typeof SCHEDULE_PURPOSES)[number];

@@ -3,7 +3,7 @@
  * the durable prompt queue, the lifecycle audit log and the set of connected clients.
  * One adapter (store/dynamo-session-items.ts) serves AWS and dynalite alike.
  */
-import { z } from "zod";
+import * as z from "zod";
 
 /** Seed 001 prompt queue FSM: queued -> processing -> completed, processing -> queued on loss. */
 export const PROMPT_STATUSES = ["queued", "processing", "completed"] as const;

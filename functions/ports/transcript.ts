@@ -4,7 +4,7 @@
  * partition (`MSG#<createdAt>#<messageId>`, store/table-layout.ts); `upsert` is idempotent per
  * agent message id, so two relays (or a relay catching up after a takeover) never duplicate one.
  */
-import { z } from "zod";
+import * as z from "zod";
 
 export const TranscriptPart = z.object({
   partId: z.string(),

@@ -29,8 +29,14 @@ export const SANDBOX_PATHS = {
 
 export type SandboxExec = (argv: string[], opts?: { cwd?: string; timeoutMs?: number; stdin?: string }) => Promise<ExecResult>;
 
-/** `boot start` waits for clones and readiness itself (boot-plan.ts `phase1DeadlineMs`); this only bounds a hung exec. */
-export const BOOT_EXEC_TIMEOUT_MS = 15 * 60_000;
+/**
+ * `boot start` waits for clones and readiness itself (boot-plan.ts `phase1DeadlineMs`); this
+ * bounds the exec, and so the boot of one provision. 12 minutes, so that the provision step
+ * (a Lambda, at most 15) still has time to create the sandbox before it and to terminate it after
+ * a failed boot (test/infra/limits.test.ts). A boot whose own clone budget is longer (several
+ * large repos) fails here, cleanly, rather than by the Lambda's timeout.
+ */
+export const BOOT_EXEC_TIMEOUT_MS = 12 * 60_000;
 
 /** POSIX single-quote escaping: the only safe way to put user-provided values in `sh -c`. */
 export function shellQuote(value: string): string {

@@ -6,7 +6,7 @@
  * authorization (sent as the `Authorization` header when the endpoint has one), mapped as the
  * agent client maps them (functions/agent/opencode-agent-client.ts `OpenCodeApi`).
  */
-import { z } from "zod";
+import * as z from "zod";
 import { OpenCodeApi } from "../agent/opencode-agent-client";
 import type { AgentEndpoint } from "../ports/agent-client";
 

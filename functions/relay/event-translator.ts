@@ -10,7 +10,7 @@
  * caused it, never a match on an event name such as `session.idle`. An explicit idle status
  * finalizes any message still open, so a turn always ends with a finalize.
  */
-import { z } from "zod";
+import * as z from "zod";
 import type { AgentEvent } from "../ports/agent-client";
 import type { TranscriptMessage, TranscriptPart } from "../ports/transcript";
 import type { AgentMessage } from "./agent-messages";

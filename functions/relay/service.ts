@@ -12,7 +12,7 @@ import { SFNClient } from "@aws-sdk/client-sfn";
 import { SchedulerClient } from "@aws-sdk/client-scheduler";
 import { lifecycleSchedulerFromEnv } from "../adapters/aws/eventbridge-lifecycle-scheduler";
 import type { Logger } from "@aws-lambda-powertools/logger";
-import { z } from "zod";
+import * as z from "zod";
 import { ApiGatewayClientPush } from "../adapters/aws/apigw-client-push";
 import { SfnFlowRunner, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
 import { OpenCodeAgentClient } from "../agent/opencode-agent-client";

@@ -9,7 +9,7 @@
  * error or a log line; a data key is used for one value only, and wiped once used.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
-import { z } from "zod";
+import * as z from "zod";
 import { InternalError, ValidationError } from "../domain/errors";
 import type { SecretContext, SecretKeyWrapper } from "../ports/secret-key-wrapper";
 

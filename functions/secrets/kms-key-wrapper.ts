@@ -8,7 +8,7 @@
  * may only `kms:Encrypt`, what reveals them (the provision step) only `kms:Decrypt`.
  */
 import { DecryptCommand, EncryptCommand, KMSClient } from "@aws-sdk/client-kms";
-import { z } from "zod";
+import * as z from "zod";
 import type { SecretContext, SecretKeyWrapper } from "../ports/secret-key-wrapper";
 import { SecretDecryptionError } from "./envelope-cipher";
 

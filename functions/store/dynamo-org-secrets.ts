@@ -7,7 +7,7 @@
  * Nothing here logs or throws a value: errors name the org and the secret, never what it holds.
  */
 import { BatchGetCommand, DeleteCommand, GetCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
-import { z } from "zod";
+import * as z from "zod";
 import { InternalError, ValidationError } from "../domain/errors";
 import { SECRET_NAME_PATTERN, type OrgSecretStore, type SecretMetadata } from "../ports/org-secrets";
 import type { SecretKeyWrapper } from "../ports/secret-key-wrapper";

@@ -5,7 +5,7 @@
  * lifecycle writes, which SET named fields only.
  */
 import { QueryCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
-import { z } from "zod";
+import * as z from "zod";
 import { LeaseLostError, NotFoundError, ValidationError } from "../domain/errors";
 import type { RelayLease, RelayLeaseStore } from "../ports/relay";
 import { ItemLease } from "./item-lease";

@@ -14,7 +14,7 @@ import {
   type QueryCommandInput,
 } from "@aws-sdk/lib-dynamodb";
 import { createHash } from "node:crypto";
-import { z } from "zod";
+import * as z from "zod";
 import { ConflictError, InvalidTransitionError, LeaseBusyError, LeaseLostError, NotFoundError, StaleWriteError, ValidationError } from "../domain/errors";
 import { ROLES, type Principal } from "../domain/principal";
 import { SessionRecord, type SessionStatus } from "../domain/session";

@@ -5,7 +5,7 @@
  * for the table's TTL) so a replay is refused rather than unknown.
  */
 import { PutCommand, UpdateCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
-import { z } from "zod";
+import * as z from "zod";
 import { ROLES } from "../domain/principal";
 import type { WsTicketGrant, WsTicketStore } from "../ports/ws-tickets";
 import { hashToken } from "./dynamo-session-store";

@@ -5,7 +5,7 @@
  * Used by the lifecycle event log and the transcript.
  */
 import { QueryCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
-import { z } from "zod";
+import * as z from "zod";
 import { ValidationError } from "../domain/errors";
 import { keys } from "./table-layout";
 import { stripKeys } from "./item-lease";

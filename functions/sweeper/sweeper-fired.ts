@@ -4,6 +4,7 @@
  * container and runs one sweep.
  */
 import { stepEntry } from "../flows/lambda-entry";
+import { awsProviders } from "../providers/aws-providers";
 import { sweep } from "./orphan-sweeper";
 
-export const handler = stepEntry((deps) => () => sweep(deps));
+export const handler = stepEntry((deps) => () => sweep(deps), awsProviders);

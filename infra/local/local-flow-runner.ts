@@ -1,8 +1,9 @@
 /**
  * The local flow runner (ARCHITECTURE.md §3): the same ASL files the CDK stack deploys, executed
  * in process by aws-local-stepfunctions, with every Task bound to the same step function the
- * Lambda runs. Execution names follow the AWS adapter: a start whose name this process has seen
- * joins that execution (`started: false`) instead of running the work twice.
+ * Lambda runs. Execution names follow the AWS adapter (`startFlowExecution`, the same decision):
+ * a start whose name is taken by a running execution joins it (`started: false`) instead of
+ * running the work twice; a finished one under the name makes way for the next attempt name.
  */
 import "./promise-with-resolvers";
 import { readFileSync, existsSync } from "node:fs";
@@ -13,7 +14,7 @@ import { flowExecutionInput } from "../../functions/adapters/aws/sfn-flow-runner
 import type { FlowDeps } from "../../functions/flows/flow-deps";
 import { FLOW_STEPS, stepArnVariable } from "../../functions/flows/steps";
 import { errorForLog } from "../../functions/observability/logger";
-import { FLOW_NAMES, executionName, type FlowName, type FlowRunner, type StartFlowInput, type StartFlowResult } from "../../functions/ports/flow-runner";
+import { FLOW_NAMES, startFlowExecution, type FlowName, type FlowRunner, type StartFlowInput, type StartFlowResult } from "../../functions/ports/flow-runner";
 
 export const STATE_MACHINES_DIR = path.resolve(import.meta.dirname, "../../statemachines");
 
@@ -93,11 +94,25 @@ export class LocalFlowRunner implements FlowRunner {
   }
 
   start(input: StartFlowInput): Promise<StartFlowResult> {
-    const name = executionName(input);
-    if (this.executions.has(name)) return Promise.resolve({ executionName: name, started: false });
+    try {
+      return startFlowExecution(input, {
+        tryStart: (name) => {
+          if (this.executions.has(name)) return "exists";
+          this.run(name, input);
+          return "started";
+        },
+        isRunning: (name) => this.executions.get(name)?.status === "running",
+      });
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+
+  /** Starts the execution under `name` (registered before this returns). */
+  private run(name: string, input: StartFlowInput): void {
     const loaded = this.flows.get(input.flow);
     const machine = this.machines.get(input.flow);
-    if (!loaded || !machine) return Promise.reject(new Error(`no state machine for flow ${input.flow} in ${this.options.dir ?? STATE_MACHINES_DIR}`));
+    if (!loaded || !machine) throw new Error(`no state machine for flow ${input.flow} in ${this.options.dir ?? STATE_MACHINES_DIR}`);
     const deps = this.options.deps();
     const handlers = Object.fromEntries(
       Object.entries(loaded.taskSteps).map(([state, stepId]) => {
@@ -136,7 +151,6 @@ export class LocalFlowRunner implements FlowRunner {
       },
     );
     this.executions.set(name, execution);
-    return Promise.resolve({ executionName: name, started: true });
   }
 
   /** Resolves once no execution is running, including ones started while waiting. */

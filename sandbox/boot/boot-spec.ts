@@ -10,7 +10,7 @@
  * Version skew: the control plane may be newer than the boot baked into an image, so unknown
  * keys are stripped rather than rejected, and every field added later must be optional.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { RepoSpec, SessionType } from "../../functions/domain/session";
 import { EnvFileSchema } from "../cli/env-spec";
 

@@ -76,7 +76,7 @@ export interface AgentTool {
  */
 function controlPlaneTool(name: string, description: string, args: string): string {
   return `// Written by the sandbox boot (sandbox/boot/opencode-files.ts); the control plane acts on calls to this tool.
-import { z } from "zod";
+import * as z from "zod";
 
 export default {
   description: ${JSON.stringify(description)},

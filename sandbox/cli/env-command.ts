@@ -11,7 +11,7 @@
  */
 import { lstat, mkdir, open, readFile, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import { OutsideWorkspaceError, resolveInsideWorkspace, splitFilePath } from "../shared/workspace-path";
 import { EnvSpecSchema, parseValues, planEnvFiles, renderEnvFile, type EnvSpec } from "./env-spec";
 import { addExclude, containingRepo, removeExclude } from "./git-exclude";

@@ -4,7 +4,7 @@
  * of every file and reports every missing required key before pass 2 writes anything, so a
  * sandbox never ends up with half its env files. Rendering is pure too (dotenv or JSON).
  */
-import { z } from "zod";
+import * as z from "zod";
 
 const KeySchema = z.object({
   /** An environment-variable name: letters, digits, `_`, not starting with a digit. */

@@ -8,7 +8,7 @@
  * in-sandbox listener; without `CONTROL_PLANE_URL` its credential routes answer 503.
  */
 import { dirname, isAbsolute, join, resolve } from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import type { SidecarOptions } from "./server";
 
 /** Linux `sun_path` is 108 bytes including the terminating NUL. */

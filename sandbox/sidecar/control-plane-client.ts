@@ -9,7 +9,7 @@
  * answered, a malformed answer). Messages and log fields carry route names and status codes
  * only: never the token, a password or a value, and never the control plane's own error body.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { mintAccessToken } from "../shared/access-token";
 import { SidecarError } from "./errors";
 

@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { mkdir, open } from "node:fs/promises";
 import { dirname } from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import { whenAccessExpires, type Caller } from "./auth";
 import { exposePort } from "./caddy-expose";
 import { invalidRequest } from "./errors";

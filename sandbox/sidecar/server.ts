@@ -16,7 +16,7 @@ import { readFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { WebSocketServer } from "ws";
-import { z } from "zod";
+import * as z from "zod";
 import { authenticate, whenAccessExpires, type AuthConfig } from "./auth";
 import { ControlPlaneClient } from "./control-plane-client";
 import { CredentialBroker } from "./credential-broker";

@@ -5,7 +5,7 @@
  */
 import { mkdir, readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { z } from "zod";
+import * as z from "zod";
 import { groupIsOurs, killGroup } from "../shared/process-group";
 
 /** Names become log file names, so they are restricted to a safe, path-free alphabet. */

@@ -15,7 +15,7 @@ import { randomUUID } from "node:crypto";
 import { chmod, lstat, rm } from "node:fs/promises";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import { z } from "zod";
+import * as z from "zod";
 import { credentialCacheKey, type CredentialBroker } from "./credential-broker";
 import { invalidRequest, SidecarError } from "./errors";
 import { readJsonBody, sendError, sendJson } from "./http-io";

@@ -8,7 +8,7 @@
  */
 import { spawn as spawnPty, type IPty } from "@lydell/node-pty";
 import type { RawData, WebSocket } from "ws";
-import { z } from "zod";
+import * as z from "zod";
 
 const ResizeFrameSchema = z.object({
   type: z.literal("resize"),

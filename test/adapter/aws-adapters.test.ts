@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { mockClient } from "aws-sdk-client-mock";
-import { ExecutionAlreadyExists, InvalidExecutionInput, SFNClient, StartExecutionCommand } from "@aws-sdk/client-sfn";
+import { DescribeExecutionCommand, ExecutionAlreadyExists, InvalidExecutionInput, SFNClient, StartExecutionCommand } from "@aws-sdk/client-sfn";
 import {
   ConflictException,
   CreateScheduleCommand,
@@ -29,7 +29,7 @@ import {
   stateMachineArnEnvName,
   stateMachineArnsFromEnv,
 } from "../../functions/adapters/aws/sfn-flow-runner";
-import { FLOW_NAMES, type FlowName } from "../../functions/ports/flow-runner";
+import { FLOW_NAMES, executionAttemptName, type FlowName } from "../../functions/ports/flow-runner";
 import { ScheduleFiredEvent } from "../../functions/ports/lifecycle-scheduler";
 
 const $metadata = {};
@@ -77,10 +77,48 @@ describe("SfnFlowRunner", () => {
     expect(flowExecutionInput(noReason)).toEqual({ sessionId: "s1", flow: "stop", generation: "v3", actor: "schedule:expiry", reason: null });
   });
 
-  it("joins an existing execution when the name is taken (ExecutionAlreadyExists → started false)", async () => {
+  it("joins an existing execution while it runs (ExecutionAlreadyExists, DescribeExecution RUNNING → started false)", async () => {
     sfn.on(StartExecutionCommand).rejects(new ExecutionAlreadyExists({ message: "Execution Already Exists", $metadata }));
+    sfn.on(DescribeExecutionCommand).resolves({ status: "RUNNING" });
     const result = await new SfnFlowRunner(new SFNClient({}), arns).start(start);
     expect(result).toEqual({ executionName: "pause-ses_01ABC-7", started: false });
+    expect(sfn.commandCalls(DescribeExecutionCommand).map((c) => c.args[0].input)).toEqual([
+      { executionArn: "arn:aws:states:eu-west-1:123456789012:execution:pause:pause-ses_01ABC-7" },
+    ]);
+  });
+
+  it.each(["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"] as const)(
+    "a closed (%s) execution under the name does not swallow the request: the next attempt name starts",
+    async (status) => {
+      const taken = new Set(["pause-ses_01ABC-7"]);
+      sfn.on(StartExecutionCommand).callsFake((input: { name: string }) => {
+        if (taken.has(input.name)) throw new ExecutionAlreadyExists({ message: "Execution Already Exists", $metadata });
+        return { executionArn: `arn:exec:${input.name}`, startDate: new Date() };
+      });
+      sfn.on(DescribeExecutionCommand).resolves({ status });
+      const result = await new SfnFlowRunner(new SFNClient({}), arns).start(start);
+      expect(result).toEqual({ executionName: "pause-ses_01ABC-7-r1", started: true });
+      const names = sfn.commandCalls(StartExecutionCommand).map((c) => c.args[0].input.name);
+      expect(names).toEqual(["pause-ses_01ABC-7", "pause-ses_01ABC-7-r1"]);
+      // Same input for every attempt: only the name moves.
+      const inputs = new Set(sfn.commandCalls(StartExecutionCommand).map((c) => c.args[0].input.input));
+      expect(inputs.size).toBe(1);
+    },
+  );
+
+  it("walks past several closed attempts and joins the first one still running; attempt names stay within 80 characters", async () => {
+    const long = { ...start, sessionId: `ses_${"x".repeat(90)}` };
+    const closed = new Set([executionAttemptName(long, 0), executionAttemptName(long, 1)]);
+    const running = executionAttemptName(long, 2);
+    sfn.on(StartExecutionCommand).rejects(new ExecutionAlreadyExists({ message: "Execution Already Exists", $metadata }));
+    sfn.on(DescribeExecutionCommand).callsFake((input: { executionArn: string }) => {
+      const name = input.executionArn.split(":").at(-1) ?? "";
+      return { status: closed.has(name) ? "FAILED" : name === running ? "RUNNING" : "SUCCEEDED" };
+    });
+    const result = await new SfnFlowRunner(new SFNClient({}), arns).start(long);
+    expect(result).toEqual({ executionName: running, started: false });
+    expect(running).toMatch(/-r2$/);
+    expect(running.length).toBeLessThanOrEqual(80);
   });
 
   it("propagates every other error", async () => {

@@ -1,12 +1,13 @@
 /**
- * esbuild options matching the CDK stack's NodejsFunction bundling (infra/control-plane-stack.ts):
- * `--bundle --platform=node --target=node22 --format=esm --minify --sourcemap
- * --external:@aws-sdk/* --banner:js=<createRequire shim>`, output `index.mjs`.
- * Keep in step with the stack's `bundling` block.
+ * esbuild options matching the CDK stack's NodejsFunction bundling (LAMBDA_BUNDLING in
+ * infra/handler-function.ts): `--bundle --platform=node --target=node22 --format=esm --minify
+ * --keep-names --sourcemap --external:@aws-sdk/* --banner:js=<createRequire shim>`, output
+ * `index.mjs`. Derived from the stack's own options, so a change there changes these.
  */
 import type { BuildOptions } from "esbuild";
+import { LAMBDA_BUNDLING } from "../../infra/handler-function";
 
-export const CDK_BANNER = "import { createRequire as __cr } from 'module'; const require = __cr(import.meta.url);";
+export const CDK_BANNER = LAMBDA_BUNDLING.banner ?? "";
 
 export function lambdaBuildOptions(repoRoot: string, entry: string, outfile: string, extraExternal: string[] = []): BuildOptions {
   return {
@@ -15,13 +16,14 @@ export function lambdaBuildOptions(repoRoot: string, entry: string, outfile: str
     outfile,
     bundle: true,
     platform: "node",
-    target: "node22",
+    target: LAMBDA_BUNDLING.target ?? "node22",
     format: "esm",
-    minify: true,
-    sourcemap: true,
-    sourcesContent: false,
+    minify: LAMBDA_BUNDLING.minify ?? false,
+    keepNames: LAMBDA_BUNDLING.keepNames ?? false,
+    sourcemap: LAMBDA_BUNDLING.sourceMap ?? false,
+    sourcesContent: LAMBDA_BUNDLING.sourcesContent ?? true,
     banner: { js: CDK_BANNER },
-    external: ["@aws-sdk/*", ...extraExternal],
+    external: [...(LAMBDA_BUNDLING.externalModules ?? []), ...extraExternal],
     metafile: true,
     logLevel: "silent",
   };

@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: prints figures (never asserts timings).
- *   1. each HTTP route's Lambda bundle size (esbuild with the CDK stack's options), and (1b) the relay image's bundle against its size before issue 21;
+ *   1. every Lambda function's bundle size and cold import time (esbuild with the CDK stack's options), and (1b) the relay image's bundle against its size before issue 21;
  *   2. provider SDK packaging: SDK bundled into the function vs in a layer (sizes, cold import);
  *   3. control-plane HTTP overhead over the local runtime, DynamoDB requests and cost per request type;
  *   4. lifecycle flows on a zero-latency provider: flow overhead, AWS calls and cost per 1,000 session lifecycles;

@@ -138,7 +138,7 @@ const IMPORT_SCRIPT =
   "const t = performance.now(); await import(process.env.BENCH_IMPORT_URL); const ms = performance.now() - t; " +
   "console.log(JSON.stringify({ ms, rss: process.memoryUsage().rss }));";
 
-function importOnce(file: string, cwd: string): Promise<{ ms: number; rss: number }> {
+export function importOnce(file: string, cwd: string): Promise<{ ms: number; rss: number }> {
   return new Promise((resolve, reject) => {
     execFile(
       process.execPath,

@@ -158,18 +158,22 @@ describe("ensure-runtime", () => {
     ]);
   });
 
-  it("a crash after the provider created the sandbox: the next resume recovers that sandbox, never a second one", async () => {
+  it("a crash after the provider created the sandbox: the Catch path terminates it, and the next resume starts exactly one", async () => {
     const s = await h.createSession();
     provider.crashAfter("ensureSandbox");
     const failed = await h.run("ensure-runtime", s.id);
     expect(failed.status).toBe("error");
-    const orphan = inner.live();
-    expect(orphan).toHaveLength(1);
+    // The provision step died after the create (its result never reached the flow): the sandbox it
+    // left behind is terminated before the failure is recorded, not left to the sweeper.
+    const created = provider.callsOf("ensureSandbox").length;
+    expect(created).toBe(1);
+    expect(inner.live()).toEqual([]);
+    expect(provider.callsOf("terminate")).toHaveLength(1);
     const after = await h.run("ensure-runtime", s.id);
     expect(after.status).toBe("running");
-    expect(after.sandboxId).toBe(orphan[0]);
-    // The recovered sandbox booted with the key the first attempt gave it: that epoch is committed.
-    expect(inner.createCalls.map((c) => c.envVars.SIDECAR_TOKEN)).toEqual([deriveSandboxKey(TEST_MASTER_KEY, s.id, 1)]);
+    expect(inner.live()).toEqual([after.sandboxId]);
+    // The first attempt's epoch was never committed: the sandbox that is runs with epoch 1's key.
+    expect(inner.createCalls.at(-1)?.envVars.SIDECAR_TOKEN).toBe(deriveSandboxKey(TEST_MASTER_KEY, s.id, 1));
     expect(after.sandboxKeyEpoch).toBe(1);
     await expectConsistent(s.id);
   });

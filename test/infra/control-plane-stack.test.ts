@@ -126,6 +126,26 @@ describe("functions", () => {
     }
   });
 
+  it("bundle only what their entry reaches: every HTTP and WebSocket route without sandbox access is under 300 KB, with no provider SDK", () => {
+    const functions = template.findResources("AWS::Lambda::Function") as Record<string, { Properties: { Code: { S3Key: string } } }>;
+    const bundleOf = (id: string): string => {
+      const entry = Object.entries(functions).find(([logicalId]) => logicalId.startsWith(`${id}Function`));
+      if (!entry) throw new Error(`no function ${id}`);
+      return readFileSync(path.join(outdir, `asset.${entry[1].Properties.Code.S3Key.replace(/\.zip$/, "")}`, "index.mjs"), "utf8");
+    };
+    const small = [...HTTP_ROUTES.filter((r) => !r.sandboxAccess).map((r) => r.id), ...WS_ROUTES.map((r) => r.id), "SendInit"];
+    expect(small.length).toBeGreaterThan(20);
+    for (const id of small) {
+      const bundle = bundleOf(id);
+      expect(Buffer.byteLength(bundle), id).toBeLessThan(300 * 1024);
+      // The provider SDKs (Modal over gRPC, E2B over Connect) stay out of them.
+      expect(bundle, id).not.toContain("@grpc/grpc-js");
+      expect(bundle, id).not.toContain("modal.client.ModalClient");
+    }
+    // A route that calls a provider (tunnels) binds them, and so bundles them.
+    for (const route of HTTP_ROUTES.filter((r) => r.sandboxAccess)) expect(Buffer.byteLength(bundleOf(route.id)), route.id).toBeGreaterThan(300 * 1024);
+  });
+
   it("have least-privilege table grants: read routes cannot write, health cannot touch the table", () => {
     const policies = template.findResources("AWS::IAM::Policy");
     const actionsFor = (routeId: string): string[] => {

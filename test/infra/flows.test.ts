@@ -19,7 +19,7 @@ import {
   sweeperRateMinutes,
   type ControlPlaneStack,
 } from "../../infra/control-plane-stack";
-import { deployableFlows, flowDefinitionPath, stateMachineArn, taskResources } from "../../infra/lifecycle-flows";
+import { deployableFlows, executionArnPattern, flowDefinitionPath, stateMachineArn, taskResources } from "../../infra/lifecycle-flows";
 import { stateMachineArnEnvName } from "../../functions/adapters/aws/sfn-flow-runner";
 import { FLOW_STEPS, stepArnVariable } from "../../functions/flows/steps";
 import { HTTP_ROUTES } from "../../functions/http/routes";
@@ -110,7 +110,7 @@ describe("state machines", () => {
     expect(names).toEqual(expected.map((flow) => `${stack.stackName}-${flow}`).sort());
   });
 
-  it("are Standard, traced, logged at ALL without execution data, and time out after an hour", () => {
+  it("are Standard, traced, logged at ALL without execution data, and time out after three hours (above the worst path: limits.test.ts)", () => {
     for (const flow of deployableFlows()) {
       const machine = resources[logicalIdOf(stack.stateMachines[flow])];
       expect(machine?.Properties).toMatchObject({
@@ -120,7 +120,7 @@ describe("state machines", () => {
         LoggingConfiguration: { Level: "ALL", IncludeExecutionData: false },
       });
       const definition = JSON.parse(machine?.Properties.DefinitionString as string) as { TimeoutSeconds?: number };
-      expect(definition.TimeoutSeconds, flow).toBe(3600);
+      expect(definition.TimeoutSeconds, flow).toBe(3 * 3600);
       // Each machine logs to its own log group.
       const logGroupArn = (machine?.Properties.LoggingConfiguration as { Destinations: { CloudWatchLogsLogGroup: { LogGroupArn: { "Fn::GetAtt": [string, string] } } }[] }).Destinations[0]?.CloudWatchLogsLogGroup.LogGroupArn;
       expect(resources[logGroupArn?.["Fn::GetAtt"][0] ?? ""]?.Properties.LogGroupName).toBe(`/aws/vendedlogs/states/${stack.stackName}-${flow}`);
@@ -331,6 +331,10 @@ describe("HTTP routes that start flows", () => {
       const statements = statementsOfFunction(route.id);
       expect(new Set(resourcesFor(statements, "states:StartExecution").map((r) => JSON.stringify(r))), route.id).toEqual(
         new Set(flows.map((f) => JSON.stringify(resolvedMachineArn(f)))),
+      );
+      // A taken execution name is joined only while that execution runs (SfnFlowRunner describes it).
+      expect(new Set(resourcesFor(statements, "states:DescribeExecution").map((r) => JSON.stringify(r))), route.id).toEqual(
+        new Set(flows.map((f) => JSON.stringify(stack.resolve(executionArnPattern(stack, f))))),
       );
       const envArns = Object.keys(envOf(route.id)).filter((k) => k.startsWith("STATE_MACHINE_ARN_")).sort();
       expect(envArns, route.id).toEqual(flows.map(stateMachineArnEnvName).sort());

@@ -1,12 +1,14 @@
 /**
  * Flow runner over Step Functions: `StartExecution` with the deterministic execution name from
- * the port, so a second request for the same (session, flow, generation) joins the first instead
- * of starting a duplicate. The execution input is deterministic too (no timestamps): Standard
- * workflows treat an identical start of a running execution as idempotent.
+ * the port, so a second request for the same (session, flow, generation) joins the first while it
+ * runs instead of starting a duplicate; a closed execution under the name does not swallow the
+ * request (`startFlowExecution`: `DescribeExecution`, then the next attempt name). The execution
+ * input is deterministic too (no timestamps): Standard workflows treat an identical start of a
+ * running execution as idempotent.
  */
-import { ExecutionAlreadyExists, StartExecutionCommand, type SFNClient } from "@aws-sdk/client-sfn";
+import { DescribeExecutionCommand, ExecutionAlreadyExists, StartExecutionCommand, type SFNClient } from "@aws-sdk/client-sfn";
 import { InternalError } from "../../domain/errors";
-import { FLOW_NAMES, executionName, type FlowName, type FlowRunner, type StartFlowInput, type StartFlowResult } from "../../ports/flow-runner";
+import { FLOW_NAMES, startFlowExecution, type FlowName, type FlowRunner, type StartFlowInput, type StartFlowResult } from "../../ports/flow-runner";
 
 /** What every flow's state machine receives as its execution input. */
 export interface FlowExecutionInput {
@@ -59,22 +61,31 @@ export class SfnFlowRunner implements FlowRunner {
   ) {}
 
   async start(input: StartFlowInput): Promise<StartFlowResult> {
-    const name = executionName(input);
     const stateMachineArn = this.stateMachineArns[input.flow];
     if (!stateMachineArn) {
       const variable = stateMachineArnEnvName(input.flow);
       throw new InternalError(`${variable} is not set: cannot start the ${input.flow} flow`, { context: { variable, flow: input.flow } });
     }
-    try {
-      await this.client.send(
-        new StartExecutionCommand({ stateMachineArn, name, input: JSON.stringify(flowExecutionInput(input)) }),
-      );
-      return { executionName: name, started: true };
-    } catch (err) {
-      // The name is taken (running with other input, or already closed): the work this request
-      // asks for has an execution, so the caller joins it rather than starting a duplicate.
-      if (isExecutionAlreadyExists(err)) return { executionName: name, started: false };
-      throw err;
-    }
+    const body = JSON.stringify(flowExecutionInput(input));
+    return startFlowExecution(input, {
+      tryStart: async (name) => {
+        try {
+          await this.client.send(new StartExecutionCommand({ stateMachineArn, name, input: body }));
+          return "started";
+        } catch (err) {
+          if (isExecutionAlreadyExists(err)) return "exists";
+          throw err;
+        }
+      },
+      isRunning: async (name) => {
+        const out = await this.client.send(new DescribeExecutionCommand({ executionArn: executionArn(stateMachineArn, name) }));
+        return out.status === "RUNNING";
+      },
+    });
   }
+}
+
+/** `arn:...:stateMachine:<machine>` + name → `arn:...:execution:<machine>:<name>`. */
+export function executionArn(stateMachineArn: string, name: string): string {
+  return `${stateMachineArn.replace(":stateMachine:", ":execution:")}:${name}`;
 }

@@ -29,7 +29,10 @@ export interface FlowStepDefinition {
   push: boolean;
   /** Arms/cancels schedules and starts flows (prompt wake-up, the circuit breaker's stop). */
   orchestrates: boolean;
-  /** Lambda timeout: the slowest thing the step waits for. */
+  /**
+   * Lambda timeout: the slowest thing the step waits for. Provision: Lambda's maximum, above the
+   * boot exec's bound (BOOT_EXEC_TIMEOUT_MS) plus the create and agent calls around it.
+   */
   timeoutSeconds: number;
   /** Reveals org secrets (model keys, git credentials for the sandbox): kms:Decrypt on the secrets key. */
   secretAccess?: "decrypt";
@@ -37,7 +40,7 @@ export interface FlowStepDefinition {
 
 export const FLOW_STEPS: readonly FlowStepDefinition[] = [
   { id: "BeginStep", entry: "functions/flows/steps/begin.ts", make: makeBeginStep, sandboxAccess: false, push: true, orchestrates: false, timeoutSeconds: 30 },
-  { id: "ProvisionStep", entry: "functions/flows/steps/provision.ts", make: makeProvisionStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 300, secretAccess: "decrypt" },
+  { id: "ProvisionStep", entry: "functions/flows/steps/provision.ts", make: makeProvisionStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 900, secretAccess: "decrypt" },
   { id: "QuiesceStep", entry: "functions/flows/steps/quiesce.ts", make: makeQuiesceStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 90 },
   { id: "SnapshotStep", entry: "functions/flows/steps/snapshot.ts", make: makeSnapshotStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 300 },
   { id: "TerminateStep", entry: "functions/flows/steps/terminate.ts", make: makeTerminateStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 120 },

@@ -26,6 +26,7 @@ import { errorForLog } from "../../observability/logger";
 import { flowStep } from "../step";
 import { SANDBOX_KEY_ENV } from "../../../sandbox/shared/access-token";
 import { stepEntry } from "../lambda-entry";
+import { awsProviders } from "../../providers/aws-providers";
 import { agentEndpointForKey } from "../../agent/agent-endpoint";
 
 export const makeProvisionStep = flowStep("provision", async (doc, deps) => {
@@ -116,4 +117,4 @@ async function modelKeyEnv(session: SessionRecord, model: ResolvedModel, deps: F
   return { [model.keyEnv]: value };
 }
 
-export const handler = stepEntry(makeProvisionStep);
+export const handler = stepEntry(makeProvisionStep, awsProviders);

@@ -21,6 +21,7 @@ import { snapshotMethod } from "../plan";
 import { STEP_ERRORS, StepError } from "../step-errors";
 import { flowStep, leaseOf } from "../step";
 import { stepEntry } from "../lambda-entry";
+import { awsProviders } from "../../providers/aws-providers";
 
 type AgentState = "busy" | "idle" | "unreachable";
 
@@ -67,4 +68,4 @@ export const makeSnapshotStep = flowStep("snapshot", async (doc, deps) => {
   return { snapshotId, method };
 });
 
-export const handler = stepEntry(makeSnapshotStep);
+export const handler = stepEntry(makeSnapshotStep, awsProviders);

@@ -10,6 +10,7 @@ import { errorForLog } from "../../observability/logger";
 import { snapshotMethod, terminatesSandbox } from "../plan";
 import { flowStep, leaseOf } from "../step";
 import { stepEntry } from "../lambda-entry";
+import { awsProviders } from "../../providers/aws-providers";
 
 export const makeTerminateStep = flowStep("terminate", async (doc, deps) => {
   const lease = leaseOf(doc);
@@ -30,4 +31,4 @@ export const makeTerminateStep = flowStep("terminate", async (doc, deps) => {
   }
 });
 
-export const handler = stepEntry(makeTerminateStep);
+export const handler = stepEntry(makeTerminateStep, awsProviders);

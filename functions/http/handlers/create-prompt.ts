@@ -6,7 +6,7 @@
  * flow's finish. Never dropped. 202 `{prompt: {id, status, position}, delivery}`; 409 for a
  * stopped session (nothing would ever run it).
  */
-import { z } from "zod";
+import * as z from "zod";
 import { refineMultiLine } from "../../domain/text";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";

@@ -12,7 +12,7 @@
  * The git identity of the agent's commits is the caller's.
  * 201 with the session and its Location.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { QuotaExceededError, ValidationError } from "../../domain/errors";
 import { ServiceCommand, SshPublicKey, SupportedAgentModel, gitIdentityFor } from "../../domain/agent-settings";
 import { refineMultiLine, refineSingleLine, singleLineProblem, singleLineText, workspacePathTextProblem } from "../../domain/text";

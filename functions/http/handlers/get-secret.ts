@@ -3,7 +3,7 @@
  * never its value. Any role; the caller's org only: another org's secret is as unknown as a
  * missing one (404).
  */
-import { z } from "zod";
+import * as z from "zod";
 import { NotFoundError } from "../../domain/errors";
 import { SECRET_NAME_PATTERN } from "../../ports/org-secrets";
 import { httpRoute } from "../http-handler";

@@ -1,7 +1,7 @@
 /**
  * GET /v1/sessions/{id} (API Gateway HTTP API route). The caller's org only (403/404 otherwise).
  */
-import { z } from "zod";
+import * as z from "zod";
 import { SessionId, toSessionView } from "../../domain/session";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";

@@ -3,7 +3,7 @@
  * the transition it made (from, to), reason, actor, flow execution and per-step timings.
  * `?limit=` (1-100, default 50), `?cursor=` from the previous page.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
 import { loadOwnedSession, requirePrincipal } from "../session-access";

@@ -3,7 +3,7 @@
  * status (also while paused, and after a sandbox was lost). `?limit=` (1-200, default 100),
  * `?cursor=` from the previous page.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
 import { loadOwnedSession, requirePrincipal } from "../session-access";

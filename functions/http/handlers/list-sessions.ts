@@ -2,7 +2,7 @@
  * GET /v1/sessions (API Gateway HTTP API route). The caller's org's sessions, newest first,
  * `?status=`, `?limit=` (1-100, default 20), `?cursor=` from the previous page's `nextCursor`.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { SessionStatus, toSessionView } from "../../domain/session";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";

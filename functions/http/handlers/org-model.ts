@@ -5,7 +5,7 @@
  * the named secret exists; `{"model": null}` clears the default. Sandboxes already running keep
  * their model; the next boot (resume, restore, migration) reads the new one.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { SupportedAgentModel } from "../../domain/agent-settings";
 import { httpRoute } from "../http-handler";
 import { requireAdmin, requirePrincipal } from "../session-access";

@@ -7,7 +7,7 @@
  * refreshes, a second DELETE is a no-op — presence is a set, so it can never drift.
  * DELETE arms the idle check: the proxy closing may be what makes the session idle.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { ConflictError } from "../../domain/errors";
 import { SessionId } from "../../domain/session";
 import { armIdleCheck } from "../../idle/idle-check";

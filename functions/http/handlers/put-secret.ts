@@ -4,7 +4,7 @@
  * is envelope-encrypted before it is written (functions/secrets/) and never comes back: the
  * answer is the metadata. An omitted description keeps the stored one; null clears it.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { MAX_SECRET_VALUE_BYTES } from "../../secrets/envelope-cipher";
 import { refineSingleLine } from "../../domain/text";
 import { httpRoute } from "../http-handler";

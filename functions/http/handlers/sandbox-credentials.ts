@@ -11,7 +11,7 @@
  *   org's secrets hold (`env apply` in the sandbox writes them).
  * A stopped session's sandbox gets nothing (409): it should not be running.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { ConflictError, NotFoundError } from "../../domain/errors";
 import type { SessionRecord } from "../../domain/session";
 import { envFileValues, matchCredentialRepo, OrgSecretGitCredentials } from "../../sandbox-access/git-credentials";

@@ -10,7 +10,7 @@
  * the sandbox awake); a terminal or editor the caller then opens registers as a proxy
  * connection (PUT …/proxy-connections/{proxyId}).
  */
-import { z } from "zod";
+import * as z from "zod";
 import { ConflictError } from "../../domain/errors";
 import { SessionId } from "../../domain/session";
 import { mintAccessToken } from "../../../sandbox/shared/access-token";

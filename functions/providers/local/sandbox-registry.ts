@@ -4,7 +4,7 @@
  * kill a sandbox is written here. No secrets: env vars are never persisted.
  */
 import { mkdir, readdir, readFile, rename, writeFile } from "node:fs/promises";
-import { z } from "zod";
+import * as z from "zod";
 
 export const SandboxRecord = z.object({
   sandboxId: z.string(),

@@ -8,7 +8,7 @@
  * running (connecting provisions or resumes the sandbox, seed 000 §2). A rejected connect is
  * the HTTP status of the refusal (401, 403, 404, 409), and registers nothing.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { unreadyConnectionExpiresAt } from "../../domain/connection-liveness";
 import { ClientType, SessionId } from "../../domain/session";
 import { AppError, UnauthorizedError, ValidationError } from "../../domain/errors";

@@ -12,7 +12,7 @@
  * expired or was revoked is refused (`error` `unauthorized`) and the connection closed, at no
  * extra read. (`ping` reads nothing and stays answered until then.)
  */
-import { z } from "zod";
+import * as z from "zod";
 import { connectionExpiresAt, connectionRefreshDue } from "../../domain/connection-liveness";
 import { AppError } from "../../domain/errors";
 import { agentEndpoint } from "../../agent/agent-endpoint";

@@ -6,7 +6,7 @@
  * a gap is not). In AWS this runs as its own function, invoked asynchronously by `$connect`;
  * a connection that is not open yet is retried briefly.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { connectionExpiresAt } from "../../domain/connection-liveness";
 import { toSessionView, type ClientStatus, type SessionRecord } from "../../domain/session";
 import { clientStatusOf } from "../../domain/session-transitions";
