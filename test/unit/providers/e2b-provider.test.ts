@@ -1,3 +1,4 @@
+import { BOOT_EXEC_TIMEOUT_MS } from "../../../functions/providers/sandbox-boot";
 import { AuthenticationError, RateLimitError, SandboxNotFoundError, type SandboxInfo, type SandboxListOpts, type SandboxOpts } from "e2b";
 import { CREATE_SECRETS, sessionCreateOpts } from "../../support/builders";
 import { describe, expect, it } from "vitest";
@@ -212,7 +213,7 @@ describe("E2BSandboxProvider", () => {
     });
     // The image's boot reads the spec from a file; one command runs phase 1.
     expect(sdk.calls[1]).toEqual(["files.write", "e2b-1", SPEC_PATH, expect.any(String)]);
-    expect(sdk.calls[2]).toEqual(["commands.run", "e2b-1", `node /opt/sandbox/boot.mjs start --spec ${SPEC_PATH}`, { timeoutMs: 900_000 }]);
+    expect(sdk.calls[2]).toEqual(["commands.run", "e2b-1", `node /opt/sandbox/boot.mjs start --spec ${SPEC_PATH}`, { timeoutMs: BOOT_EXEC_TIMEOUT_MS }]);
     expect(sdk.boxes.get("e2b-1")?.commands).toHaveLength(1);
     const spec = bootSpecOf(sdk, "e2b-1");
     expect(spec.request).toMatchObject({ sessionId: SESSION, repos: [], restored: false, now: NOW, sessionType: "coding" });

@@ -1,3 +1,4 @@
+import { BOOT_EXEC_TIMEOUT_MS } from "../../../functions/providers/sandbox-boot";
 import { AlreadyExistsError, NotFoundError, SandboxTimeoutError, type SandboxListParams } from "modal";
 import { CREATE_SECRETS, sessionCreateOpts } from "../../support/builders";
 import { describe, expect, it } from "vitest";
@@ -294,7 +295,7 @@ describe("ModalSandboxProvider", () => {
       expiresAt: NOW + 3_600_000,
     });
     // One exec: the image's boot, with the spec on stdin; it returns when phase 1 is over.
-    expect(sdk.calls[4]).toEqual(["sandbox.exec", "sb-1", ["node", "/opt/sandbox/boot.mjs", "start", "--spec", "-"], { timeoutMs: 900_000 }]);
+    expect(sdk.calls[4]).toEqual(["sandbox.exec", "sb-1", ["node", "/opt/sandbox/boot.mjs", "start", "--spec", "-"], { timeoutMs: BOOT_EXEC_TIMEOUT_MS }]);
     expect(sdk.byId.get("sb-1")?.execs).toHaveLength(1);
     const spec = bootSpecOf(sdk, "sb-1");
     expect(spec.request).toMatchObject({
