@@ -20,6 +20,8 @@ import { newApiToken } from "../../functions/domain/ids";
 import { ACCOUNT, REGION, synthesize, type Assembly } from "./support/assembly";
 import { RehearsalWorld } from "./support/rehearsal-world";
 
+const ORG_SECRET_VALUE = "s3cr3t-rehearsal-value";
+
 let assembly: Assembly;
 let world: RehearsalWorld;
 let token: string;
@@ -70,6 +72,21 @@ async function storedSession(id: string): Promise<Record<string, unknown>> {
   return (out.Item ?? {}) as Record<string, unknown>;
 }
 
+/** The session's status, with what went wrong when it is not the expected one (denied calls, failed executions, the audit trail). */
+async function expectStatus(id: string, status: string): Promise<SessionView> {
+  const s = await session(id);
+  if (s.status !== status) {
+    const events = (await world.http("GET", `/v1/sessions/${id}/events`, { token })).body as { items: { flow: string; outcome: string; message: string | null }[] };
+    const why = {
+      denied: world.denied.map((c) => `${c.function}: ${c.action} on ${c.resource}`),
+      failedExecutions: failedExecutions(),
+      events: events.items.map((e) => `${e.flow} ${e.outcome}${e.message ? `: ${e.message}` : ""}`),
+    };
+    expect.fail(`session ${id} is ${s.status}, expected ${status}: ${JSON.stringify(why, null, 2)}`);
+  }
+  return s;
+}
+
 function failedExecutions(): string[] {
   return [...world.executions.values()].filter((e) => e.status === "FAILED").map((e) => `${e.machine} ${e.name}: ${e.error}`);
 }
@@ -88,13 +105,13 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
   });
 
   it("org secrets: the value is encrypted under the stack's KMS key with the org and name as context", async () => {
-    const put = await world.http("PUT", "/v1/secrets/REHEARSAL_KEY", { token, body: { value: "s3cr3t-rehearsal-value" } });
+    const put = await world.http("PUT", "/v1/secrets/REHEARSAL_KEY", { token, body: { value: ORG_SECRET_VALUE } });
     expect(put.status, JSON.stringify(put.body)).toBe(200);
-    expect(JSON.stringify(put.body)).not.toContain("s3cr3t-rehearsal-value");
+    expect(JSON.stringify(put.body)).not.toContain(ORG_SECRET_VALUE);
     expect(world.calls.filter((c) => c.action === "kms:Encrypt")).toHaveLength(1);
     const got = await world.http("GET", "/v1/secrets/REHEARSAL_KEY", { token });
     expect(got.status).toBe(200);
-    expect(JSON.stringify(got.body)).not.toContain("s3cr3t-rehearsal-value");
+    expect(JSON.stringify(got.body)).not.toContain(ORG_SECRET_VALUE);
   });
 
   it("create, then resume provisions a sandbox through the ensure-runtime state machine", async () => {
@@ -105,8 +122,7 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     expect(resumed.status).toBe(202);
     await world.settle();
     expect(failedExecutions()).toEqual([]);
-    const s = await session(id);
-    expect(s.status).toBe("running");
+    const s = await expectStatus(id, "running");
     expect(s.sandboxId).toMatch(/^lsb_/);
   });
 
@@ -116,7 +132,7 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     if (!armed) return;
     expect(await world.fireSchedule(armed.group, armed.name)).toEqual({ started: null });
     await world.settle();
-    expect((await session(id)).status).toBe("running");
+    await expectStatus(id, "running");
   });
 
   it("the template's sweeper schedule runs the sweeper, which snapshots the unwatched idle session (idle-snapshot flow)", async () => {
@@ -127,8 +143,7 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     await world.settle();
     expect(failedExecutions()).toEqual([]);
     expect([...world.executions.values()].map((e) => e.name)).toContainEqual(expect.stringMatching(/^idle-snapshot-/));
-    const s = await session(id);
-    expect(s.status).toBe("paused");
+    const s = await expectStatus(id, "paused");
     expect(s.pauseReason).toBe("orphaned");
     expect(s.sandboxId).toBeNull();
   });
@@ -136,13 +151,12 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
   it("resume restores it, pause snapshots and terminates the sandbox", async () => {
     expect((await world.http("POST", `/v1/sessions/${id}/resume`, { token })).status).toBe(202);
     await world.settle();
-    expect((await session(id)).status).toBe("running");
+    await expectStatus(id, "running");
     const res = await world.http("POST", `/v1/sessions/${id}/pause`, { token });
     expect(res.status).toBe(202);
     await world.settle();
     expect(failedExecutions()).toEqual([]);
-    const s = await session(id);
-    expect(s.status).toBe("paused");
+    const s = await expectStatus(id, "paused");
     expect(s.pauseReason).toBe("user");
     expect(s.snapshotId).toBeTruthy();
   });
@@ -153,7 +167,7 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     expect((res.body as { delivery: string }).delivery).toBe("woken");
     await world.settle();
     expect(failedExecutions()).toEqual([]);
-    expect((await session(id)).status).toBe("running");
+    await expectStatus(id, "running");
   });
 
   it("a prompt to the running session is accepted and queued for the relay (the Fargate relay is not part of the rehearsal)", async () => {
@@ -181,7 +195,7 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     expect(res.status).toBe(202);
     await world.settle();
     expect(failedExecutions()).toEqual([]);
-    expect((await session(id)).status).toBe("stopped");
+    await expectStatus(id, "stopped");
     expect((await storedSession(id)).status).toBe("stopped");
   });
 
@@ -190,6 +204,7 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     expect(denied).toEqual([]);
     // Every kind of call the lifecycle makes was seen (the check is not vacuous).
     const actions = new Set(world.calls.map((c) => c.action));
+    expect(world.calls.filter((c) => c.function.startsWith("ApiGateway(")).length).toBeGreaterThan(0);
     for (const action of ["dynamodb:GetItem", "dynamodb:Query", "states:StartExecution", "lambda:InvokeFunction", "scheduler:CreateSchedule", "iam:PassRole", "secretsmanager:GetSecretValue", "kms:Encrypt", "execute-api:ManageConnections"]) {
       expect(actions, action).toContain(action);
     }
@@ -208,10 +223,16 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     expect((await world.iam.check(putSecret.roleLogicalId, { action: "kms:Encrypt", resource: keyArn, context })).allowed).toBe(true);
     expect((await world.iam.check(putSecret.roleLogicalId, { action: "kms:Encrypt", resource: keyArn, context: { "kms:EncryptionContextKeys": ["orgId"], "kms:EncryptionContext:orgId": "o" } })).allowed).toBe(false);
     expect((await world.iam.check(putSecret.roleLogicalId, { action: "kms:Decrypt", resource: keyArn, context })).allowed).toBe(false);
+    // API Gateway may invoke a route's function only for that route (its AWS::Lambda::Permission's SourceArn).
+    const api = (world.calls.find((c) => c.function.startsWith("ApiGateway(") && c.resource.startsWith(health.arn))?.resource ?? "").split(" from ")[1] ?? "";
+    expect(api).toMatch(/\/GET\/v1\/health$/);
+    expect((await world.iam.checkInvoke(health.arn, "apigateway.amazonaws.com", api)).allowed).toBe(true);
+    expect((await world.iam.checkInvoke(health.arn, "apigateway.amazonaws.com", api.replace(/v1\/health$/, "v1/sessions"))).allowed).toBe(false);
   });
 
   it("no secret value reaches a log line", () => {
-    for (const value of world.secretValues.values()) {
+    expect(world.logs.length).toBeGreaterThan(0);
+    for (const value of [...world.secretValues.values(), ORG_SECRET_VALUE]) {
       const leaked = world.logs.filter((l) => l.line.includes(value)).map((l) => l.function);
       expect(leaked).toEqual([]);
     }

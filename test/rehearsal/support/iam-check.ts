@@ -85,6 +85,39 @@ export class IamChecker {
     return undefined;
   }
 
+  /**
+   * May a service (API Gateway) invoke a function, by the function's resource policy: every
+   * AWS::Lambda::Permission of the template on that function, as the statements Lambda builds
+   * from them (the service principal, `aws:SourceArn` and `aws:SourceAccount` conditions).
+   */
+  async checkInvoke(functionArn: string, service: string, sourceArn: string): Promise<IamDecision> {
+    const statements = resourcesOfType(this.assembly, "AWS::Lambda::Permission")
+      .map(([, permission]) => this.resolver.resolve(permission.Properties) as { Action: string; FunctionName: string; Principal: string; SourceArn?: string; SourceAccount?: string })
+      .filter((p) => p.FunctionName === functionArn)
+      .map((p) => ({
+        Effect: "Allow",
+        Principal: p.Principal.endsWith(".amazonaws.com") ? { Service: p.Principal } : { AWS: p.Principal },
+        Action: p.Action,
+        Resource: functionArn,
+        ...(p.SourceArn || p.SourceAccount
+          ? { Condition: { ...(p.SourceArn ? { ArnLike: { "AWS:SourceArn": p.SourceArn } } : {}), ...(p.SourceAccount ? { StringEquals: { "AWS:SourceAccount": p.SourceAccount } } : {}) } }
+          : {}),
+      }));
+    if (statements.length === 0) return { allowed: false, detail: "the function has no resource policy (no AWS::Lambda::Permission)" };
+    const result = await runSimulation(
+      {
+        request: { principal: service, action: "lambda:InvokeFunction", resource: { resource: functionArn, accountId: ACCOUNT }, contextVariables: { "aws:SourceArn": sourceArn, "aws:SourceAccount": ACCOUNT } },
+        identityPolicies: [],
+        serviceControlPolicies: [],
+        resourceControlPolicies: [],
+        resourcePolicy: { Version: "2012-10-17", Statement: statements },
+      },
+      {},
+    );
+    if (result.resultType === "error") return { allowed: false, detail: `simulator refused the request: ${JSON.stringify(result.errors)}` };
+    return { allowed: result.overallResult === "Allowed", detail: result.overallResult };
+  }
+
   async check(roleLogicalId: string, request: IamRequest): Promise<IamDecision> {
     const resourcePolicy = this.resourcePolicy(request.resource);
     const context = Object.fromEntries(Object.entries(request.context ?? {}).map(([k, v]) => [asSimulatorKey(k), v]));

@@ -26,6 +26,7 @@ import aslValidator from "asl-validator";
 import dynalite from "dynalite";
 import { StateMachine } from "aws-local-stepfunctions";
 import { buildHttpApiEvent } from "../../../infra/local/api-gateway-events";
+import { listSandboxRecords } from "../../../functions/providers/local/sandbox-registry";
 import { taskResources } from "../../../infra/lifecycle-flows";
 import { ACCOUNT, REGION, resourcesOfType, TemplateResolver, type Assembly } from "./assembly";
 import { IamChecker, type IamRequest } from "./iam-check";
@@ -45,6 +46,7 @@ export interface Execution {
   machine: string;
   input: string;
   status: "RUNNING" | "SUCCEEDED" | "FAILED";
+  startDate: Date;
   error?: string;
   done: Promise<void>;
 }
@@ -279,6 +281,18 @@ export class RehearsalWorld {
         return { iam, answer: pass };
       }
       case "SFN": {
+        if (action === "DescribeExecution") {
+          const executionArn = String(input.executionArn);
+          return {
+            iam: [{ action: "states:DescribeExecution", resource: executionArn }],
+            answer: () => {
+              const execution = this.executions.get(executionArn);
+              if (!execution) return fail("ExecutionDoesNotExist", `Execution Does Not Exist: '${executionArn}'`);
+              const machine = this.machines.get(execution.machine);
+              return output({ executionArn, stateMachineArn: machine?.arn, name: execution.name, status: execution.status, startDate: execution.startDate, input: execution.input });
+            },
+          };
+        }
         if (action !== "StartExecution") throw new Error(`rehearsal: no Step Functions ${action}`);
         const arn = String(input.stateMachineArn);
         return {
@@ -291,11 +305,11 @@ export class RehearsalWorld {
             const existing = this.executions.get(executionArn);
             if (existing) {
               // Standard workflows: the same name and input while running is idempotent; anything else is taken.
-              if (existing.status === "RUNNING" && existing.input === String(input.input)) return output({ executionArn, startDate: new Date() });
+              if (existing.status === "RUNNING" && existing.input === String(input.input)) return output({ executionArn, startDate: existing.startDate });
               return fail("ExecutionAlreadyExists", `Execution Already Exists: '${executionArn}'`);
             }
-            this.startExecution(machine, name, executionArn, String(input.input ?? "{}"));
-            return output({ executionArn, startDate: new Date() });
+            const execution = this.startExecution(machine, name, executionArn, String(input.input ?? "{}"));
+            return output({ executionArn, startDate: execution.startDate });
           },
         };
       }
@@ -419,7 +433,7 @@ export class RehearsalWorld {
 
   // ---- Step Functions ----------------------------------------------------------------------
 
-  private startExecution(machine: MachineSpec, name: string, executionArn: string, input: string): void {
+  private startExecution(machine: MachineSpec, name: string, executionArn: string, input: string): Execution {
     const handlers: Record<string, (event: unknown) => Promise<unknown>> = {};
     for (const [stateName, state] of Object.entries(machine.definition.States)) {
       if (state.Type !== "Task" || !state.Resource) continue;
@@ -439,7 +453,7 @@ export class RehearsalWorld {
         StateMachine: { Id: machine.arn, Name: machine.name },
       },
     });
-    const execution: Execution = { name, machine: machine.logicalId, input, status: "RUNNING", done: Promise.resolve() };
+    const execution: Execution = { name, machine: machine.logicalId, input, status: "RUNNING", startDate: new Date(), done: Promise.resolve() };
     execution.done = run.result.then(
       () => {
         execution.status = "SUCCEEDED";
@@ -450,6 +464,7 @@ export class RehearsalWorld {
       },
     );
     this.executions.set(executionArn, execution);
+    return execution;
   }
 
   /** Resolves once no execution and no asynchronous invocation is running, including ones started meanwhile. */
@@ -465,7 +480,7 @@ export class RehearsalWorld {
   // ---- API Gateway -------------------------------------------------------------------------
 
   /** The function an HTTP route key (`POST /v1/sessions/{id}/resume`) is integrated with, from the template. */
-  private routeTarget(apiType: "HTTP" | "WEBSOCKET", routeKey: string): FunctionPool {
+  private routeTarget(apiType: "HTTP" | "WEBSOCKET", routeKey: string): { fn: FunctionPool; apiId: string; stage: string } {
     const apis = resourcesOfType(this.assembly, "AWS::ApiGatewayV2::Api").filter(([, api]) => (api.Properties.ProtocolType ?? "HTTP") === apiType).map(([id]) => id);
     const route = resourcesOfType(this.assembly, "AWS::ApiGatewayV2::Route").find(
       ([, r]) => r.Properties.RouteKey === routeKey && apis.includes((r.Properties.ApiId as { Ref: string }).Ref),
@@ -478,7 +493,18 @@ export class RehearsalWorld {
     const uri = this.resolver.string(integration.Properties.IntegrationUri);
     const fn = this.functionByArn(/\/functions\/(arn:[^/]+)\/invocations$/.exec(uri)?.[1] ?? uri);
     if (!fn) throw new Error(`route ${routeKey}: the integration targets no function of the template`);
-    return fn;
+    const apiLogicalId = (route[1].Properties.ApiId as { Ref: string }).Ref;
+    const stage = resourcesOfType(this.assembly, "AWS::ApiGatewayV2::Stage").find(([, st]) => (st.Properties.ApiId as { Ref: string }).Ref === apiLogicalId);
+    if (!stage) throw new Error(`route ${routeKey}: its API has no stage`);
+    return { fn, apiId: this.resolver.ref(apiLogicalId), stage: String(stage[1].Properties.StageName) };
+  }
+
+  /** API Gateway invoking a route's function: the function's resource policy must let it, for this source ARN. */
+  private async authorizeInvokeByApi(fn: FunctionPool, apiId: string, sourcePath: string): Promise<boolean> {
+    const sourceArn = `arn:aws:execute-api:${REGION}:${ACCOUNT}:${apiId}/${sourcePath}`;
+    const decision = await this.iam.checkInvoke(fn.spec.arn, "apigateway.amazonaws.com", sourceArn);
+    this.calls.push({ function: `ApiGateway(${apiId})`, service: "Lambda", action: "lambda:InvokeFunction", resource: `${fn.spec.arn} from ${sourceArn}`, allowed: decision.allowed, detail: decision.detail });
+    return decision.allowed;
   }
 
   private httpRouteKeys(): string[] {
@@ -503,7 +529,9 @@ export class RehearsalWorld {
     if (options.token) headers.authorization = `Bearer ${options.token}`;
     if (body.length) headers["content-type"] = "application/json";
     const event: APIGatewayProxyEventV2 = buildHttpApiEvent({ method, url, headers, body, sourceIp: "203.0.113.7" }, matched.routeKey, matched.params);
-    const fn = this.routeTarget("HTTP", matched.routeKey);
+    const { fn, apiId, stage } = this.routeTarget("HTTP", matched.routeKey);
+    // API Gateway answers 500 when it may not invoke the integration. The source ARN names the route's path template (`{id}` included).
+    if (!(await this.authorizeInvokeByApi(fn, apiId, `${stage}/${method}${matched.routeKey.split(" ")[1] ?? ""}`))) return { status: 500, body: { message: "Internal Server Error" } };
     try {
       const result = (await fn.invoke(event)) as APIGatewayProxyStructuredResultV2;
       const text = result.body ?? "";
@@ -520,8 +548,10 @@ export class RehearsalWorld {
     const eventType = routeKey === "$connect" ? "CONNECT" : routeKey === "$disconnect" ? "DISCONNECT" : "MESSAGE";
     if (routeKey === "$connect") this.openConnections.add(connectionId);
     if (routeKey === "$disconnect") this.openConnections.delete(connectionId);
-    const event = { requestContext: { connectionId, routeKey, eventType, requestId: randomUUID(), stage: "live", domainName: "ws.example" }, ...extra };
-    const result = (await this.routeTarget("WEBSOCKET", routeKey).invoke(event)) as { statusCode: number; body?: string };
+    const { fn, apiId, stage } = this.routeTarget("WEBSOCKET", routeKey);
+    const event = { requestContext: { connectionId, routeKey, eventType, requestId: randomUUID(), stage, apiId, domainName: `${apiId}.execute-api.${REGION}.amazonaws.com` }, ...extra };
+    if (!(await this.authorizeInvokeByApi(fn, apiId, `${stage}/${routeKey}`))) return { statusCode: 500 };
+    const result = (await fn.invoke(event)) as { statusCode: number; body?: string };
     if (routeKey === "$connect" && result.statusCode !== 200) this.openConnections.delete(connectionId);
     return result;
   }
@@ -545,6 +575,14 @@ export class RehearsalWorld {
   async close(): Promise<void> {
     await Promise.allSettled([...this.background]);
     await Promise.all([...this.functions.values()].map((f) => f.close()));
+    // Sandboxes a failed rehearsal left running: the process groups the local provider started for it.
+    for (const record of await listSandboxRecords(this.sandboxDir).catch(() => [])) {
+      try {
+        process.kill(-record.pgid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
     await new Promise<void>((resolve) => (this.dynamo ? this.dynamo.server.close(() => resolve()) : resolve()));
     rmSync(this.sandboxDir, { recursive: true, force: true });
   }
