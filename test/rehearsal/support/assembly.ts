@@ -37,7 +37,7 @@ export interface Assembly {
 }
 
 /**
- * Synthesizes the app exactly as `cdk synth` does (cdk-nag included, default context), or reads
+ * Synthesizes the app exactly as `cdk synth` does (cdk-nag included, cdk.json's context), or reads
  * an existing assembly from `REHEARSAL_CDK_OUT` (a directory two levels below the repository
  * root, for iterating on the rehearsal without a two-minute synth).
  */
@@ -52,7 +52,9 @@ export function synthesize(): Assembly {
     const parent = path.join(REPO_ROOT, ".rehearsal");
     mkdirSync(parent, { recursive: true });
     dir = mkdtempSync(path.join(parent, "cdk-out-"));
-    const { app, stack } = buildApp(new App({ outdir: dir }));
+    // cdk.json's context (feature flags such as minimizePolicies, which shapes every role policy), as `cdk synth` reads it.
+    const cdkJson = JSON.parse(readFileSync(path.join(REPO_ROOT, "cdk.json"), "utf8")) as { context?: Record<string, unknown> };
+    const { app, stack } = buildApp(new App({ outdir: dir, context: cdkJson.context ?? {} }));
     app.synth();
     stackName = stack.stackName;
   }
