@@ -156,6 +156,12 @@ export class FunctionPool {
     return container;
   }
 
+  /** Starts a container (the asset imported with the function's environment) and waits until it is ready; it stays for later invocations. */
+  async coldStart(): Promise<void> {
+    const container = this.containers.find((c) => !c.busy) ?? this.spawn();
+    await container.ready;
+  }
+
   /** Invokes the function synchronously (RequestResponse): its result, or an InvocationError named like the Lambda errorType. */
   async invoke(event: unknown): Promise<unknown> {
     const { spec } = this.options;
