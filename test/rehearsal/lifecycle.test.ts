@@ -130,6 +130,20 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     expect(JSON.stringify(got.body)).not.toContain(ORG_SECRET_VALUE);
   });
 
+  it("a provision that fails (the model key's secret was deleted) puts the session in error with a message for people, not the Lambda error payload", async () => {
+    const created = await world.http("POST", "/v1/sessions", { token, body: { title: "doomed", model: { id: "anthropic/claude-sonnet-4-5", apiKeySecret: "REHEARSAL_KEY" } } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const doomed = (created.body as { session: SessionView }).session.id;
+    expect((await world.http("DELETE", "/v1/secrets/REHEARSAL_KEY", { token })).status).toBe(204);
+    expect((await world.http("POST", `/v1/sessions/${doomed}/resume`, { token })).status).toBe(202);
+    await world.settle();
+    const s = (await expectStatus(doomed, "error")) as SessionView & { errorMessage?: string };
+    expect(s.errorMessage).toContain('"REHEARSAL_KEY" no longer exists');
+    // Step Functions hands the step the runtime's error payload (JSON with the stack trace) as Cause.
+    expect(s.errorMessage).not.toMatch(/errorType|trace|index\.mjs/);
+    expect(s.sandboxId).toBeNull();
+  });
+
   it("create, then resume provisions a sandbox through the ensure-runtime state machine", async () => {
     const created = await world.http("POST", "/v1/sessions", { token, body: { title: "rehearsal" } });
     expect(created.status).toBe(201);

@@ -71,6 +71,8 @@ export class InvocationError extends Error {
   constructor(
     readonly errorName: string,
     message: string,
+    /** The runtime's `trace` (the error's stack lines), as Lambda reports a function error. */
+    readonly trace: string[] = [],
   ) {
     super(message);
     this.name = errorName;
@@ -127,7 +129,7 @@ export class FunctionPool {
       });
     }
     container.ready = new Promise<void>((resolve, reject) => {
-      child.on("message", (message: { type: string; id: number; ok?: boolean; value?: unknown; error?: { name: string; message: string } }) => {
+      child.on("message", (message: { type: string; id: number; ok?: boolean; value?: unknown; error?: { name: string; message: string; trace?: string[] } }) => {
         if (message.type === "ready") resolve();
         else if (message.type === "init-error") reject(new InvocationError("Runtime.ImportModuleError", `${spec.logicalId}: ${message.error?.message}`));
         else if (message.type === "aws") {
@@ -140,7 +142,7 @@ export class FunctionPool {
           container.calls.delete(String(message.id));
           if (!call) return;
           if (message.ok) call.resolve(message.value);
-          else call.reject(new InvocationError(message.error?.name ?? "Error", message.error?.message ?? ""));
+          else call.reject(new InvocationError(message.error?.name ?? "Error", message.error?.message ?? "", message.error?.trace ?? []));
         }
       });
       child.on("exit", (code, signal) => {

@@ -126,8 +126,11 @@ process.on("message", async (message) => {
     process.send({ type: "result", id: message.id, ok: true, value: value === undefined ? null : JSON.parse(JSON.stringify(value)) });
   } catch (err) {
     // What the Lambda runtime reports: errorType is the error's `name`, as Step Functions sees it.
-    process.send({ type: "result", id: message.id, ok: false, error: { name: err?.name ?? "Error", message: String(err?.message ?? err) } });
+    process.send({ type: "result", id: message.id, ok: false, error: { name: err?.name ?? "Error", message: String(err?.message ?? err), trace: String(err?.stack ?? "").split("\n") } });
   }
 });
+
+// A container never outlives the rehearsal that started it.
+process.on("disconnect", () => process.exit(0));
 
 process.send({ type: "ready" });

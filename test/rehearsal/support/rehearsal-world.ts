@@ -441,7 +441,16 @@ export class RehearsalWorld {
         await this.authorize(machine.logicalId, machine.roleLogicalId, "Lambda", [{ action: "lambda:InvokeFunction", resource }]);
         const target = this.functionByArn(resource);
         if (!target) throw new RehearsalFailure(`${machine.logicalId}.${stateName}: no function ${resource}`);
-        return target.invoke(event);
+        try {
+          return await target.invoke(event);
+        } catch (err) {
+          if (!(err instanceof InvocationError)) throw err;
+          // What Step Functions makes of a Lambda function error: Error is the errorType, Cause the
+          // runtime's error payload as a JSON string (errorType, errorMessage, trace).
+          const failure = new Error(JSON.stringify({ errorType: err.errorName, errorMessage: err.message, trace: err.trace }));
+          failure.name = err.errorName;
+          throw failure;
+        }
       };
     }
     const run = machine.machine.run(JSON.parse(input) as never, {
