@@ -4,7 +4,7 @@ import globals from "globals";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["node_modules/", "cdk.out/", "coverage/", ".data/"] },
+  { ignores: ["node_modules/", "cdk.out/", "coverage/", ".data/", ".rehearsal/"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -16,6 +16,7 @@ export default defineConfig({
       { test: { name: "flow", include: ["test/flow/**/*.test.ts"], env, testTimeout: 60_000 } },
       { test: { name: "e2e", include: ["test/e2e/**/*.test.ts"], env, testTimeout: 120_000, hookTimeout: 120_000 } },
       { test: { name: "infra", include: ["test/infra/**/*.test.ts"], env, testTimeout: 300_000, hookTimeout: 300_000 } },
+      { test: { name: "rehearsal", include: ["test/rehearsal/**/*.test.ts"], env, testTimeout: 300_000, hookTimeout: 400_000 } },
     ],
   },
 });

@@ -16,6 +16,8 @@ export const ConfigSchema = z.object({
   /** The WebSocket URL clients connect to (`GET /v1/health` tells it); empty until the WebSocket API exists. */
   WS_URL: z.string().default(""),
   DEFAULT_SANDBOX_PROVIDER: z.enum(PROVIDER_TYPES).default("local"),
+  /** Where the `local` provider keeps sandboxes when a Lambda entry builds it (the deploy rehearsal only; never set in AWS). */
+  LOCAL_SANDBOX_DIR: z.string().min(1).optional(),
   /** Providers sessions may ask for (comma separated); defaults to the default provider alone. */
   SANDBOX_PROVIDERS: z
     .string()

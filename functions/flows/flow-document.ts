@@ -68,8 +68,24 @@ export const QuiesceResult = z.object({ waitedMs: z.number(), aborted: z.boolean
 
 export const CommitResult = z.object({ status: z.string(), sandboxId: z.string().nullable(), version: z.number(), ms: z.number() });
 
-/** What a Catch adds: Step Functions' `{Error, Cause}`. */
-export const CaughtError = z.object({ Error: z.string(), Cause: z.string().optional() });
+/**
+ * A Lambda function error's `Cause` as Step Functions writes it: the runtime's error payload as a
+ * JSON string (`{"errorType", "errorMessage", "trace"}`, the stack included). Only the message
+ * goes on: it reaches the session's `errorMessage`, lifecycle events and clients. Any other Cause
+ * (a States.* error, the local runner's plain message) is kept as it is.
+ */
+export function causeMessage(cause: string): string {
+  if (!cause.startsWith("{")) return cause;
+  try {
+    const payload = JSON.parse(cause) as { errorMessage?: unknown };
+    return typeof payload.errorMessage === "string" ? payload.errorMessage : cause;
+  } catch {
+    return cause;
+  }
+}
+
+/** What a Catch adds: Step Functions' `{Error, Cause}` (Cause reduced to the error's message). */
+export const CaughtError = z.object({ Error: z.string(), Cause: z.string().transform(causeMessage).optional() });
 
 export const FlowDocument = FlowInput.extend({
   execution: z.string().min(1),

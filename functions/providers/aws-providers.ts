@@ -16,7 +16,7 @@ export function awsProviders(config: Config): (type: ProviderType) => Promise<Sa
   return (type) => {
     let p = providers.get(type);
     if (!p) {
-      p = providerEnvironment().then((env) => createSandboxProvider(type, { sandboxTimeoutSeconds: config.SANDBOX_TIMEOUT_SECONDS, env }));
+      p = providerEnvironment().then((env) => createSandboxProvider(type, { sandboxTimeoutSeconds: config.SANDBOX_TIMEOUT_SECONDS, env, ...(config.LOCAL_SANDBOX_DIR ? { localDataDir: config.LOCAL_SANDBOX_DIR } : {}) }));
       p.catch(() => providers.delete(type));
       providers.set(type, p);
     }

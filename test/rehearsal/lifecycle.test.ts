@@ -1,0 +1,270 @@
+/**
+ * Deploy rehearsal (ARCHITECTURE.md §9): a whole session lifecycle through the synthesized
+ * artifacts themselves. `cdk synth` with real bundling, then every Lambda is the built asset from
+ * cdk.out run with its template's handler and environment, every state machine is the
+ * synthesized definition with its substitutions (asl-validator, then aws-local-stepfunctions),
+ * DynamoDB is dynalite created from the template's table, HTTP and WebSocket events are routed by
+ * the template's routes, and every AWS call a function makes is checked against its role's
+ * policy with the IAM simulator (support/rehearsal-world.ts).
+ *
+ * What the rehearsal sets over the template's environment, and why (nothing else differs):
+ * - DEFAULT_SANDBOX_PROVIDER=local, SANDBOX_PROVIDERS=local: sandboxes are the local provider's
+ *   real OpenCode processes (the template says modal/e2b, which cannot be reached from here);
+ * - LOCAL_SANDBOX_DIR: where that provider keeps them;
+ * - IDLE_SNAPSHOT_DELAY_SECONDS=1: the idle grace, so the idle check the flows arm is due now.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DynamoDBDocumentClient, GetCommand } from "@aws-sdk/lib-dynamodb";
+import { DynamoApiTokenStore } from "../../functions/store/dynamo-session-store";
+import { newApiToken } from "../../functions/domain/ids";
+import { ACCOUNT, REGION, synthesize, type Assembly } from "./support/assembly";
+import { RehearsalWorld } from "./support/rehearsal-world";
+
+const ORG_SECRET_VALUE = "s3cr3t-rehearsal-value";
+
+let assembly: Assembly;
+let world: RehearsalWorld;
+let token: string;
+
+beforeAll(async () => {
+  assembly = synthesize();
+  world = new RehearsalWorld(assembly, {
+    overrides: (sandboxDir) => ({
+      DEFAULT_SANDBOX_PROVIDER: "local",
+      SANDBOX_PROVIDERS: "local",
+      LOCAL_SANDBOX_DIR: sandboxDir,
+      IDLE_SNAPSHOT_DELAY_SECONDS: "1",
+    }),
+  });
+  await world.start();
+  // The operator's first API token (what `npm run token:create` writes), straight into the table.
+  token = newApiToken();
+  const doc = DynamoDBDocumentClient.from(world.dynamoClient());
+  await new DynamoApiTokenStore(doc, world.tableName).putToken(token, { userId: "rehearsal-user", orgId: "rehearsal-org", role: "admin", name: "rehearsal" }, new Date());
+});
+
+afterAll(async () => {
+  if (world) {
+    // Whatever is still running is stopped the way the stack stops it (the stop flow), then the containers go.
+    await world.settle().catch(() => undefined);
+    await world.close();
+  }
+  assembly?.dispose();
+});
+
+interface SessionView {
+  id: string;
+  status: string;
+  sandboxId: string | null;
+  pauseReason?: string | null;
+  snapshotId?: string | null;
+}
+
+async function session(id: string): Promise<SessionView> {
+  const res = await world.http("GET", `/v1/sessions/${id}`, { token });
+  expect(res.status).toBe(200);
+  return (res.body as { session: SessionView }).session;
+}
+
+async function storedSession(id: string): Promise<Record<string, unknown>> {
+  const doc = DynamoDBDocumentClient.from(world.dynamoClient());
+  const out = await doc.send(new GetCommand({ TableName: world.tableName, Key: { PK: `SESSION#${id}`, SK: "SESSION" } }));
+  return (out.Item ?? {}) as Record<string, unknown>;
+}
+
+/** The session's status, with what went wrong when it is not the expected one (denied calls, failed executions, the audit trail). */
+async function expectStatus(id: string, status: string): Promise<SessionView> {
+  const s = await session(id);
+  if (s.status !== status) {
+    const events = (await world.http("GET", `/v1/sessions/${id}/events`, { token })).body as { items: { flow: string; outcome: string; message: string | null }[] };
+    const why = {
+      denied: world.denied.map((c) => `${c.function}: ${c.action} on ${c.resource}`),
+      failedExecutions: failedExecutions(),
+      events: events.items.map((e) => `${e.flow} ${e.outcome}${e.message ? `: ${e.message}` : ""}`),
+    };
+    expect.fail(`session ${id} is ${s.status}, expected ${status}: ${JSON.stringify(why, null, 2)}`);
+  }
+  return s;
+}
+
+function failedExecutions(): string[] {
+  return [...world.executions.values()].filter((e) => e.status === "FAILED").map((e) => `${e.machine} ${e.name}: ${e.error}`);
+}
+
+describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () => {
+  let id: string;
+
+  it("every state machine definition validates (asl-validator) and binds each Task to a function of the template", () => {
+    // RehearsalWorld.start refuses a definition asl-validator rejects, a substitution left unresolved, or a Task bound to no function.
+    const names = [...world.machines.values()].map((m) => m.name);
+    expect(names).toEqual(expect.arrayContaining(["ensure-runtime", "pause", "snapshot", "stop", "idle-snapshot", "migrate"].map((f) => `${assembly.stackName}-${f}`)));
+  });
+
+  it("every function's asset imports with its template environment (no Runtime.ImportModuleError at cold start)", async () => {
+    const pools = [...world.functions.values()];
+    expect(pools.length).toBeGreaterThan(30);
+    // Four at a time, each container stopped once ready (forty Node processes at once would crowd a shared machine).
+    for (let i = 0; i < pools.length; i += 4) {
+      await Promise.all(
+        pools.slice(i, i + 4).map(async (p) => {
+          await p.coldStart();
+          await p.close();
+        }),
+      );
+    }
+  });
+
+  it("health answers through its route's function", async () => {
+    const res = await world.http("GET", "/v1/health");
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ ok: true });
+  });
+
+  it("org secrets: the value is encrypted under the stack's KMS key with the org and name as context", async () => {
+    const put = await world.http("PUT", "/v1/secrets/REHEARSAL_KEY", { token, body: { value: ORG_SECRET_VALUE } });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    expect(JSON.stringify(put.body)).not.toContain(ORG_SECRET_VALUE);
+    expect(world.calls.filter((c) => c.action === "kms:Encrypt")).toHaveLength(1);
+    const got = await world.http("GET", "/v1/secrets/REHEARSAL_KEY", { token });
+    expect(got.status).toBe(200);
+    expect(JSON.stringify(got.body)).not.toContain(ORG_SECRET_VALUE);
+  });
+
+  it("a provision that fails (the model key's secret was deleted) puts the session in error with a message for people, not the Lambda error payload", async () => {
+    const created = await world.http("POST", "/v1/sessions", { token, body: { title: "doomed", model: { id: "anthropic/claude-sonnet-4-5", apiKeySecret: "REHEARSAL_KEY" } } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const doomed = (created.body as { session: SessionView }).session.id;
+    expect((await world.http("DELETE", "/v1/secrets/REHEARSAL_KEY", { token })).status).toBe(204);
+    expect((await world.http("POST", `/v1/sessions/${doomed}/resume`, { token })).status).toBe(202);
+    await world.settle();
+    const s = (await expectStatus(doomed, "error")) as SessionView & { errorMessage?: string };
+    expect(s.errorMessage).toContain('"REHEARSAL_KEY" no longer exists');
+    // Step Functions hands the step the runtime's error payload (JSON with the stack trace) as Cause.
+    expect(s.errorMessage).not.toMatch(/errorType|trace|index\.mjs/);
+    expect(s.sandboxId).toBeNull();
+  });
+
+  it("create, then resume provisions a sandbox through the ensure-runtime state machine", async () => {
+    const created = await world.http("POST", "/v1/sessions", { token, body: { title: "rehearsal" } });
+    expect(created.status).toBe(201);
+    id = (created.body as { session: SessionView }).session.id;
+    const resumed = await world.http("POST", `/v1/sessions/${id}/resume`, { token });
+    expect(resumed.status).toBe(202);
+    await world.settle();
+    expect(failedExecutions()).toEqual([]);
+    const s = await expectStatus(id, "running");
+    expect(s.sandboxId).toMatch(/^lsb_/);
+  });
+
+  it("the idle check the flow armed fires through Scheduler's role into schedule-fired (not idle: no relay watches the agent)", async () => {
+    const armed = [...world.schedules.values()].find((s) => s.name.includes(id) && JSON.parse(s.target.Input ?? "{}").purpose === "idle-check");
+    expect(armed, `an idle-check schedule for ${id} among ${[...world.schedules.keys()].join(", ")}`).toBeDefined();
+    if (!armed) return;
+    expect(await world.fireSchedule(armed.group, armed.name)).toEqual({ started: null });
+    await world.settle();
+    await expectStatus(id, "running");
+  });
+
+  it("the template's sweeper schedule runs the sweeper, which snapshots the unwatched idle session (idle-snapshot flow)", async () => {
+    const sweeper = [...world.schedules.values()].find((s) => s.expression.startsWith("rate("));
+    expect(sweeper).toBeDefined();
+    if (!sweeper) return;
+    await world.fireSchedule(sweeper.group, sweeper.name);
+    await world.settle();
+    expect(failedExecutions()).toEqual([]);
+    expect([...world.executions.values()].map((e) => e.name)).toContainEqual(expect.stringMatching(/^idle-snapshot-/));
+    const s = await expectStatus(id, "paused");
+    expect(s.pauseReason).toBe("orphaned");
+    expect(s.sandboxId).toBeNull();
+  });
+
+  it("resume restores it, pause snapshots and terminates the sandbox", async () => {
+    expect((await world.http("POST", `/v1/sessions/${id}/resume`, { token })).status).toBe(202);
+    await world.settle();
+    await expectStatus(id, "running");
+    const res = await world.http("POST", `/v1/sessions/${id}/pause`, { token });
+    expect(res.status).toBe(202);
+    await world.settle();
+    expect(failedExecutions()).toEqual([]);
+    const s = await expectStatus(id, "paused");
+    expect(s.pauseReason).toBe("user");
+    expect(s.snapshotId).toBeTruthy();
+  });
+
+  it("a prompt wakes the paused session", async () => {
+    const res = await world.http("POST", `/v1/sessions/${id}/prompts`, { token, body: { content: "wake up" } });
+    expect(res.status).toBe(202);
+    expect((res.body as { delivery: string }).delivery).toBe("woken");
+    await world.settle();
+    expect(failedExecutions()).toEqual([]);
+    await expectStatus(id, "running");
+  });
+
+  it("a prompt to the running session is accepted and queued for the relay (the Fargate relay is not part of the rehearsal)", async () => {
+    const res = await world.http("POST", `/v1/sessions/${id}/prompts`, { token, body: { content: "hello from the rehearsal" } });
+    expect(res.status).toBe(202);
+    expect((res.body as { prompt: { id: string } }).prompt.id).toMatch(/^prm_/);
+    expect((res.body as { delivery: string }).delivery).toBe("waiting");
+  });
+
+  it("a WebSocket client connects ($connect, send-init through Lambda Invoke), pings ($default) and leaves ($disconnect)", async () => {
+    const connectionId = "rehearsalConn1=";
+    const connected = await world.ws("$connect", connectionId, { queryStringParameters: { sessionId: id, token } });
+    expect(connected.statusCode).toBe(200);
+    await world.settle();
+    expect(world.pushed.get(connectionId)?.[0]).toMatchObject({ type: "init" });
+    expect((await world.ws("$default", connectionId, { body: JSON.stringify({ type: "ping" }) })).statusCode).toBe(200);
+    expect(world.pushed.get(connectionId)?.map((m) => (m as { type: string }).type)).toContain("pong");
+    expect((await world.ws("$disconnect", connectionId)).statusCode).toBe(200);
+    await world.settle();
+    expect(failedExecutions()).toEqual([]);
+  });
+
+  it("stop ends the session", async () => {
+    const res = await world.http("DELETE", `/v1/sessions/${id}`, { token });
+    expect(res.status).toBe(202);
+    await world.settle();
+    expect(failedExecutions()).toEqual([]);
+    await expectStatus(id, "stopped");
+    expect((await storedSession(id)).status).toBe("stopped");
+  });
+
+  it("every AWS call every function made is allowed by its role (IAM simulator)", () => {
+    const denied = world.denied.map((c) => `${c.function}: ${c.action} on ${c.resource} (${c.detail})`);
+    expect(denied).toEqual([]);
+    // Every kind of call the lifecycle makes was seen (the check is not vacuous).
+    const actions = new Set(world.calls.map((c) => c.action));
+    expect(world.calls.filter((c) => c.function.startsWith("ApiGateway(")).length).toBeGreaterThan(0);
+    for (const action of ["dynamodb:GetItem", "dynamodb:Query", "states:StartExecution", "lambda:InvokeFunction", "scheduler:CreateSchedule", "iam:PassRole", "secretsmanager:GetSecretValue", "kms:Encrypt", "execute-api:ManageConnections"]) {
+      expect(actions, action).toContain(action);
+    }
+  });
+
+  it("the IAM check denies what a role does not grant (the simulator, not a matcher that allows everything)", async () => {
+    const health = world.fn("Health").spec;
+    const table = `arn:aws:dynamodb:${REGION}:${ACCOUNT}:table/${world.tableName}`;
+    expect((await world.iam.check(health.roleLogicalId, { action: "dynamodb:GetItem", resource: table })).allowed).toBe(false);
+    expect((await world.iam.check(world.fn("GetSession").spec.roleLogicalId, { action: "dynamodb:GetItem", resource: table })).allowed).toBe(true);
+    expect((await world.iam.check(world.fn("GetSession").spec.roleLogicalId, { action: "dynamodb:PutItem", resource: table })).allowed).toBe(false);
+    // kms:Encrypt only with the org and name as encryption context.
+    const putSecret = world.fn("PutSecret").spec;
+    const keyArn = putSecret.environment.SECRETS_KMS_KEY_ARN ?? "";
+    const context = { "kms:EncryptionContextKeys": ["orgId", "name"], "kms:EncryptionContext:orgId": "o", "kms:EncryptionContext:name": "n" };
+    expect((await world.iam.check(putSecret.roleLogicalId, { action: "kms:Encrypt", resource: keyArn, context })).allowed).toBe(true);
+    expect((await world.iam.check(putSecret.roleLogicalId, { action: "kms:Encrypt", resource: keyArn, context: { "kms:EncryptionContextKeys": ["orgId"], "kms:EncryptionContext:orgId": "o" } })).allowed).toBe(false);
+    expect((await world.iam.check(putSecret.roleLogicalId, { action: "kms:Decrypt", resource: keyArn, context })).allowed).toBe(false);
+    // API Gateway may invoke a route's function only for that route (its AWS::Lambda::Permission's SourceArn).
+    const api = (world.calls.find((c) => c.function.startsWith("ApiGateway(") && c.resource.startsWith(health.arn))?.resource ?? "").split(" from ")[1] ?? "";
+    expect(api).toMatch(/\/GET\/v1\/health$/);
+    expect((await world.iam.checkInvoke(health.arn, "apigateway.amazonaws.com", api)).allowed).toBe(true);
+    expect((await world.iam.checkInvoke(health.arn, "apigateway.amazonaws.com", api.replace(/v1\/health$/, "v1/sessions"))).allowed).toBe(false);
+  });
+
+  it("no secret value reaches a log line", () => {
+    expect(world.logs.length).toBeGreaterThan(0);
+    for (const value of [...world.secretValues.values(), ORG_SECRET_VALUE]) {
+      const leaked = world.logs.filter((l) => l.line.includes(value)).map((l) => l.function);
+      expect(leaked).toEqual([]);
+    }
+  });
+});
