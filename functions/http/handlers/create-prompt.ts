@@ -10,7 +10,7 @@ import { z } from "zod";
 import { refineMultiLine } from "../../domain/text";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
-import { submitPrompt } from "../../flows/submit-prompt";
+import { submitPrompt } from "../../services/submit-prompt";
 import { loadOwnedSession, requirePrincipal } from "../session-access";
 import { SessionPathParams } from "./get-session";
 

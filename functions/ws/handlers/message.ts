@@ -14,7 +14,7 @@
 import { z } from "zod";
 import { AppError } from "../../domain/errors";
 import { agentEndpoint } from "../../agent/agent-endpoint";
-import { submitPrompt } from "../../flows/submit-prompt";
+import { submitPrompt } from "../../services/submit-prompt";
 import { describeZodError } from "../../http/http-handler";
 import { PromptContent } from "../../http/handlers/create-prompt";
 import { errorForLog } from "../../observability/logger";
