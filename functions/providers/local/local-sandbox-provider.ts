@@ -46,7 +46,8 @@ import type {
 } from "../../ports/sandbox-provider";
 import { copyAgentState, removeDir, repointSessions, writeSnapshotMeta } from "./filesystem-snapshot";
 import { devModelRequiredKeySha256, homeEnv, localBootSpec, sandboxEnv, sandboxPaths, sidecarSocketPath, usesDevModel } from "./opencode-launch";
-import { allocatePort, groupPresent, killGroup, leaderAlive, pidPresent, processStartTime, run } from "./process-group";
+import { groupIsOurs, killGroup, leaderAlive, processStartTime } from "../../../sandbox/shared/process-group";
+import { allocatePort, run } from "./host-commands";
 import { listSandboxRecords, readSandboxRecord, writeSandboxRecord, type SandboxRecord } from "./sandbox-registry";
 
 export interface LocalSandboxProviderOptions {
@@ -350,7 +351,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     // kernel does not recycle a pgid that still has members); a recycled leader pid is a stranger.
     // First, so the sidecar (stopped by SIGTERM, which lets a start in flight record its pid)
     // starts nothing after the services are read below.
-    if (record && (isLive(record) || (!pidPresent(record.pgid) && groupPresent(record.pgid)))) {
+    if (record && groupIsOurs(record.pgid, record.leaderStartTime)) {
       const stopped = await killGroup(record.pgid);
       if (!stopped) throw fail("terminate", `processes of sandbox ${sandboxId} survived SIGKILL`, { retryable: true, sandboxId });
     }
