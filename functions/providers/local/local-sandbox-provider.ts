@@ -48,6 +48,7 @@ import { copyAgentState, removeDir, repointSessions, writeSnapshotMeta } from ".
 import { devModelRequiredKeySha256, homeEnv, localBootSpec, sandboxEnv, sandboxPaths, sidecarSocketPath, usesDevModel } from "./opencode-launch";
 import { groupIsOurs, killGroup, leaderAlive, processStartTime } from "../../../sandbox/shared/process-group";
 import { allocatePort, run } from "./host-commands";
+import { processEnvironment } from "../../config/config";
 import { listSandboxRecords, readSandboxRecord, writeSandboxRecord, type SandboxRecord } from "./sandbox-registry";
 
 export interface LocalSandboxProviderOptions {
@@ -223,7 +224,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     try {
       return await run(file, args, {
         cwd,
-        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LANG: "C.UTF-8", ...homeEnv(record.home), SANDBOX_ID: sandboxId },
+        env: { PATH: processEnvironment().PATH ?? "/usr/bin:/bin", LANG: "C.UTF-8", ...homeEnv(record.home), SANDBOX_ID: sandboxId },
         timeoutMs: opts.timeoutMs ?? 60_000,
       });
     } catch (err) {
@@ -293,7 +294,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     const sandboxKey = sandboxKeyOf(opts);
     if (sandboxKey) await writeSandboxKeyFile(sandboxFiles(paths).sandboxKey, sandboxKey);
     const env = sandboxEnv({
-      hostPath: process.env.PATH ?? "/usr/bin:/bin",
+      hostPath: processEnvironment().PATH ?? "/usr/bin:/bin",
       home: paths.home,
       sessionId: opts.sessionId,
       sandboxId,
