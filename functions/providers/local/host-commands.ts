@@ -48,3 +48,22 @@ export function run(
     );
   });
 }
+
+/**
+ * Waits (up to `timeoutMs`) until no process of the group exists at all, zombies included. A
+ * local sandbox's leader is this process's child: once `killGroup` (which ignores zombies) is
+ * done, Node reaps it within moments, and terminate returns with the group id free. False when
+ * something is still there at the deadline (a zombie nobody reaps holds nothing; callers go on).
+ */
+export async function groupReaped(pgid: number, timeoutMs = 5_000): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      process.kill(-pgid, 0);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ESRCH") return true;
+    }
+    if (Date.now() >= deadline) return false;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}

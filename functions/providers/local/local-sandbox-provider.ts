@@ -47,7 +47,7 @@ import type {
 import { copyAgentState, removeDir, repointSessions, writeSnapshotMeta } from "./filesystem-snapshot";
 import { devModelRequiredKeySha256, homeEnv, localBootSpec, sandboxEnv, sandboxPaths, sidecarSocketPath, usesDevModel } from "./opencode-launch";
 import { groupIsOurs, killGroup, leaderAlive, processStartTime } from "../../../sandbox/shared/process-group";
-import { allocatePort, run } from "./host-commands";
+import { allocatePort, groupReaped, run } from "./host-commands";
 import { processEnvironment } from "../../config/config";
 import { listSandboxRecords, readSandboxRecord, writeSandboxRecord, type SandboxRecord } from "./sandbox-registry";
 
@@ -355,6 +355,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     if (record && groupIsOurs(record.pgid, record.leaderStartTime)) {
       const stopped = await killGroup(record.pgid);
       if (!stopped) throw fail("terminate", `processes of sandbox ${sandboxId} survived SIGKILL`, { retryable: true, sandboxId });
+      await groupReaped(record.pgid);
     }
     // The sidecar's state dir is the boot layout's (`<home>/.proliferate/sidecar`).
     const survivors = await endRecordedServices(sandboxFiles(paths).sidecarState);
