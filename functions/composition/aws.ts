@@ -1,125 +1,56 @@
 /**
- * The AWS runtime: the adapters of a Lambda container or the relay task (Step Functions,
- * EventBridge Scheduler, API Gateway management API, KMS, Secrets Manager, the providers),
- * composed once per process (cold start) by ./compose.ts, and the Powertools middlewares every
- * Lambda entry wears: `injectLambdaContext` (each log line carries the Lambda context) and
- * `logMetrics` (the invocation's metrics flushed), plus one request metric with dimensions.
+ * The AWS adapters every AWS process shares (the Lambdas and the relay task): DynamoDB, Step
+ * Functions, EventBridge Scheduler, the API Gateway management API, the agent client, the sandbox
+ * keys (Secrets Manager), EMF metrics. The Lambdas add their own in ./lambda.ts.
  */
-import middy from "@middy/core";
 import type { Logger } from "@aws-lambda-powertools/logger";
-import type { Context } from "aws-lambda";
-import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
-import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import { ApiGatewayManagementApiClient } from "@aws-sdk/client-apigatewaymanagementapi";
-import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import { SchedulerClient } from "@aws-sdk/client-scheduler";
 import { SFNClient } from "@aws-sdk/client-sfn";
 import { ApiGatewayClientPush } from "../adapters/aws/apigw-client-push";
 import { lifecycleSchedulerFromEnv } from "../adapters/aws/eventbridge-lifecycle-scheduler";
 import { SfnFlowRunner, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
 import { OpenCodeAgentClient } from "../agent/opencode-agent-client";
-import { loadConfig, processEnvironment, type Config } from "../config/config";
-import { providerEnvironment } from "../config/provider-secrets";
+import type { Config } from "../config/config";
 import { keyringFromEnv } from "../config/sandbox-keyring";
-import type { ProviderType } from "../domain/session";
 import { EmfMetricsSink } from "../observability/emf-metrics-sink";
 import { createLogger } from "../observability/logger";
-import { createMetrics, MetricUnit, REQUEST_METRICS } from "../observability/metrics";
+import { createMetrics } from "../observability/metrics";
 import type { ClientPush } from "../ports/client-push";
-import type { SandboxProvider } from "../ports/sandbox-provider";
-import { createSandboxProvider } from "../providers/provider-factory";
-import { kmsKeyWrapperFromEnv } from "../secrets/kms-key-wrapper";
 import { createDocumentClient } from "../store/dynamo-client";
-import { composeRuntime, type Runtime } from "./compose";
+import { composeRuntime, type Runtime, type RuntimeAdapters } from "./compose";
 
 /** Without a WebSocket API (no management endpoint) there is nobody to push to. */
 export const noPush: ClientPush = { send: () => Promise.resolve("gone"), disconnect: () => Promise.resolve("gone") };
 
-/** Providers built on first use from the provider secret; a failed build is retried by the next call. */
-export function awsProviders(config: Config, env: Readonly<Record<string, string | undefined>>): (type: ProviderType) => Promise<SandboxProvider> {
-  const providers = new Map<ProviderType, Promise<SandboxProvider>>();
-  return (type) => {
-    let p = providers.get(type);
-    if (!p) {
-      p = providerEnvironment(env).then((providerEnv) => createSandboxProvider(type, { sandboxTimeoutSeconds: config.SANDBOX_TIMEOUT_SECONDS, env: providerEnv }));
-      p.catch(() => providers.delete(type));
-      providers.set(type, p);
-    }
-    return p;
-  };
+/**
+ * What only some AWS processes have: the Lambdas build the providers, the KMS key wrapper and the
+ * send-init invocation (./lambda.ts); the relay needs none of them (and its image bundles none).
+ */
+export interface AwsProcessAdapters {
+  provider: RuntimeAdapters["provider"];
+  secretKeys: RuntimeAdapters["secretKeys"];
+  afterConnect: RuntimeAdapters["afterConnect"];
+  logger?: Logger;
 }
 
-/** The AWS runtime for a configuration and environment (the relay passes its own; Lambdas use `awsRuntime`). */
-export function composeAwsRuntime(config: Config, env: Readonly<Record<string, string | undefined>>, overrides: { logger?: Logger } = {}): Runtime {
+/** The AWS runtime for a configuration and environment: the relay's as is; ./lambda.ts builds the Lambdas' on it. */
+export function composeAwsRuntime(config: Config, env: Readonly<Record<string, string | undefined>>, adapters: AwsProcessAdapters): Runtime {
   const doc = createDocumentClient(config.DYNAMODB_ENDPOINT ? { endpoint: config.DYNAMODB_ENDPOINT } : {});
   const metrics = createMetrics({ namespace: config.POWERTOOLS_METRICS_NAMESPACE, serviceName: config.POWERTOOLS_SERVICE_NAME });
-  const lambda = config.SEND_INIT_FUNCTION_NAME ? new LambdaClient({}) : null;
   return composeRuntime(config, {
     doc,
-    logger: overrides.logger ?? createLogger(config.POWERTOOLS_SERVICE_NAME),
+    logger: adapters.logger ?? createLogger(config.POWERTOOLS_SERVICE_NAME),
     metrics,
     flowMetrics: new EmfMetricsSink(metrics),
     push: config.WS_MANAGEMENT_ENDPOINT ? new ApiGatewayClientPush(new ApiGatewayManagementApiClient({ endpoint: config.WS_MANAGEMENT_ENDPOINT })) : noPush,
     scheduler: lifecycleSchedulerFromEnv(env, () => new SchedulerClient({})),
     flows: new SfnFlowRunner(new SFNClient({}), stateMachineArnsFromEnv(env)),
-    provider: awsProviders(config, env),
+    provider: adapters.provider,
     agent: new OpenCodeAgentClient(),
     sandboxKeys: (epochs) => keyringFromEnv(env, undefined, epochs),
-    // KMS only on first wrap/unwrap: functions that read metadata never need SECRETS_KMS_KEY_ARN.
-    secretKeys: kmsKeyWrapperFromEnv(env),
-    afterConnect: async (request) => {
-      if (!lambda || !config.SEND_INIT_FUNCTION_NAME) throw new Error("invalid configuration: SEND_INIT_FUNCTION_NAME is not set");
-      // Asynchronous: the connection opens only once $connect has returned.
-      await lambda.send(new InvokeCommand({ FunctionName: config.SEND_INIT_FUNCTION_NAME, InvocationType: "Event", Payload: Buffer.from(JSON.stringify(request)) }));
-    },
+    secretKeys: adapters.secretKeys,
+    afterConnect: adapters.afterConnect,
   });
 }
 
-let runtime: Runtime | undefined;
-
-/** This container's runtime: built on first use (cold start), then shared by every invocation. */
-export function awsRuntime(): Runtime {
-  runtime ??= composeAwsRuntime(loadConfig(), processEnvironment());
-  return runtime;
-}
-
-/** The one datum an entry records per invocation: a metric name and its dimensions. */
-export interface InvocationMetric<E, R> {
-  name: string;
-  dimensions(event: E, result: R, context: Context): Record<string, string>;
-  onError(event: E, context: Context): Record<string, string>;
-}
-
-/**
- * Wraps a Lambda handler in the Powertools middlewares: the logger gets the Lambda context
- * (`function_request_id`, `function_name`, cold start...) and its keys are reset after each
- * invocation; one `metric` datum per invocation with `dimensions(result)` (or `onError(error)`),
- * flushed by `logMetrics` with the rest of the invocation's metrics.
- */
-export function withPowertools<E, R>(
-  rt: Pick<Runtime, "logger" | "metrics">,
-  handler: (event: E, context: Context) => Promise<R>,
-  metric: InvocationMetric<E, R>,
-): (event: E, context: Context) => Promise<R> {
-  const record = (dimensions: Record<string, string>) => {
-    rt.metrics.addDimensions(dimensions);
-    rt.metrics.addMetric(metric.name, MetricUnit.Count, 1);
-  };
-  return middy<E, R>()
-    .use(injectLambdaContext(rt.logger, { resetKeys: true }))
-    .use(logMetrics(rt.metrics))
-    .use({
-      after: (request) => record(metric.dimensions(request.event, request.response as R, request.context)),
-      onError: (request) => record(metric.onError(request.event, request.context)),
-    })
-    .handler(handler) as unknown as (event: E, context: Context) => Promise<R>;
-}
-
-/** Flow steps, schedule targets, the sweeper, send-init: `StepInvocations` by `Function` (the Lambda's name) and `Outcome`. */
-export function stepMetric<E, R>(): InvocationMetric<E, R> {
-  return {
-    name: REQUEST_METRICS.step,
-    dimensions: (_event, _result, context) => ({ Function: context.functionName, Outcome: "ok" }),
-    onError: (_event, context) => ({ Function: context.functionName, Outcome: "error" }),
-  };
-}

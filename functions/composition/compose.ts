@@ -105,7 +105,9 @@ export function composeStores(doc: DynamoDBDocumentClient, tableName: string, se
   };
 }
 
-export function composeRuntime(config: Config, adapters: RuntimeAdapters): Runtime {
+export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runtime {
+  // Parsed once, never changed: a runtime that needs other values builds the config it needs.
+  const config = Object.isFrozen(parsed) ? parsed : Object.freeze({ ...parsed });
   const stores = composeStores(adapters.doc, config.TABLE_NAME, adapters.secretKeys);
   const sandboxKeys = adapters.sandboxKeys(sessionKeyEpochs(stores.sessions));
   const now = adapters.now ?? (() => new Date());

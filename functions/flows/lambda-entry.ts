@@ -6,7 +6,7 @@
  * step factories.
  */
 import type { Context } from "aws-lambda";
-import { awsRuntime, stepMetric, withPowertools } from "../composition/aws";
+import { awsRuntime, stepMetric, withPowertools } from "../composition/lambda";
 import type { FlowDeps } from "./flow-deps";
 
 /** The Lambda handler for a step: dependencies on first invocation, then the step itself. */

@@ -4,7 +4,7 @@
  * own middy stack (http-handler.ts) wears the Powertools middlewares, locally too.
  */
 import type { Context, APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from "aws-lambda";
-import { awsRuntime } from "../composition/aws";
+import { awsRuntime } from "../composition/lambda";
 import type { HttpDeps, HttpHandler } from "./http-handler";
 
 export function lambdaEntry(make: (deps: HttpDeps) => HttpHandler): HttpHandler {

@@ -70,7 +70,13 @@ export async function startRelayService(env: Record<string, string | undefined>,
   const config = parseConfig(env);
   const relayEnv = parseRelayEnv(env);
   // The shared composition (functions/composition): one DynamoDB client, the same stores and ports as the Lambdas.
-  const rt = composeAwsRuntime(config, env, { logger });
+  const rt = composeAwsRuntime(config, env, {
+    logger,
+    // The relay never provisions, reads secret values or opens connections.
+    provider: (type) => Promise.reject(new Error(`the relay builds no sandbox providers (asked for ${type})`)),
+    secretKeys: { wrap: () => Promise.reject(new Error("the relay reads no secret values")), unwrap: () => Promise.reject(new Error("the relay reads no secret values")) },
+    afterConnect: () => Promise.reject(new Error("the relay opens no connections")),
+  });
   const ownerId = await resolveOwnerId(env);
   const relay = new StreamingRelay(
     rt.relayDeps,

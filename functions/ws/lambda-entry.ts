@@ -5,7 +5,7 @@
  * every handler wears the Powertools middlewares.
  */
 import type { Context } from "aws-lambda";
-import { awsRuntime, stepMetric, withPowertools } from "../composition/aws";
+import { awsRuntime, stepMetric, withPowertools } from "../composition/lambda";
 import { REQUEST_METRICS } from "../observability/metrics";
 import type { WsDeps, WsEvent, WsResult } from "./ws-deps";
 

@@ -52,6 +52,10 @@ describe("module boundaries", () => {
     expect(readers).toEqual([]);
   });
 
+  it("the local runtime builds the configuration it needs instead of mutating a parsed one", () => {
+    expect(code("infra/local/runtime.ts")).not.toMatch(/\(config as\b/);
+  });
+
   it("stores are built only by the composition root (functions/composition), in functions/ and infra/", () => {
     const builders = [...functions, ...infra].filter((f) => !f.startsWith("functions/composition/") && !f.startsWith("functions/store/") && /new Dynamo[A-Za-z]*(Store|Queue|Log|Registry)\(/.test(code(f)));
     expect(builders).toEqual([]);
