@@ -523,7 +523,7 @@ export class ControlPlaneStack extends Stack {
 
     // The relay (functions/relay/service.ts) pushes every translated agent message to clients and
     // completes turns, which delivers the next prompt and may wake a paused session
-    // (flows/prompt-delivery.ts). It arms the idle check when the agent goes (or is found) idle
+    // (services/prompt-delivery.ts). It arms the idle check when the agent goes (or is found) idle
     // (lifecycleSchedulerFromEnv), so it gets the schedule settings and the same scheduling grant
     // as the functions that arm schedules; it builds no other flow dependencies.
     this.relay = createRelayService(this, { table: this.table, environment, metricsNamespace });

@@ -95,6 +95,14 @@ export const ConfigSchema = z.object({
   ORG_MAX_OPEN_SESSIONS: z.coerce.number().int().positive().default(100),
   /** Safety cap: prompts one session may hold queued (not yet sent to the agent); one more is a 429 `quota_exceeded`. */
   MAX_QUEUED_PROMPTS_PER_SESSION: z.coerce.number().int().positive().default(50),
+  /** Logger and metrics `service` (Powertools' own variable; the stack sets it per function family). */
+  POWERTOOLS_SERVICE_NAME: z.string().min(1).default("sandbox-control-plane"),
+  /** CloudWatch namespace of the EMF metrics (the stack's alarms read it). */
+  POWERTOOLS_METRICS_NAMESPACE: z.string().min(1).default("SandboxControlPlane"),
+  /** The WebSocket API's management endpoint (AWS); without it there is nobody to push to. */
+  WS_MANAGEMENT_ENDPOINT: z.url().optional(),
+  /** The send-init function the WebSocket `$connect` handler invokes asynchronously (AWS). */
+  SEND_INIT_FUNCTION_NAME: z.string().min(1).optional(),
 });
 export type Config = z.infer<typeof ConfigSchema>;
 
@@ -121,8 +129,17 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
 
 let cached: Config | undefined;
 
+/**
+ * The process's environment: the one place outside tests that reads `process.env`. Adapters that
+ * take their own variables from it (state machine ARNs, schedule targets, the secrets' ARNs, the
+ * provider credentials) get this record from the composition root, never `process.env` itself.
+ */
+export function processEnvironment(): Readonly<Record<string, string | undefined>> {
+  return process.env;
+}
+
 /** The process's configuration, parsed on first use. */
 export function loadConfig(): Config {
-  cached ??= parseConfig(process.env);
+  cached ??= parseConfig(processEnvironment());
   return cached;
 }

@@ -11,7 +11,7 @@ const SecretShape = z.record(z.string(), z.string());
 
 let cached: Promise<Record<string, string | undefined>> | undefined;
 
-export function providerEnvironment(env: Record<string, string | undefined> = process.env, client?: SecretsManagerClient): Promise<Record<string, string | undefined>> {
+export function providerEnvironment(env: Readonly<Record<string, string | undefined>>, client?: SecretsManagerClient): Promise<Record<string, string | undefined>> {
   cached ??= load(env, client ?? new SecretsManagerClient({})).catch((err: unknown) => {
     cached = undefined; // a transient failure must not poison the container
     throw err;
@@ -19,9 +19,9 @@ export function providerEnvironment(env: Record<string, string | undefined> = pr
   return cached;
 }
 
-async function load(env: Record<string, string | undefined>, client: SecretsManagerClient): Promise<Record<string, string | undefined>> {
+async function load(env: Readonly<Record<string, string | undefined>>, client: SecretsManagerClient): Promise<Record<string, string | undefined>> {
   const arn = env.PROVIDER_SECRET_ARN;
-  if (!arn) return env;
+  if (!arn) return { ...env };
   const out = await client.send(new GetSecretValueCommand({ SecretId: arn }));
   let parsed: unknown;
   try {

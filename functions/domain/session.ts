@@ -4,7 +4,7 @@
  */
 import { posix } from "node:path";
 import * as z from "zod";
-import { EnvFileSchema, type EnvSpec } from "../../sandbox/cli/env-spec";
+import { EnvFileSchema, type EnvSpec } from "../../sandbox/shared/env-file-schema";
 import { NotAFileError, OutsideWorkspaceError, resolveInsideWorkspaceLexically, splitFilePath } from "../../sandbox/shared/workspace-path";
 import { AgentModel, GitIdentity, SecretName, ServiceCommand } from "./agent-settings";
 import { workspacePathTextProblem } from "./text";
@@ -90,7 +90,7 @@ export function envFilePathProblem(path: string): string | null {
 
 /**
  * The env files a session's sandbox generates at boot (`sandbox env apply`, seed 003 §6.11): the
- * in-sandbox CLI's own file schema (sandbox/cli/env-spec.ts), so whatever the control plane
+ * in-sandbox CLI's own file schema (sandbox/shared/env-file-schema.ts), so whatever the control plane
  * accepts the CLI accepts. On top of it, what a session may ask for:
  * - keys only, never a `value`: the session record is returned to every client of the session
  *   and the boot spec carries no secrets, so values reach the sandbox through its environment

@@ -5,6 +5,8 @@
  * with the request id (details go to the log, redacted).
  */
 import middy from "@middy/core";
+import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
+import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from "aws-lambda";
 import type { Logger } from "@aws-lambda-powertools/logger";
 import type { Metrics } from "@aws-lambda-powertools/metrics";
@@ -18,7 +20,7 @@ import type { SandboxProvider } from "../ports/sandbox-provider";
 import { AppError, PayloadTooLargeError, UnauthorizedError, ValidationError } from "../domain/errors";
 import type { Principal } from "../domain/principal";
 import { errorForLog } from "../observability/logger";
-import { MetricUnit } from "../observability/metrics";
+import { MetricUnit, REQUEST_METRICS } from "../observability/metrics";
 import type { AgentClient } from "../ports/agent-client";
 import type { FlowRunner } from "../ports/flow-runner";
 import type { OrgSecretStore } from "../ports/org-secrets";
@@ -206,7 +208,17 @@ export function httpRoute<B, P, Q>(
       return json(result.status, result.body, result.headers);
     };
 
+    const record = (status: number) => {
+      // One metric, the route and status as dimensions; logMetrics flushes it with the request.
+      deps.metrics.addDimensions({ Route: spec.name, Status: String(status) });
+      deps.metrics.addMetric(REQUEST_METRICS.http, MetricUnit.Count, 1);
+    };
+    // Powertools first: the logger carries the Lambda context (and is reset after), metrics are
+    // flushed after the route's own after/onError has recorded the request (middy runs those in
+    // reverse order).
     return middy<APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2>()
+      .use(injectLambdaContext(deps.logger, { resetKeys: true }))
+      .use(logMetrics(deps.metrics))
       .use({
         before: (request) => {
           const event = request.event;
@@ -217,10 +229,9 @@ export function httpRoute<B, P, Q>(
           });
         },
         after: (request) => {
-          deps.logger.info("request completed", { status: request.response?.statusCode });
-          deps.metrics.addMetric(`${spec.name}.${request.response?.statusCode ?? 0}`, MetricUnit.Count, 1);
-          deps.metrics.publishStoredMetrics();
-          deps.logger.resetKeys();
+          const status = request.response?.statusCode ?? 0;
+          deps.logger.info("request completed", { status });
+          record(status);
         },
         onError: (request) => {
           const requestId = request.event.requestContext?.requestId ?? "unknown";
@@ -229,9 +240,7 @@ export function httpRoute<B, P, Q>(
           const status = request.response.statusCode ?? 500;
           if (status >= 500) deps.logger.error("request failed", { status, error: errorForLog(err) });
           else deps.logger.info("request rejected", { status, error: errorForLog(err) });
-          deps.metrics.addMetric(`${spec.name}.${status}`, MetricUnit.Count, 1);
-          deps.metrics.publishStoredMetrics();
-          deps.logger.resetKeys();
+          record(status);
         },
       })
       .handler(core) as unknown as HttpHandler;

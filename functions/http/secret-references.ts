@@ -3,8 +3,14 @@
  * `secret`) must exist in the caller's org when the request is made: a reference that would only
  * fail at boot is a 400 now, naming the field.
  */
+import * as z from "zod";
 import { ValidationError } from "../domain/errors";
-import type { OrgSecretStore } from "../ports/org-secrets";
+import { SECRET_NAME_PATTERN, type OrgSecretStore } from "../ports/org-secrets";
+
+/** `{name}` of the `/v1/secrets/{name}` routes. */
+export const SecretPathParams = z
+  .object({ name: z.string().regex(SECRET_NAME_PATTERN, "must match [A-Za-z_][A-Za-z0-9_]{0,127} (letters, digits and '_', not starting with a digit)") })
+  .strict();
 
 export interface SecretReference {
   /** The request field that names the secret, e.g. `body.repos.0.credential`. */

@@ -1,7 +1,11 @@
+import * as z from "zod";
 import { ForbiddenError, NotFoundError } from "../domain/errors";
 import type { Principal } from "../domain/principal";
-import type { SessionRecord } from "../domain/session";
+import { SessionId, type SessionRecord } from "../domain/session";
 import type { SessionStore } from "../ports/session-store";
+
+/** `{id}` of every `/v1/sessions/{id}/...` route. */
+export const SessionPathParams = z.object({ id: SessionId }).strict();
 
 /**
  * A session is visible only to its org: unknown ids are 404, another org's session is 403

@@ -7,9 +7,8 @@
 import { ConflictError } from "../domain/errors";
 import { toSessionView, type SessionRecord, type SessionStatus } from "../domain/session";
 import type { FlowName, StartFlowResult } from "../ports/flow-runner";
-import { SessionPathParams } from "./handlers/get-session";
 import { httpRoute, type HttpDeps, type HttpHandler } from "./http-handler";
-import { loadOwnedSession, requirePrincipal } from "./session-access";
+import { loadOwnedSession, requirePrincipal, SessionPathParams } from "./session-access";
 
 export function requireStatus(session: SessionRecord, allowed: readonly SessionStatus[], action: string): void {
   if (!allowed.includes(session.status)) {

@@ -13,11 +13,10 @@ export function redactingReplacer(key: string, value: unknown): unknown {
   return key && isSecretKey(key) ? "[REDACTED]" : redactSecrets(value);
 }
 
-export function createLogger(serviceName = process.env.POWERTOOLS_SERVICE_NAME ?? "sandbox-control-plane"): Logger {
+/** A logger for `serviceName` (the composition root passes the configured POWERTOOLS_SERVICE_NAME). */
+export function createLogger(serviceName = "sandbox-control-plane"): Logger {
   return new Logger({ serviceName, jsonReplacerFn: redactingReplacer });
 }
-
-export const logger = createLogger();
 
 /**
  * A log-safe view of an error: name, code, message and context, plus the cause's name and

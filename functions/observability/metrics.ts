@@ -3,11 +3,22 @@ import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 
 export { MetricUnit };
 
-export function createMetrics(): Metrics {
+/**
+ * Request metrics: one metric name per kind of request, what varies is a dimension (never one
+ * metric name per route and status).
+ */
+export const REQUEST_METRICS = {
+  /** Every HTTP API request; dimensions `Route` (e.g. `CreateSession`) and `Status` (e.g. `202`). */
+  http: "HttpRequests",
+  /** Every WebSocket route invocation; dimensions `Route` (`$connect`, `$default`...) and `Status`. */
+  ws: "WebSocketRequests",
+  /** Every flow step, schedule target and sweeper invocation; dimensions `Function` and `Outcome` (`ok`, `error`). */
+  step: "StepInvocations",
+} as const;
+
+export function createMetrics(options: { namespace?: string; serviceName?: string } = {}): Metrics {
   return new Metrics({
-    namespace: process.env.POWERTOOLS_METRICS_NAMESPACE ?? "SandboxControlPlane",
-    serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? "sandbox-control-plane",
+    namespace: options.namespace ?? "SandboxControlPlane",
+    serviceName: options.serviceName ?? "sandbox-control-plane",
   });
 }
-
-export const metrics = createMetrics();

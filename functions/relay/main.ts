@@ -4,13 +4,15 @@
  * another task takes its sessions over at once, then exits 0. A failed start exits 1 with the
  * reason in the log.
  */
+import { processEnvironment } from "../config/config";
 import { createLogger, errorForLog } from "../observability/logger";
 import { startRelayService } from "./service";
 
-const logger = createLogger(process.env.POWERTOOLS_SERVICE_NAME ?? "streaming-relay");
+const env = processEnvironment();
+const logger = createLogger(env.POWERTOOLS_SERVICE_NAME ?? "streaming-relay");
 
 async function main(): Promise<void> {
-  const service = await startRelayService(process.env, logger);
+  const service = await startRelayService(env, logger);
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

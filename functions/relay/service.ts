@@ -1,30 +1,17 @@
 /**
- * The relay as a service in AWS (ECS Fargate, entry: ./main.ts): AWS adapters built once from
- * the environment, an owner id unique to this task, the relay started, and a small HTTP health
+ * The relay as a service in AWS (ECS Fargate, entry: ./main.ts): the AWS runtime composed once
+ * from the environment (functions/composition), an owner id unique to this task, the relay started, and a small HTTP health
  * endpoint for the container health check (`{ok, heldSessions}`; 503 while draining). The local
  * runtime does not use this: it runs `StreamingRelay` in-process with its own adapters.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { hostname } from "node:os";
-import { ApiGatewayManagementApiClient } from "@aws-sdk/client-apigatewaymanagementapi";
-import { SFNClient } from "@aws-sdk/client-sfn";
-import { SchedulerClient } from "@aws-sdk/client-scheduler";
-import { lifecycleSchedulerFromEnv } from "../adapters/aws/eventbridge-lifecycle-scheduler";
 import type { Logger } from "@aws-lambda-powertools/logger";
 import * as z from "zod";
-import { ApiGatewayClientPush } from "../adapters/aws/apigw-client-push";
-import { SfnFlowRunner, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
-import { OpenCodeAgentClient } from "../agent/opencode-agent-client";
+import { composeAwsRuntime } from "../composition/aws";
 import { ConfigError, parseConfig } from "../config/config";
-import { keyringFromEnv, sessionKeyEpochs } from "../config/sandbox-keyring";
 import { errorForLog } from "../observability/logger";
-import type { ClientPush } from "../ports/client-push";
-import { createDocumentClient } from "../store/dynamo-client";
-import { DynamoRelayLeaseStore } from "../store/dynamo-relay-store";
-import { DynamoConnectionRegistry, DynamoPromptQueue } from "../store/dynamo-session-items";
-import { DynamoSessionStore } from "../store/dynamo-session-store";
-import { DynamoTranscriptStore } from "../store/dynamo-transcript";
 import { publishHeldStreams } from "./held-streams-metric";
 import { StreamingRelay } from "./relay";
 
@@ -37,8 +24,8 @@ export const RelayEnv = z.object({
   RELAY_SCAN_INTERVAL_SECONDS: positive(5),
   RELAY_MAX_SESSIONS: z.coerce.number().int().positive().default(1000),
   RELAY_HEARTBEAT_TIMEOUT_SECONDS: positive(45),
-  /** The WebSocket API's management endpoint; without it there is nobody to push to. */
-  WS_MANAGEMENT_ENDPOINT: z.url().optional(),
+  /** `false`: no HeldStreams metric (tests, or a relay without CloudWatch access). */
+  RELAY_PUBLISH_METRICS: z.enum(["true", "false"]).default("true"),
 });
 export type RelayEnv = z.infer<typeof RelayEnv>;
 
@@ -72,9 +59,6 @@ export async function resolveOwnerId(env: Record<string, string | undefined>, fe
   return `${hostname()}-${process.pid}`;
 }
 
-/** Without a WebSocket API there is nobody to push to. */
-const noPush: ClientPush = { send: () => Promise.resolve("gone"), disconnect: () => Promise.resolve("gone") };
-
 export interface RelayService {
   relay: StreamingRelay;
   healthPort: number;
@@ -85,25 +69,17 @@ export interface RelayService {
 export async function startRelayService(env: Record<string, string | undefined>, logger: Logger): Promise<RelayService> {
   const config = parseConfig(env);
   const relayEnv = parseRelayEnv(env);
-  const doc = createDocumentClient(config.DYNAMODB_ENDPOINT ? { endpoint: config.DYNAMODB_ENDPOINT } : {});
+  // The shared composition (functions/composition): one DynamoDB client, the same stores and ports as the Lambdas.
+  const rt = composeAwsRuntime(config, env, {
+    logger,
+    // The relay never provisions, reads secret values or opens connections.
+    provider: (type) => Promise.reject(new Error(`the relay builds no sandbox providers (asked for ${type})`)),
+    secretKeys: { wrap: () => Promise.reject(new Error("the relay reads no secret values")), unwrap: () => Promise.reject(new Error("the relay reads no secret values")) },
+    afterConnect: () => Promise.reject(new Error("the relay opens no connections")),
+  });
   const ownerId = await resolveOwnerId(env);
-  const sessions = new DynamoSessionStore(doc, config.TABLE_NAME);
   const relay = new StreamingRelay(
-    {
-      sessions,
-      prompts: new DynamoPromptQueue(doc, config.TABLE_NAME),
-      flows: new SfnFlowRunner(new SFNClient({}), stateMachineArnsFromEnv(env)),
-      agent: new OpenCodeAgentClient(),
-      sandboxKeys: keyringFromEnv(env, undefined, sessionKeyEpochs(sessions)),
-      connections: new DynamoConnectionRegistry(doc, config.TABLE_NAME),
-      push: relayEnv.WS_MANAGEMENT_ENDPOINT ? new ApiGatewayClientPush(new ApiGatewayManagementApiClient({ endpoint: relayEnv.WS_MANAGEMENT_ENDPOINT })) : noPush,
-      transcript: new DynamoTranscriptStore(doc, config.TABLE_NAME),
-      relayLeases: new DynamoRelayLeaseStore(doc, config.TABLE_NAME),
-      scheduler: lifecycleSchedulerFromEnv(env, () => new SchedulerClient({})),
-      config,
-      logger,
-      now: () => new Date(),
-    },
+    rt.relayDeps,
     {
       ownerId,
       leaseTtlSeconds: relayEnv.RELAY_LEASE_TTL_SECONDS,
@@ -119,7 +95,7 @@ export async function startRelayService(env: Record<string, string | undefined>,
     health.listen(relayEnv.RELAY_HEALTH_PORT, () => resolve());
   });
   relay.start();
-  const metric = env.RELAY_PUBLISH_METRICS === "false" ? null : publishHeldStreams(() => relay.heldSessions().length, logger);
+  const metric = relayEnv.RELAY_PUBLISH_METRICS === "false" ? null : publishHeldStreams(() => relay.heldSessions().length, logger);
   logger.info("relay started", { ownerId, healthPort: (health.address() as AddressInfo).port });
   return {
     relay,
@@ -133,7 +109,7 @@ export async function startRelayService(env: Record<string, string | undefined>,
         logger.error("relay drain failed", { error: errorForLog(err) });
       }
       await new Promise<void>((resolve) => health.close(() => resolve()));
-      doc.destroy();
+      rt.doc.destroy();
     },
   };
 }

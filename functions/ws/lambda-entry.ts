@@ -1,53 +1,39 @@
 /**
- * Lambda entry for the WebSocket handlers: the flow dependencies (cold start, once) plus token
- * lookup, the transcript and the asynchronous send-init invocation. The push adapter points at
- * the WebSocket API's management endpoint (`WS_MANAGEMENT_ENDPOINT`).
+ * Lambda entry for the WebSocket handlers: the dependencies come from the container's runtime
+ * (functions/composition: one DynamoDB client, the push adapter on the WebSocket API's
+ * management endpoint, the asynchronous send-init invocation), built once per container, and
+ * every handler wears the Powertools middlewares.
  */
-import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
-import { loadConfig } from "../config/config";
-import { awsFlowDeps } from "../flows/lambda-entry";
-import { createDocumentClient } from "../store/dynamo-client";
-import { DynamoApiTokenStore } from "../store/dynamo-session-store";
-import { DynamoTranscriptStore } from "../store/dynamo-transcript";
-import { DynamoWsTicketStore } from "../store/dynamo-ws-tickets";
+import type { Context } from "aws-lambda";
+import { awsRuntime, stepMetric, withPowertools } from "../composition/lambda";
+import { REQUEST_METRICS } from "../observability/metrics";
 import type { WsDeps, WsEvent, WsResult } from "./ws-deps";
 
-let deps: WsDeps | undefined;
-
-export function awsWsDeps(): WsDeps {
-  if (!deps) {
-    const config = loadConfig();
-    const doc = createDocumentClient(config.DYNAMODB_ENDPOINT ? { endpoint: config.DYNAMODB_ENDPOINT } : {});
-    const lambda = new LambdaClient({});
-    const sendInitFunction = process.env.SEND_INIT_FUNCTION_NAME;
-    deps = {
-      ...awsFlowDeps(),
-      tokens: new DynamoApiTokenStore(doc, config.TABLE_NAME),
-      wsTickets: new DynamoWsTicketStore(doc, config.TABLE_NAME),
-      transcript: new DynamoTranscriptStore(doc, config.TABLE_NAME),
-      afterConnect: async (request) => {
-        if (!sendInitFunction) throw new Error("invalid configuration: SEND_INIT_FUNCTION_NAME is not set");
-        // Asynchronous: the connection opens only once $connect has returned.
-        await lambda.send(new InvokeCommand({ FunctionName: sendInitFunction, InvocationType: "Event", Payload: Buffer.from(JSON.stringify(request)) }));
-      },
-    };
-  }
-  return deps;
-}
-
-export function wsEntry(make: (deps: WsDeps) => (event: WsEvent) => Promise<WsResult>): (event: WsEvent) => Promise<WsResult> {
-  let handler: ((event: WsEvent) => Promise<WsResult>) | undefined;
-  return (event) => {
-    handler ??= make(awsWsDeps());
-    return handler(event);
+export function wsEntry(make: (deps: WsDeps) => (event: WsEvent) => Promise<WsResult>): (event: WsEvent, context: Context) => Promise<WsResult> {
+  let handler: ((event: WsEvent, context: Context) => Promise<WsResult>) | undefined;
+  return (event, context) => {
+    if (!handler) {
+      const rt = awsRuntime();
+      const route = make(rt.wsDeps);
+      handler = withPowertools(rt, (e: WsEvent) => route(e), {
+        name: REQUEST_METRICS.ws,
+        dimensions: (e, result) => ({ Route: e.requestContext.routeKey, Status: String(result.statusCode) }),
+        onError: (e) => ({ Route: e.requestContext.routeKey, Status: "500" }),
+      });
+    }
+    return handler(event, context);
   };
 }
 
 /** A lazily built handler for non-route functions (send-init). */
-export function lazyEntry<E, R>(make: (deps: WsDeps) => (event: E) => Promise<R>): (event: E) => Promise<R> {
-  let handler: ((event: E) => Promise<R>) | undefined;
-  return (event) => {
-    handler ??= make(awsWsDeps());
-    return handler(event);
+export function lazyEntry<E, R>(make: (deps: WsDeps) => (event: E) => Promise<R>): (event: E, context: Context) => Promise<R> {
+  let handler: ((event: E, context: Context) => Promise<R>) | undefined;
+  return (event, context) => {
+    if (!handler) {
+      const rt = awsRuntime();
+      const run = make(rt.wsDeps);
+      handler = withPowertools(rt, (e: E) => run(e), stepMetric<E, R>());
+    }
+    return handler(event, context);
   };
 }

@@ -33,13 +33,18 @@ export interface LocalHttpServer {
   close(): Promise<void>;
 }
 
-export async function startLocalHttpServer(deps: HttpDeps, port: number, host = "127.0.0.1"): Promise<LocalHttpServer> {
-  const handlers = HTTP_ROUTES.map((route) => ({ route, handler: route.make(deps) as HttpHandler }));
+/**
+ * `deps` may be a function: the server listens first and builds its handlers on the first request,
+ * so a runtime can derive its configuration from the port it got (PORT=0) before composing.
+ */
+export async function startLocalHttpServer(deps: HttpDeps | (() => HttpDeps), port: number, host = "127.0.0.1"): Promise<LocalHttpServer> {
+  let built: { route: (typeof HTTP_ROUTES)[number]; handler: HttpHandler }[] | undefined;
+  const routeHandlers = () => (built ??= HTTP_ROUTES.map((route) => ({ route, handler: route.make(typeof deps === "function" ? deps() : deps) as HttpHandler })));
 
   const server = createServer((req, res) => {
     void (async () => {
       const url = new URL(req.url ?? "/", "http://local");
-      const candidates = handlers
+      const candidates = routeHandlers()
         .map((h) => ({ ...h, params: matchRoutePath(h.route.path, url.pathname) }))
         .filter((h) => h.params !== null);
       const match = candidates.find((h) => h.route.method === req.method);

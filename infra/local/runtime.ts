@@ -9,20 +9,17 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { AddressInfo } from "node:net";
 import dynalite from "dynalite";
-import { parseConfig, type Config } from "../../functions/config/config";
-import { sessionKeyEpochs, staticKeyring } from "../../functions/config/sandbox-keyring";
-import { newApiToken, newSessionId } from "../../functions/domain/ids";
+import { parseConfig, processEnvironment, type Config } from "../../functions/config/config";
+import { composeRuntime, type Runtime } from "../../functions/composition/compose";
+import { staticKeyring } from "../../functions/config/sandbox-keyring";
+import { newApiToken } from "../../functions/domain/ids";
 import type { Principal } from "../../functions/domain/principal";
 import type { HttpDeps } from "../../functions/http/http-handler";
 import type { NewTokenPrincipal } from "../../functions/ports/session-store";
 import { createLogger } from "../../functions/observability/logger";
 import { createMetrics } from "../../functions/observability/metrics";
 import { createDocumentClient, ensureTable } from "../../functions/store/dynamo-client";
-import { DynamoApiTokenStore, DynamoSessionStore } from "../../functions/store/dynamo-session-store";
-import { DynamoWsTicketStore } from "../../functions/store/dynamo-ws-tickets";
 import { revokeApiToken, type RevocationReport } from "../../functions/api-tokens/revoke-api-token";
-import { DynamoOrgSecretStore } from "../../functions/store/dynamo-org-secrets";
-import { DynamoOrgSettingsStore } from "../../functions/store/dynamo-org-settings";
 import { LocalSecretKeyWrapper, SECRETS_MASTER_KEY_BYTES, parseSecretsMasterKey } from "../../functions/secrets/local-key-wrapper";
 import { startLocalHttpServer } from "./local-http-server";
 import { OpenCodeAgentClient } from "../../functions/agent/opencode-agent-client";
@@ -33,16 +30,13 @@ import type { ProviderType } from "../../functions/domain/session";
 import { createSandboxProvider } from "../../functions/providers/provider-factory";
 import { listSandboxRecords } from "../../functions/providers/local/sandbox-registry";
 import { makeScheduleFiredHandler } from "../../functions/schedules/schedule-fired";
-import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue, DynamoProxyConnectionRegistry } from "../../functions/store/dynamo-session-items";
 import { RecordingMetricsSink } from "../../functions/ports/metrics-sink";
 import { errorForLog } from "../../functions/observability/logger";
 import { LocalClientPush } from "./local-client-push";
 import { LocalFlowRunner } from "./local-flow-runner";
 import { LocalLifecycleScheduler } from "./local-lifecycle-scheduler";
 import { attachLocalWsServer, type LocalWsServer } from "./local-ws-server";
-import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 import type { WsDeps } from "../../functions/ws/ws-deps";
-import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { StreamingRelay } from "../../functions/relay/relay";
 import { sweep, type SweepReport } from "../../functions/sweeper/orphan-sweeper";
 
@@ -155,24 +149,45 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     dynamo.listen(0, "127.0.0.1", () => resolve());
   });
   const endpoint = `http://127.0.0.1:${(dynamo.address() as AddressInfo).port}`;
-  const config = parseConfig({
-    ...options.env,
-    TABLE_NAME: LOCAL_TABLE_NAME,
-    DYNAMODB_ENDPOINT: endpoint,
-  });
+  // One document client for the whole runtime (every store shares it).
   const doc = createDocumentClient({ endpoint });
   await ensureTable(doc, LOCAL_TABLE_NAME);
 
-  const tokens = new DynamoApiTokenStore(doc, LOCAL_TABLE_NAME);
+  // The HTTP server listens first (PORT=0 picks a port): the configuration names its own URLs
+  // (WS_URL, CONTROL_PLANE_URL), so it is parsed once they are known, then the runtime composed.
+  const built: { rt?: Runtime } = {};
+  const runtime = (): Runtime => {
+    if (!built.rt) throw new Error("local runtime: dependencies not built yet");
+    return built.rt;
+  };
+  const host = options.host ?? "127.0.0.1";
+  const http = await startLocalHttpServer(() => runtime().httpDeps, options.port ?? 0, host);
+  const url = `http://${host}:${http.port}`;
+  // The WebSocket API shares the HTTP port.
+  const wsUrl = `ws://${host}:${http.port}/ws`;
+  let config: Config;
+  try {
+    config = parseConfig({
+      ...options.env,
+      TABLE_NAME: LOCAL_TABLE_NAME,
+      DYNAMODB_ENDPOINT: endpoint,
+      WS_URL: wsUrl,
+      // Local sandboxes call back on loopback for their credentials (git tokens, env values).
+      CONTROL_PLANE_URL: options.env?.CONTROL_PLANE_URL ?? `http://${host === "0.0.0.0" ? "127.0.0.1" : host}:${http.port}`,
+    });
+  } catch (err) {
+    await http.close();
+    doc.destroy();
+    await new Promise<void>((resolve) => dynamo.close(() => resolve()));
+    throw err;
+  }
+
   const now = options.now ?? (() => new Date());
   const devApiToken = options.devApiToken ?? newApiToken();
-  await tokens.putToken(devApiToken, { ...DEV_PRINCIPAL, name: "development token" }, now());
-
   const logger = createLogger("sandbox-control-plane-local");
-  const sessions = new DynamoSessionStore(doc, LOCAL_TABLE_NAME);
   // Sandboxes live under DATA_DIR (and outlive a restart) or in a temp dir removed on close.
   const sandboxDir = options.dataDir ? ensureDir(path.join(options.dataDir, "sandboxes")) : mkdtempSync(path.join(tmpdir(), "scp-sandboxes-"));
-  const providerEnv = options.env ?? process.env;
+  const providerEnv = options.env ?? processEnvironment();
   const providers = new Map<ProviderType, Promise<SandboxProvider>>();
   const defaultProvider = (type: ProviderType) =>
     createSandboxProvider(type, { localDataDir: sandboxDir, sandboxTimeoutSeconds: config.SANDBOX_TIMEOUT_SECONDS, env: providerEnv });
@@ -186,89 +201,43 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     return p;
   };
   const push = new LocalClientPush();
-  const sandboxKeys = staticKeyring(options.env?.SANDBOX_ACCESS_KEY ?? localMasterKey(options.dataDir), sessionKeyEpochs(sessions));
-  const orgSettings = new DynamoOrgSettingsStore(doc, LOCAL_TABLE_NAME);
-  const secrets = new DynamoOrgSecretStore(doc, LOCAL_TABLE_NAME, new LocalSecretKeyWrapper(localSecretsMasterKey(options.env, options.dataDir)));
+  const masterKey = options.env?.SANDBOX_ACCESS_KEY ?? localMasterKey(options.dataDir);
   // Locally the figures stay in memory (the bench reads them); in AWS they are CloudWatch EMF.
   const metrics = new RecordingMetricsSink();
-  const relayLeases = new DynamoRelayLeaseStore(doc, LOCAL_TABLE_NAME);
-  const agent = options.agent ?? new OpenCodeAgentClient();
   // The runner and the scheduler call back into steps whose dependencies include them.
-  const built: { flowDeps?: FlowDeps } = {};
   const flows = new LocalFlowRunner({
-    deps: () => {
-      if (!built.flowDeps) throw new Error("local runtime: flow dependencies not built yet");
-      return built.flowDeps;
-    },
+    deps: () => runtime().flowDeps,
     logger,
     ...(options.retryIntervalScale !== undefined ? { retryIntervalScale: options.retryIntervalScale } : {}),
   });
   const scheduler = new LocalLifecycleScheduler(
     async (event) => {
-      if (built.flowDeps) await makeScheduleFiredHandler(built.flowDeps)(event);
+      if (built.rt) await makeScheduleFiredHandler(built.rt.flowDeps)(event);
     },
     { now, onError: (err, event) => logger.error("schedule target failed", { event, error: errorForLog(err) }) },
   );
-  const flowDeps: FlowDeps = {
-    sessions,
-    prompts: new DynamoPromptQueue(doc, LOCAL_TABLE_NAME),
-    events: new DynamoLifecycleEventLog(doc, LOCAL_TABLE_NAME),
-    connections: new DynamoConnectionRegistry(doc, LOCAL_TABLE_NAME),
-    proxies: new DynamoProxyConnectionRegistry(doc, LOCAL_TABLE_NAME),
-    relayLeases,
+  const rt = composeRuntime(config, {
+    doc,
+    logger,
+    metrics: createMetrics({ namespace: config.POWERTOOLS_METRICS_NAMESPACE, serviceName: config.POWERTOOLS_SERVICE_NAME }),
+    flowMetrics: metrics,
     push,
     scheduler,
     flows,
     provider,
-    agent,
-    sandboxKeys,
-    secrets,
-    orgSettings,
-    config,
-    metrics,
-    now,
-    logger,
-  };
-  built.flowDeps = flowDeps;
-  const transcript = new DynamoTranscriptStore(doc, LOCAL_TABLE_NAME);
-  const wsTickets = new DynamoWsTicketStore(doc, LOCAL_TABLE_NAME);
-  const deps: HttpDeps = {
-    sessions,
-    tokens,
-    wsTickets,
-    transcript,
-    relayLeases,
-    proxies: flowDeps.proxies,
-    scheduler,
-    prompts: flowDeps.prompts,
-    events: flowDeps.events,
-    flows,
-    agent,
-    provider,
-    sandboxKeys,
-    secrets,
-    orgSettings,
-    config,
-    now,
-    newSessionId,
-    logger,
-    metrics: createMetrics(),
-  };
-  const http = await startLocalHttpServer(deps, options.port ?? 0, options.host ?? "127.0.0.1");
-  const url = `http://${options.host ?? "127.0.0.1"}:${http.port}`;
-  // The WebSocket API shares the HTTP port; its URL is only known now (PORT=0 picks one).
-  const wsUrl = `ws://${options.host ?? "127.0.0.1"}:${http.port}/ws`;
-  (config as { WS_URL: string }).WS_URL = wsUrl;
-  // Local sandboxes call back on loopback for their credentials (git tokens, env values).
-  (config as { CONTROL_PLANE_URL?: string }).CONTROL_PLANE_URL ??= `http://${options.host === "0.0.0.0" ? "127.0.0.1" : (options.host ?? "127.0.0.1")}:${http.port}`;
-  const wsDeps: WsDeps = {
-    ...flowDeps,
-    tokens,
-    wsTickets,
-    transcript,
+    agent: options.agent ?? new OpenCodeAgentClient(),
+    sandboxKeys: (epochs) => staticKeyring(masterKey, epochs),
+    secretKeys: new LocalSecretKeyWrapper(localSecretsMasterKey(options.env, options.dataDir)),
     // The local server sends init itself once the upgrade completes.
     afterConnect: () => Promise.resolve(),
-  };
+    now,
+  });
+  built.rt = rt;
+  const { tokens } = rt.stores;
+  await tokens.putToken(devApiToken, { ...DEV_PRINCIPAL, name: "development token" }, now());
+  const flowDeps = rt.flowDeps;
+  const deps = rt.httpDeps;
+  const wsDeps = rt.wsDeps;
   const ws: LocalWsServer = attachLocalWsServer(http.server, wsDeps, push);
   // The streaming relay runs in process (ARCHITECTURE.md §6); a stable owner id reclaims its own
   // leases at once after a DATA_DIR restart.
@@ -277,7 +246,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     leaseTtlSeconds: config.RELAY_LEASE_TTL_SECONDS,
     scanIntervalMs: Math.round(config.RELAY_SCAN_INTERVAL_SECONDS * 1000),
   };
-  const relayDeps = { ...flowDeps, transcript, relayLeases };
+  const relayDeps = rt.relayDeps;
   let relay = new StreamingRelay(relayDeps, relayOptions);
   relay.start();
 

@@ -12,7 +12,7 @@
  */
 import * as z from "zod";
 import { RepoSpec, SessionType } from "../../functions/domain/session";
-import { EnvFileSchema } from "../cli/env-spec";
+import { EnvFileSchema } from "../shared/env-file-schema";
 
 export const BOOT_SPEC_VERSION = 1;
 

@@ -2,8 +2,8 @@
  * Process-group primitives for sandbox services: each service is one process group whose leader
  * is the `sh -c` the sidecar spawned, so stop is "signal the group" and a pid saved in the state
  * file is only trusted when its /proc start time still matches (a recycled pid is not ours).
- * Mirrors functions/providers/local/process-group.ts on purpose: sandbox/ runs inside the
- * sandbox image and must not depend on the control plane's functions/ tree.
+ * The local provider (functions/providers/local) uses these too: one implementation, here,
+ * because sandbox/ runs inside the sandbox image and must not depend on functions/.
  */
 import { readdirSync, readFileSync } from "node:fs";
 

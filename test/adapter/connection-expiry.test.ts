@@ -9,7 +9,7 @@ import { DynamoWsTicketStore } from "../../functions/store/dynamo-ws-tickets";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GetCommand } from "@aws-sdk/lib-dynamodb";
 import { CONNECTION_INIT_DEADLINE_SECONDS, MAX_CONNECTION_SECONDS } from "../../functions/domain/connection-liveness";
-import { broadcast } from "../../functions/flows/broadcast";
+import { broadcast } from "../../functions/services/broadcast";
 import { readIdleFacts } from "../../functions/idle/idle-check";
 import { evaluateIdle } from "../../functions/idle/idle-predicate";
 import type { ClientConnection } from "../../functions/ports/session-items";

@@ -16,7 +16,7 @@ import { staticKeyring } from "../../functions/config/sandbox-keyring";
 import type { AgentEndpoint } from "../../functions/ports/agent-client";
 import { SANDBOX_KEY_ENV } from "../../sandbox/shared/access-token";
 import type { SessionRecord } from "../../functions/domain/session";
-import { submitPrompt } from "../../functions/flows/submit-prompt";
+import { submitPrompt } from "../../functions/services/submit-prompt";
 import { createLogger } from "../../functions/observability/logger";
 import type { FlowRunner } from "../../functions/ports/flow-runner";
 import { LocalSandboxProvider } from "../../functions/providers/local";

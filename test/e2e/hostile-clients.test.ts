@@ -9,7 +9,7 @@
  */
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { broadcastStatus } from "../../functions/flows/broadcast";
+import { broadcastStatus } from "../../functions/services/broadcast";
 import type { LocalRuntime } from "../../infra/local/runtime";
 import { startRuntimeForTest, waitFor, type ApiClient } from "../support/local-runtime";
 import { TestWsClient, type ServerMessage } from "../support/ws-client";

@@ -67,7 +67,7 @@ describe("lifecycle over HTTP with real OpenCode", () => {
   });
 
   it("a prompt to a running session reaches the agent", async () => {
-    // Delivery waits for a relay to watch the session (flows/prompt-delivery.ts): under load the
+    // Delivery waits for a relay to watch the session (services/prompt-delivery.ts): under load the
     // relay's first scan can come after `running`.
     await waitFor("the relay to hold the session", async () => runtime.relay().heldSessions().includes(id));
     const res = await api.request("POST", `/v1/sessions/${id}/prompts`, { body: { content: "first words" } });

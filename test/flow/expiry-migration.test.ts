@@ -12,7 +12,7 @@ import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";
 import { ScriptedAgent } from "../support/scripted-agent";
 import { waitFor } from "../support/wait-for";
-import { deliverQueuedPrompts } from "../../functions/flows/prompt-delivery";
+import { deliverQueuedPrompts } from "../../functions/services/prompt-delivery";
 import { ProviderError } from "../../functions/domain/errors";
 
 let inner: InstantSandboxProvider;

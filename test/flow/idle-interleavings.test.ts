@@ -13,7 +13,7 @@
  * Each run's seed is in the test name: a failure replays with the same seed.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { submitPrompt } from "../../functions/flows/submit-prompt";
+import { submitPrompt } from "../../functions/services/submit-prompt";
 import { runIdleCheck } from "../../functions/idle/idle-check";
 import { sweep } from "../../functions/sweeper/orphan-sweeper";
 import { StreamingRelay } from "../../functions/relay/relay";

@@ -12,7 +12,7 @@ import type { SessionRecord } from "../../functions/domain/session";
 import { runIdleCheck } from "../../functions/idle/idle-check";
 import { METRIC_NAMES } from "../../functions/ports/metrics-sink";
 import { sweep } from "../../functions/sweeper/orphan-sweeper";
-import { submitPrompt } from "../../functions/flows/submit-prompt";
+import { submitPrompt } from "../../functions/services/submit-prompt";
 import { FaultInjectingProvider } from "../support/fault-injecting-provider";
 import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";

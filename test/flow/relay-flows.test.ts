@@ -10,7 +10,7 @@ import { agentEndpoint } from "../../functions/agent/agent-endpoint";
 import { staticKeyring } from "../../functions/config/sandbox-keyring";
 import type { AgentEndpoint } from "../../functions/ports/agent-client";
 import type { SessionRecord } from "../../functions/domain/session";
-import { submitPrompt } from "../../functions/flows/submit-prompt";
+import { submitPrompt } from "../../functions/services/submit-prompt";
 import type { RelayLeaseStore } from "../../functions/ports/relay";
 import { StreamingRelay } from "../../functions/relay/relay";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";

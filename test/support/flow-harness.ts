@@ -1,11 +1,10 @@
 /**
  * Flow test harness: dynalite, the real ASL files run by the local flow runner with the real
- * step functions, timers for schedules, a recording client push, and whichever provider and
+ * step functions (dependencies from the shared composition root, functions/composition), timers for schedules, a recording client push, and whichever provider and
  * agent client the test passes (the real local provider + OpenCode, or the instant provider,
  * wrapped in the fault-injecting provider).
  */
-import { DynamoOrgSettingsStore } from "../../functions/store/dynamo-org-settings";
-import { sessionKeyEpochs, staticKeyring } from "../../functions/config/sandbox-keyring";
+import { staticKeyring } from "../../functions/config/sandbox-keyring";
 import { parseConfig, type Config } from "../../functions/config/config";
 import { newSessionId } from "../../functions/domain/ids";
 import { newSessionRecord, type SessionRecord } from "../../functions/domain/session";
@@ -15,10 +14,9 @@ import type { AgentClient } from "../../functions/ports/agent-client";
 import type { FlowName, StartFlowResult } from "../../functions/ports/flow-runner";
 import type { SandboxProvider } from "../../functions/ports/sandbox-provider";
 import { makeScheduleFiredHandler } from "../../functions/schedules/schedule-fired";
-import { DynamoSessionStore } from "../../functions/store/dynamo-session-store";
-import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue, DynamoProxyConnectionRegistry } from "../../functions/store/dynamo-session-items";
-import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
-import { DynamoOrgSecretStore } from "../../functions/store/dynamo-org-secrets";
+import type { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
+import { composeRuntime } from "../../functions/composition/compose";
+import { createMetrics } from "../../functions/observability/metrics";
 import { LocalSecretKeyWrapper } from "../../functions/secrets/local-key-wrapper";
 import { RecordingMetricsSink } from "../../functions/ports/metrics-sink";
 import { LocalFlowRunner } from "../../infra/local/local-flow-runner";
@@ -64,41 +62,38 @@ export async function startFlowHarness(options: { provider: SandboxProvider; age
   const logger = createLogger("flow-test");
   const push = new RecordingPush();
   const metrics = new RecordingMetricsSink();
-  const relayStore = new DynamoRelayLeaseStore(table.doc, table.tableName);
   const relayWatch: { mode: "always" | "store" } = { mode: "always" };
-  const sessions = new DynamoSessionStore(table.doc, table.tableName);
   const built: { deps?: FlowDeps } = {};
   let offsetMs = 0;
   const runner = new LocalFlowRunner({ deps: () => must(built.deps), logger, retryIntervalScale: 0.01 });
   const scheduler = new LocalLifecycleScheduler((event) => makeScheduleFiredHandler(must(built.deps))(event).then(() => undefined), {
     onError: (err) => logger.error("schedule failed", { error: String(err) }),
   });
-  const deps: FlowDeps = {
-    sessions,
-    prompts: new DynamoPromptQueue(table.doc, table.tableName),
-    events: new DynamoLifecycleEventLog(table.doc, table.tableName),
-    connections: new DynamoConnectionRegistry(table.doc, table.tableName),
-    proxies: new DynamoProxyConnectionRegistry(table.doc, table.tableName),
-    // No relay runs in flow tests unless a test starts one: delivery may proceed as if watched.
-    relayLeases: {
-      watched: (sessionId, now) => (relayWatch.mode === "always" ? Promise.resolve(true) : relayStore.watched(sessionId, now)),
-      seize: (sessionId, owner, now, ttl) => relayStore.seize(sessionId, owner, now, ttl),
-      release: (lease) => relayStore.release(lease),
-    },
+  // The same composition as the Lambdas and the local runtime, over the test table's client.
+  const rt = composeRuntime(config, {
+    doc: table.doc,
+    logger,
+    metrics: createMetrics(),
+    flowMetrics: metrics,
     push,
     scheduler,
     flows: runner,
     provider: () => Promise.resolve(options.provider),
     agent: options.agent,
-    sandboxKeys: staticKeyring(TEST_MASTER_KEY, sessionKeyEpochs(sessions)),
+    sandboxKeys: (epochs) => staticKeyring(TEST_MASTER_KEY, epochs),
     // Real envelope encryption under a fixed local master key: tests seed secrets with deps.secrets.put.
-    secrets: new DynamoOrgSecretStore(table.doc, table.tableName, new LocalSecretKeyWrapper(TEST_SECRETS_MASTER_KEY)),
-    orgSettings: new DynamoOrgSettingsStore(table.doc, table.tableName),
-    config,
-    metrics,
+    secretKeys: new LocalSecretKeyWrapper(TEST_SECRETS_MASTER_KEY),
+    afterConnect: () => Promise.resolve(),
     now: () => new Date(Date.now() + offsetMs),
-    logger,
-  };
+    // No relay runs in flow tests unless a test starts one: delivery may proceed as if watched.
+    flowRelayLeases: (store) => ({
+      watched: (sessionId, now) => (relayWatch.mode === "always" ? Promise.resolve(true) : store.watched(sessionId, now)),
+      seize: (sessionId, owner, now, ttl) => store.seize(sessionId, owner, now, ttl),
+      release: (lease) => store.release(lease),
+    }),
+  });
+  const { sessions, relayLeases: relayStore } = rt.stores;
+  const deps = rt.flowDeps;
   built.deps = deps;
   const ready = deps;
   const start = async (flow: FlowName, sessionId: string, actor = "test", reason?: string) => {

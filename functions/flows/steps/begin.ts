@@ -6,7 +6,7 @@
 import { NotFoundError } from "../../domain/errors";
 import { readIdleFacts } from "../../idle/idle-check";
 import { evaluateIdle, idleModeOf } from "../../idle/idle-predicate";
-import { broadcastStatus } from "../broadcast";
+import { broadcastStatus } from "../../services/broadcast";
 import { planFlow } from "../plan";
 import { flowStep } from "../step";
 import { stepEntry } from "../lambda-entry";

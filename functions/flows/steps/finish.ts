@@ -13,11 +13,11 @@ import { idleModeOf } from "../../idle/idle-predicate";
 import { errorForLog } from "../../observability/logger";
 import { METRIC_NAMES } from "../../ports/metrics-sink";
 import type { LifecycleOutcome } from "../../ports/session-items";
-import { broadcastStatus } from "../broadcast";
+import { broadcastStatus } from "../../services/broadcast";
 import type { FlowDocument } from "../flow-document";
 import type { FlowDeps } from "../flow-deps";
 import { finalClientStatus } from "../plan";
-import { deliverQueuedPrompts } from "../prompt-delivery";
+import { deliverQueuedPrompts } from "../../services/prompt-delivery";
 import { flowStep } from "../step";
 import { stepEntry } from "../lambda-entry";
 

@@ -9,7 +9,7 @@
  * - every other flow leaves the session as it was (still running) and tells clients why.
  */
 import { errorForLog } from "../../observability/logger";
-import { broadcast, broadcastStatus } from "../broadcast";
+import { broadcast, broadcastStatus } from "../../services/broadcast";
 import { STEP_ERRORS } from "../step-errors";
 import { flowStep, leaseOf } from "../step";
 import { stepEntry } from "../lambda-entry";

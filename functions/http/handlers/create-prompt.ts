@@ -1,28 +1,19 @@
 /**
  * POST /v1/sessions/{id}/prompts, body `{content}`: stores the prompt durably (queued) before
- * anything else, touches activity, then delivers it (flows/submit-prompt.ts): straight to the
+ * anything else, touches activity, then delivers it (services/submit-prompt.ts): straight to the
  * agent of a running idle session, behind the turn in progress, by waking a paused/starting/error
  * session (`ensure-runtime`), or, while a lifecycle flow holds the session, by leaving it to that
  * flow's finish. Never dropped. 202 `{prompt: {id, status, position}, delivery}`; 409 for a
  * stopped session (nothing would ever run it).
  */
 import * as z from "zod";
-import { refineMultiLine } from "../../domain/text";
+import { PromptContent } from "../../domain/prompt-content";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
-import { submitPrompt } from "../../flows/submit-prompt";
-import { loadOwnedSession, requirePrincipal } from "../session-access";
-import { SessionPathParams } from "./get-session";
+import { submitPrompt } from "../../services/submit-prompt";
+import { loadOwnedSession, requirePrincipal, SessionPathParams } from "../session-access";
 
-export const MAX_PROMPT_CHARS = 32_000;
-
-export const PromptContent = z
-  .string()
-  .max(MAX_PROMPT_CHARS, `must be at most ${MAX_PROMPT_CHARS} characters`)
-  .refine((s) => s.trim().length > 0, "must not be empty")
-  .superRefine(refineMultiLine);
-
-export const CreatePromptBody = z.object({ content: PromptContent }).strict();
+const CreatePromptBody = z.object({ content: PromptContent }).strict();
 
 export const makeCreatePromptHandler = httpRoute(
   { name: "CreatePrompt", auth: true, params: SessionPathParams, body: CreatePromptBody },

@@ -12,8 +12,7 @@ import { ConflictError } from "../../domain/errors";
 import { newWsTicket } from "../../domain/ids";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
-import { loadOwnedSession, requirePrincipal } from "../session-access";
-import { SessionPathParams } from "./get-session";
+import { loadOwnedSession, requirePrincipal, SessionPathParams } from "../session-access";
 
 /** API.md: "single use, at most 60 s". */
 export const WS_TICKET_TTL_SECONDS = 60;

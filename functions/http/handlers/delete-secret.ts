@@ -6,7 +6,7 @@ import { NotFoundError } from "../../domain/errors";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
 import { requireAdmin } from "../session-access";
-import { SecretPathParams } from "./get-secret";
+import { SecretPathParams } from "../secret-references";
 
 export const makeDeleteSecretHandler = httpRoute(
   { name: "DeleteSecret", auth: true, params: SecretPathParams },

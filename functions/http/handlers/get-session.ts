@@ -1,13 +1,10 @@
 /**
  * GET /v1/sessions/{id} (API Gateway HTTP API route). The caller's org only (403/404 otherwise).
  */
-import * as z from "zod";
-import { SessionId, toSessionView } from "../../domain/session";
+import { toSessionView } from "../../domain/session";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
-import { loadOwnedSession, requirePrincipal } from "../session-access";
-
-export const SessionPathParams = z.object({ id: SessionId }).strict();
+import { loadOwnedSession, requirePrincipal, SessionPathParams } from "../session-access";
 
 export const makeGetSessionHandler = httpRoute(
   { name: "GetSession", auth: true, params: SessionPathParams },

@@ -6,8 +6,7 @@
 import { ConflictError } from "../../domain/errors";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
-import { loadOwnedSession, requirePrincipal } from "../session-access";
-import { SessionPathParams } from "./get-session";
+import { loadOwnedSession, requirePrincipal, SessionPathParams } from "../session-access";
 
 export const makeHeartbeatHandler = httpRoute(
   { name: "Heartbeat", auth: true, params: SessionPathParams },

@@ -10,7 +10,7 @@ import { refineSingleLine } from "../../domain/text";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
 import { requireAdmin } from "../session-access";
-import { SecretPathParams } from "./get-secret";
+import { SecretPathParams } from "../secret-references";
 
 export const PutSecretBody = z
   .object({

@@ -10,7 +10,7 @@
 import { copyFile, cp, mkdir, rm, stat, writeFile } from "node:fs/promises";
 import { basename, dirname } from "node:path";
 import { openCodeDbPath } from "./opencode-launch";
-import { run } from "./process-group";
+import { run } from "./host-commands";
 
 /** Live-process artefacts that must not travel: run locks with heartbeats, the shared-memory index. */
 function keep(src: string): boolean {

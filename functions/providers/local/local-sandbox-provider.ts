@@ -46,7 +46,9 @@ import type {
 } from "../../ports/sandbox-provider";
 import { copyAgentState, removeDir, repointSessions, writeSnapshotMeta } from "./filesystem-snapshot";
 import { devModelRequiredKeySha256, homeEnv, localBootSpec, sandboxEnv, sandboxPaths, sidecarSocketPath, usesDevModel } from "./opencode-launch";
-import { allocatePort, groupPresent, killGroup, leaderAlive, pidPresent, processStartTime, run } from "./process-group";
+import { groupIsOurs, killGroup, leaderAlive, processStartTime } from "../../../sandbox/shared/process-group";
+import { allocatePort, groupReaped, run } from "./host-commands";
+import { processEnvironment } from "../../config/config";
 import { listSandboxRecords, readSandboxRecord, writeSandboxRecord, type SandboxRecord } from "./sandbox-registry";
 
 export interface LocalSandboxProviderOptions {
@@ -222,7 +224,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     try {
       return await run(file, args, {
         cwd,
-        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LANG: "C.UTF-8", ...homeEnv(record.home), SANDBOX_ID: sandboxId },
+        env: { PATH: processEnvironment().PATH ?? "/usr/bin:/bin", LANG: "C.UTF-8", ...homeEnv(record.home), SANDBOX_ID: sandboxId },
         timeoutMs: opts.timeoutMs ?? 60_000,
       });
     } catch (err) {
@@ -292,7 +294,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     const sandboxKey = sandboxKeyOf(opts);
     if (sandboxKey) await writeSandboxKeyFile(sandboxFiles(paths).sandboxKey, sandboxKey);
     const env = sandboxEnv({
-      hostPath: process.env.PATH ?? "/usr/bin:/bin",
+      hostPath: processEnvironment().PATH ?? "/usr/bin:/bin",
       home: paths.home,
       sessionId: opts.sessionId,
       sandboxId,
@@ -350,9 +352,10 @@ export class LocalSandboxProvider implements SandboxProvider {
     // kernel does not recycle a pgid that still has members); a recycled leader pid is a stranger.
     // First, so the sidecar (stopped by SIGTERM, which lets a start in flight record its pid)
     // starts nothing after the services are read below.
-    if (record && (isLive(record) || (!pidPresent(record.pgid) && groupPresent(record.pgid)))) {
+    if (record && groupIsOurs(record.pgid, record.leaderStartTime)) {
       const stopped = await killGroup(record.pgid);
       if (!stopped) throw fail("terminate", `processes of sandbox ${sandboxId} survived SIGKILL`, { retryable: true, sandboxId });
+      await groupReaped(record.pgid);
     }
     // The sidecar's state dir is the boot layout's (`<home>/.proliferate/sidecar`).
     const survivors = await endRecordedServices(sandboxFiles(paths).sidecarState);

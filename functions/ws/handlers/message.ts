@@ -3,7 +3,7 @@
  * `heartbeat`. Frames are validated with zod; an invalid frame gets an `error` message and the
  * connection stays open. `ping` answers `pong` at any time, also while the sandbox starts.
  * `heartbeat` refreshes the idle grace only and never resumes (seed 002 §11b). `prompt` has the
- * HTTP route's semantics (flows/submit-prompt.ts) and answers `prompt.queued {promptId,
+ * HTTP route's semantics (services/submit-prompt.ts) and answers `prompt.queued {promptId,
  * position}`. `cancel` aborts the agent's current turn. Every frame is activity that keeps the
  * connection counted as present: its expiry moves forward (issue 14 §3).
  *
@@ -16,9 +16,9 @@ import * as z from "zod";
 import { connectionExpiresAt, connectionRefreshDue } from "../../domain/connection-liveness";
 import { AppError } from "../../domain/errors";
 import { agentEndpoint } from "../../agent/agent-endpoint";
-import { submitPrompt } from "../../flows/submit-prompt";
+import { submitPrompt } from "../../services/submit-prompt";
 import { describeZodError } from "../../http/http-handler";
-import { PromptContent } from "../../http/handlers/create-prompt";
+import { PromptContent } from "../../domain/prompt-content";
 import { errorForLog } from "../../observability/logger";
 import type { ClientConnection } from "../../ports/session-items";
 import type { WsDeps, WsEvent, WsResult } from "../ws-deps";

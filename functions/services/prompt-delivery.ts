@@ -18,7 +18,7 @@
 import { agentEndpoint } from "../agent/agent-endpoint";
 import { errorForLog } from "../observability/logger";
 import type { RelayLeaseStore } from "../ports/relay";
-import type { FlowDeps } from "./flow-deps";
+import type { FlowDeps } from "../flows/flow-deps";
 
 export type DeliveryDeps = Pick<FlowDeps, "sessions" | "prompts" | "flows" | "agent" | "sandboxKeys" | "now" | "logger"> & { relayLeases: Pick<RelayLeaseStore, "watched"> };
 

@@ -1,6 +1,6 @@
 /**
  * A user's prompt, from any edge (HTTP route, WebSocket frame, Slack, automations): stored
- * durably first, activity touched, then delivered (flows/prompt-delivery.ts). One function so
+ * durably first, activity touched, then delivered (services/prompt-delivery.ts). One function so
  * every client type gets the same never-dropped, never-duplicated semantics.
  */
 import { ConflictError, QuotaExceededError } from "../domain/errors";

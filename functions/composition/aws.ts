@@ -1,0 +1,56 @@
+/**
+ * The AWS adapters every AWS process shares (the Lambdas and the relay task): DynamoDB, Step
+ * Functions, EventBridge Scheduler, the API Gateway management API, the agent client, the sandbox
+ * keys (Secrets Manager), EMF metrics. The Lambdas add their own in ./lambda.ts.
+ */
+import type { Logger } from "@aws-lambda-powertools/logger";
+import { ApiGatewayManagementApiClient } from "@aws-sdk/client-apigatewaymanagementapi";
+import { SchedulerClient } from "@aws-sdk/client-scheduler";
+import { SFNClient } from "@aws-sdk/client-sfn";
+import { ApiGatewayClientPush } from "../adapters/aws/apigw-client-push";
+import { lifecycleSchedulerFromEnv } from "../adapters/aws/eventbridge-lifecycle-scheduler";
+import { SfnFlowRunner, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
+import { OpenCodeAgentClient } from "../agent/opencode-agent-client";
+import type { Config } from "../config/config";
+import { keyringFromEnv } from "../config/sandbox-keyring";
+import { EmfMetricsSink } from "../observability/emf-metrics-sink";
+import { createLogger } from "../observability/logger";
+import { createMetrics } from "../observability/metrics";
+import type { ClientPush } from "../ports/client-push";
+import { createDocumentClient } from "../store/dynamo-client";
+import { composeRuntime, type Runtime, type RuntimeAdapters } from "./compose";
+
+/** Without a WebSocket API (no management endpoint) there is nobody to push to. */
+export const noPush: ClientPush = { send: () => Promise.resolve("gone"), disconnect: () => Promise.resolve("gone") };
+
+/**
+ * What only some AWS processes have: the Lambdas build the providers, the KMS key wrapper and the
+ * send-init invocation (./lambda.ts); the relay needs none of them (and its image bundles none).
+ */
+export interface AwsProcessAdapters {
+  provider: RuntimeAdapters["provider"];
+  secretKeys: RuntimeAdapters["secretKeys"];
+  afterConnect: RuntimeAdapters["afterConnect"];
+  logger?: Logger;
+}
+
+/** The AWS runtime for a configuration and environment: the relay's as is; ./lambda.ts builds the Lambdas' on it. */
+export function composeAwsRuntime(config: Config, env: Readonly<Record<string, string | undefined>>, adapters: AwsProcessAdapters): Runtime {
+  const doc = createDocumentClient(config.DYNAMODB_ENDPOINT ? { endpoint: config.DYNAMODB_ENDPOINT } : {});
+  const metrics = createMetrics({ namespace: config.POWERTOOLS_METRICS_NAMESPACE, serviceName: config.POWERTOOLS_SERVICE_NAME });
+  return composeRuntime(config, {
+    doc,
+    logger: adapters.logger ?? createLogger(config.POWERTOOLS_SERVICE_NAME),
+    metrics,
+    flowMetrics: new EmfMetricsSink(metrics),
+    push: config.WS_MANAGEMENT_ENDPOINT ? new ApiGatewayClientPush(new ApiGatewayManagementApiClient({ endpoint: config.WS_MANAGEMENT_ENDPOINT })) : noPush,
+    scheduler: lifecycleSchedulerFromEnv(env, () => new SchedulerClient({})),
+    flows: new SfnFlowRunner(new SFNClient({}), stateMachineArnsFromEnv(env)),
+    provider: adapters.provider,
+    agent: new OpenCodeAgentClient(),
+    sandboxKeys: (epochs) => keyringFromEnv(env, undefined, epochs),
+    secretKeys: adapters.secretKeys,
+    afterConnect: adapters.afterConnect,
+  });
+}
+
