@@ -1,6 +1,7 @@
 /**
- * Publishes the relay's `HeldStreams` gauge (namespace `SandboxControlPlane`, dimension
- * `service=sandbox-relay`) every minute with `PutMetricData`, including 0: the Fargate service
+ * Publishes the relay's `HeldStreams` gauge (in the stack's metrics namespace, the relay's
+ * POWERTOOLS_METRICS_NAMESPACE: `SandboxControlPlane`, or `SandboxControlPlane/<stack>` for a
+ * second stack, which is all its role may publish to; dimension `service=sandbox-relay`) every minute with `PutMetricData`, including 0: the Fargate service
  * scales on its per-task average (infra/relay-service.ts). A failed publish is logged, never
  * fatal: scaling falls back to CPU.
  */
@@ -13,14 +14,14 @@ export const HELD_STREAMS_METRIC = { namespace: "SandboxControlPlane", name: "He
 export function publishHeldStreams(
   held: () => number,
   logger: Logger,
-  options: { client?: Pick<CloudWatchClient, "send">; intervalMs?: number } = {},
+  options: { client?: Pick<CloudWatchClient, "send">; intervalMs?: number; namespace?: string } = {},
 ): { publishNow(): Promise<void>; stop(): void } {
   const client = options.client ?? new CloudWatchClient({});
   const publishNow = async () => {
     try {
       await client.send(
         new PutMetricDataCommand({
-          Namespace: HELD_STREAMS_METRIC.namespace,
+          Namespace: options.namespace ?? HELD_STREAMS_METRIC.namespace,
           MetricData: [{ MetricName: HELD_STREAMS_METRIC.name, Dimensions: [HELD_STREAMS_METRIC.dimension], Value: held(), Unit: "Count" }],
         }),
       );

@@ -95,7 +95,7 @@ export async function startRelayService(env: Record<string, string | undefined>,
     health.listen(relayEnv.RELAY_HEALTH_PORT, () => resolve());
   });
   relay.start();
-  const metric = relayEnv.RELAY_PUBLISH_METRICS === "false" ? null : publishHeldStreams(() => relay.heldSessions().length, logger);
+  const metric = relayEnv.RELAY_PUBLISH_METRICS === "false" ? null : publishHeldStreams(() => relay.heldSessions().length, logger, { namespace: config.POWERTOOLS_METRICS_NAMESPACE });
   logger.info("relay started", { ownerId, healthPort: (health.address() as AddressInfo).port });
   return {
     relay,

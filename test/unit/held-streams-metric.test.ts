@@ -23,6 +23,14 @@ describe("HeldStreams metric", () => {
     });
   });
 
+  it("publishes into the stack's namespace when given one (a second stack's relay may publish only there)", async () => {
+    cw.on(PutMetricDataCommand).resolves({});
+    const publisher = publishHeldStreams(() => 2, createLogger("t"), { client: new CloudWatchClient({ region: "us-east-1" }), intervalMs: 3_600_000, namespace: "SandboxControlPlane/staging" });
+    await publisher.publishNow();
+    publisher.stop();
+    expect(cw.commandCalls(PutMetricDataCommand).map((c) => c.args[0].input.Namespace)).toEqual(["SandboxControlPlane/staging", "SandboxControlPlane/staging"]);
+  });
+
   it("a failed publish is not fatal", async () => {
     cw.on(PutMetricDataCommand).rejects(new Error("throttled"));
     const publisher = publishHeldStreams(() => 1, createLogger("t"), { client: new CloudWatchClient({ region: "us-east-1" }), intervalMs: 3_600_000 });
