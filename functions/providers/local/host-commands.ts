@@ -3,8 +3,8 @@
  * running a command to completion. Process-group primitives (liveness, kill) are the sandbox's
  * own (sandbox/shared/process-group.ts), one implementation for both sides.
  */
-import { execFile } from "node:child_process";
 import { createServer } from "node:net";
+import { runToCompletion, type RunResult } from "../../../sandbox/boot/processes";
 
 /** A free TCP port on loopback, allocated by the OS (never a hard-coded one). */
 export function allocatePort(): Promise<number> {
@@ -19,34 +19,14 @@ export function allocatePort(): Promise<number> {
   });
 }
 
-export interface RunResult {
-  stdout: string;
-  stderr: string;
-  exitCode: number;
-}
+export type { RunResult };
 
-/** Runs a command to completion; a non-zero exit is a result, not an exception. */
-export function run(
-  file: string,
-  args: string[],
-  opts: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {},
-): Promise<RunResult> {
-  return new Promise((resolve, reject) => {
-    execFile(
-      file,
-      args,
-      { cwd: opts.cwd, env: opts.env, timeout: opts.timeoutMs ?? 60_000, maxBuffer: 16 * 1024 * 1024, killSignal: "SIGKILL" },
-      (err, stdout, stderr) => {
-        if (err && typeof err.code !== "number") {
-          // Spawn failure (ENOENT...) or timeout: no exit code to report.
-          if (err.killed || err.signal) resolve({ stdout, stderr: `${stderr}\nkilled by ${err.signal ?? "timeout"}`, exitCode: 124 });
-          else reject(err);
-          return;
-        }
-        resolve({ stdout, stderr, exitCode: err ? Number(err.code) : 0 });
-      },
-    );
-  });
+/**
+ * Runs a command to completion (default bound 60 s); a non-zero exit is a result, a spawn
+ * failure an exception. The boot's own `runToCompletion`: one implementation for both sides.
+ */
+export function run(file: string, args: string[], opts: { cwd?: string; env?: Record<string, string>; timeoutMs?: number } = {}): Promise<RunResult> {
+  return runToCompletion(file, args, { ...opts, timeoutMs: opts.timeoutMs ?? 60_000 });
 }
 
 /**
