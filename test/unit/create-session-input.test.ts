@@ -5,51 +5,12 @@
  * naming the field; nothing is stored and no prompt is queued. Also `null` and other non-object
  * bodies on any route, and malformed percent-encoding in a path parameter.
  */
-import type { APIGatewayProxyEventV2 } from "aws-lambda";
-import { Logger } from "@aws-lambda-powertools/logger";
 import { describe, expect, it } from "vitest";
-import { parseConfig } from "../../functions/config/config";
-import type { SessionRecord } from "../../functions/domain/session";
-import { makeCreateSessionHandler } from "../../functions/http/handlers/create-session";
-import type { HttpDeps } from "../../functions/http/http-handler";
+import { createSessionHarness } from "../support/create-session-harness";
 import { HTTP_ROUTES, matchRoutePath } from "../../functions/http/routes";
-import { createMetrics } from "../../functions/observability/metrics";
-import { buildLambdaContext } from "../../infra/local/api-gateway-events";
-import { T0 } from "../support/builders";
 
-const SESSION_ID = "ses_0123456789abcdefghijklmnop";
 
-function harness() {
-  const stored: SessionRecord[] = [];
-  const enqueued: unknown[] = [];
-  const deps = {
-    sessions: { createSession: async (record: SessionRecord) => void stored.push(record), countOpenSessions: async () => stored.length },
-    prompts: { enqueue: async (p: unknown) => void enqueued.push(p) },
-    secrets: { existing: async () => new Set<string>() },
-    tokens: { resolveToken: async () => ({ userId: "user-a", orgId: "org-a", role: "member" }), putToken: async () => undefined },
-    config: parseConfig({ TABLE_NAME: "t" }),
-    now: () => T0,
-    newSessionId: () => SESSION_ID,
-    logger: new Logger({ serviceName: "test", logLevel: "SILENT" }),
-    metrics: createMetrics(),
-  } as unknown as HttpDeps;
-  const handler = makeCreateSessionHandler(deps);
-  const post = async (rawBody: string) => {
-    const event = {
-      version: "2.0",
-      routeKey: "POST /v1/sessions",
-      rawPath: "/v1/sessions",
-      rawQueryString: "",
-      headers: { authorization: "Bearer sbx_0123456789abcdefghij", "content-type": "application/json" },
-      requestContext: { requestId: "req-1", http: { method: "POST", path: "/v1/sessions" } },
-      isBase64Encoded: false,
-      body: rawBody,
-    } as unknown as APIGatewayProxyEventV2;
-    const res = await handler(event, buildLambdaContext("CreateSession", "req-1"));
-    return { status: res.statusCode, text: res.body ?? "", body: JSON.parse(res.body ?? "null") as { session?: Record<string, unknown>; error?: { code: string; message: string } } };
-  };
-  return { post: (body: unknown) => post(JSON.stringify(body)), postRaw: post, stored, enqueued };
-}
+const harness = createSessionHarness;
 
 const REPO = "https://github.com/acme/app.git";
 const env = (path: string) => ({ envFiles: [{ path, keys: [{ name: "A" }] }] });

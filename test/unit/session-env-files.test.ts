@@ -6,55 +6,19 @@
  * parse; and `bootRequest` (the one builder the local provider and the Modal/E2B image boot
  * share) hands the files to the boot, whose plan then applies them.
  */
-import type { APIGatewayProxyEventV2 } from "aws-lambda";
-import { Logger } from "@aws-lambda-powertools/logger";
 import { describe, expect, it } from "vitest";
-import { parseConfig } from "../../functions/config/config";
+import { createSessionHarness, HARNESS_SESSION_ID } from "../support/create-session-harness";
 import { SessionRecord, type SessionEnvFiles } from "../../functions/domain/session";
-import { makeCreateSessionHandler } from "../../functions/http/handlers/create-session";
-import type { HttpDeps } from "../../functions/http/http-handler";
-import { createMetrics } from "../../functions/observability/metrics";
 import type { CreateSandboxOpts } from "../../functions/ports/sandbox-provider";
 import { bootRequest, imageBootSpec } from "../../functions/providers/sandbox-boot";
-import { buildLambdaContext } from "../../infra/local/api-gateway-events";
 import { parseBootSpec } from "../../sandbox/boot/boot-spec";
 import { planBoot } from "../../sandbox/boot/boot-plan";
 import { EnvSpecSchema } from "../../sandbox/cli/env-spec";
 import { buildSession, T0 } from "../support/builders";
 
-const SESSION_ID = "ses_0123456789abcdefghijklmnop";
+const SESSION_ID = HARNESS_SESSION_ID;
 
-/** The create-session route over a store that records every write (and a prompt queue that must stay empty). */
-function harness() {
-  const stored: SessionRecord[] = [];
-  const enqueued: unknown[] = [];
-  const deps = {
-    sessions: { createSession: async (record: SessionRecord) => void stored.push(record), countOpenSessions: async () => stored.length },
-    prompts: { enqueue: async (p: unknown) => void enqueued.push(p) },
-    tokens: { resolveToken: async () => ({ userId: "user-a", orgId: "org-a" }), putToken: async () => undefined },
-    config: parseConfig({ TABLE_NAME: "t" }),
-    now: () => T0,
-    newSessionId: () => SESSION_ID,
-    logger: new Logger({ serviceName: "test", logLevel: "SILENT" }),
-    metrics: createMetrics(),
-  } as unknown as HttpDeps;
-  const handler = makeCreateSessionHandler(deps);
-  const post = async (body: unknown) => {
-    const event = {
-      version: "2.0",
-      routeKey: "POST /v1/sessions",
-      rawPath: "/v1/sessions",
-      rawQueryString: "",
-      headers: { authorization: "Bearer sbx_0123456789abcdefghij", "content-type": "application/json" },
-      requestContext: { requestId: "req-1", http: { method: "POST", path: "/v1/sessions" } },
-      isBase64Encoded: false,
-      body: JSON.stringify(body),
-    } as unknown as APIGatewayProxyEventV2;
-    const res = await handler(event, buildLambdaContext("CreateSession", "req-1"));
-    return { status: res.statusCode, body: JSON.parse(res.body ?? "null") as { session?: Record<string, unknown>; error?: { code: string; message: string } } };
-  };
-  return { post, stored, enqueued };
-}
+const harness = createSessionHarness;
 
 const ENV_FILES = [
   { path: "app/.env.local", keys: [{ name: "DATABASE_URL" }, { name: "LOG_LEVEL", required: false }] },
