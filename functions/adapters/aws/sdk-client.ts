@@ -1,11 +1,12 @@
 /**
  * AWS SDK clients built on first use (issue 13: cold import). Every Lambda reads the table, so
- * the DynamoDB SDK is imported statically; every other client package (Step Functions, Scheduler,
+ * the DynamoDB SDK loads at cold start (functions/store/dynamodb-sdk.ts); every other client
+ * package (Step Functions, Scheduler,
  * the API Gateway management API, KMS, Lambda, Secrets Manager) is loaded by a dynamic `import()`
  * when its adapter first sends: a function that never starts a flow never loads the Step
  * Functions SDK, and one that does loads it on its first call instead of at cold start.
- * test/infra/lambda-bundles.test.ts pins that no HTTP or WebSocket route bundle imports them
- * statically.
+ * test/infra/control-plane-stack.test.ts pins that no HTTP or WebSocket route bundle imports
+ * them statically nor loads them at cold start.
  *
  * So the adapters take a `ClientFactory`, called once on first use: the composition roots pass
  * one that loads the SDK module (`sfnClient`...), tests and scripts one that returns a client
