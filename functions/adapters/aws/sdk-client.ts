@@ -1,10 +1,10 @@
 /**
  * AWS SDK clients built on first use (issue 13: cold import). Every Lambda reads the table, so
  * the DynamoDB SDK loads at cold start (functions/store/dynamodb-sdk.ts); every other client
- * package (Step Functions, Scheduler,
- * the API Gateway management API, KMS, Lambda, Secrets Manager) is loaded by a dynamic `import()`
- * when its adapter first sends: a function that never starts a flow never loads the Step
- * Functions SDK, and one that does loads it on its first call instead of at cold start.
+ * package (Step Functions, Scheduler, the API Gateway management API, KMS, Lambda, Secrets
+ * Manager) is loaded by a dynamic `import()` when its adapter first sends: a function that never
+ * starts a flow never loads the Step Functions SDK, and one that does loads it on its first call
+ * instead of at cold start.
  * test/infra/control-plane-stack.test.ts pins that no HTTP or WebSocket route bundle imports
  * them statically nor loads them at cold start.
  *
