@@ -37,7 +37,7 @@ async function main(): Promise<void> {
   const management = wsEndpoint ? new ApiGatewayManagementApiClient({ endpoint: wsEndpoint }) : null;
   try {
     const report = await revokeApiToken(
-      { tokens: new DynamoApiTokenStore(doc, values.table), push: management ? new ApiGatewayClientPush(management) : null },
+      { tokens: new DynamoApiTokenStore(doc, values.table), push: management ? new ApiGatewayClientPush(() => management) : null },
       positionals[0],
       new Date(),
     );

@@ -26,13 +26,14 @@
  * `GET /session/status` is a map of session id to `{type: "busy" | "retry" | "idle", ...}`;
  * idle sessions are absent (an idle server answers `{}`).
  */
-import { OpencodeClient } from "@opencode-ai/sdk/v2/client";
-import { createClient, type Client } from "@opencode-ai/sdk/v2/gen/client";
 import { createParser } from "eventsource-parser";
 import * as z from "zod";
 import { AgentUnavailableError } from "../domain/errors";
 import { redactSecrets } from "../observability/redact-secrets";
 import type { AgentClient, AgentEndpoint, AgentEvent } from "../ports/agent-client";
+import type { OpenCodeSdk } from "./opencode-sdk";
+
+export type { OpenCodeSdk } from "./opencode-sdk";
 
 export interface OpenCodeAgentClientOptions {
   /** Bound on each request, body included; for `events` only until the response headers arrive. Default 10 000. */
@@ -97,25 +98,32 @@ function bodyExcerpt(body: unknown): string {
 export const AGENT_REQUEST_TIMEOUT_MS = 10_000;
 
 export class OpenCodeApi {
-  /** The low-level client: `/event` is read through it as a raw stream (see `OpenCodeAgentClient.events`). */
-  readonly http: Client = createClient();
-  readonly sdk = new OpencodeClient({ client: this.http });
+  /** This instance's SDK client, built on the first call (./opencode-sdk.ts: loaded then too). */
+  private client: Promise<OpenCodeSdk> | undefined;
 
   constructor(readonly requestTimeoutMs = AGENT_REQUEST_TIMEOUT_MS) {}
 
   /**
    * One request with the endpoint and a deadline (`signal`; default: `requestTimeoutMs`, body
-   * included). Throws only for a bad base URL and for network failures; HTTP errors are answers.
+   * included), sent by `send` through the SDK client it is given. Throws only for a bad base URL
+   * and for network failures; HTTP errors are answers.
    */
-  async call(operation: string, endpoint: AgentEndpoint, send: (options: OpenCodeCallOptions) => SdkResult, signal?: AbortSignal): Promise<OpenCodeAnswer> {
+  async call(
+    operation: string,
+    endpoint: AgentEndpoint,
+    send: (options: OpenCodeCallOptions, client: OpenCodeSdk) => SdkResult,
+    signal?: AbortSignal,
+  ): Promise<OpenCodeAnswer> {
     const options: OpenCodeCallOptions = {
       baseUrl: this.baseUrl(operation, endpoint.url),
       headers: endpoint.authorization ? { authorization: endpoint.authorization } : {},
       signal: signal ?? AbortSignal.timeout(this.requestTimeoutMs),
     };
+    this.client ??= import("./opencode-sdk").then((m) => m.newOpenCodeSdk());
+    const client = await this.client;
     let result: Awaited<SdkResult>;
     try {
-      result = await send(options);
+      result = await send(options, client);
     } catch (err) {
       // The SDK returns fetch failures, but a body that cannot be read in time rejects.
       throw this.networkError(operation, err);
@@ -222,28 +230,28 @@ export class OpenCodeAgentClient implements AgentClient {
   async ensureSession(endpoint: AgentEndpoint, existingId?: string | null): Promise<string> {
     const { api } = this;
     if (existingId && OPENCODE_SESSION_ID.test(existingId)) {
-      const found = await api.call("ensureSession", endpoint, (o) => api.sdk.session.get({ sessionID: existingId }, o));
+      const found = await api.call("ensureSession", endpoint, (o, { sdk }) => sdk.session.get({ sessionID: existingId }, o));
       if (found.status >= 200 && found.status < 300) return existingId;
       if (found.status !== 404 && found.status !== 400) api.ok("ensureSession", found);
     }
-    const created = await api.call("ensureSession", endpoint, (o) => api.sdk.session.create({}, o));
+    const created = await api.call("ensureSession", endpoint, (o, { sdk }) => sdk.session.create({}, o));
     return api.parse("ensureSession", created, CreatedSession).id;
   }
 
   async promptAsync(endpoint: AgentEndpoint, agentSessionId: string, text: string): Promise<void> {
     const { api } = this;
-    api.ok("promptAsync", await api.call("promptAsync", endpoint, (o) => api.sdk.session.promptAsync({ sessionID: agentSessionId, parts: [{ type: "text", text }] }, o)));
+    api.ok("promptAsync", await api.call("promptAsync", endpoint, (o, { sdk }) => sdk.session.promptAsync({ sessionID: agentSessionId, parts: [{ type: "text", text }] }, o)));
   }
 
   async abort(endpoint: AgentEndpoint, agentSessionId: string): Promise<void> {
     const { api } = this;
-    api.ok("abort", await api.call("abort", endpoint, (o) => api.sdk.session.abort({ sessionID: agentSessionId }, o)));
+    api.ok("abort", await api.call("abort", endpoint, (o, { sdk }) => sdk.session.abort({ sessionID: agentSessionId }, o)));
   }
 
   /** "retry" counts as busy: the turn is still running, waiting out a model provider error. */
   async isBusy(endpoint: AgentEndpoint, agentSessionId: string): Promise<boolean> {
     const { api } = this;
-    const answer = await api.call("isBusy", endpoint, (o) => api.sdk.session.status({}, o));
+    const answer = await api.call("isBusy", endpoint, (o, { sdk }) => sdk.session.status({}, o));
     const entry = api.parse("isBusy", answer, SessionStatusMap)[agentSessionId];
     return entry?.type === "busy" || entry?.type === "retry";
   }
@@ -266,7 +274,7 @@ export class OpenCodeAgentClient implements AgentClient {
     const timer = setTimeout(() => headersDeadline.abort(new DOMException("timed out", "TimeoutError")), api.requestTimeoutMs);
     let answer: OpenCodeAnswer;
     try {
-      answer = await api.call("events", endpoint, (o) => api.http.get({ url: "/event", parseAs: "stream", ...o }), AbortSignal.any([signal, headersDeadline.signal]));
+      answer = await api.call("events", endpoint, (o, { http }) => http.get({ url: "/event", parseAs: "stream", ...o }), AbortSignal.any([signal, headersDeadline.signal]));
     } catch (err) {
       if (signal.aborted) return;
       throw err;

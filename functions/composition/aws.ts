@@ -1,15 +1,14 @@
 /**
  * The AWS adapters every AWS process shares (the Lambdas and the relay task): DynamoDB, Step
  * Functions, EventBridge Scheduler, the API Gateway management API, the agent client, the sandbox
- * keys (Secrets Manager), EMF metrics. The Lambdas add their own in ./lambda.ts.
+ * keys (Secrets Manager), EMF metrics. The Lambdas add their own in ./lambda.ts. Every SDK client
+ * but DynamoDB's is built, and its SDK loaded, on its adapter's first call
+ * (functions/adapters/aws/sdk-client.ts): none of them weighs on a cold start.
  */
 import type { Logger } from "@aws-lambda-powertools/logger";
-import { ApiGatewayManagementApiClient } from "@aws-sdk/client-apigatewaymanagementapi";
-import { SchedulerClient } from "@aws-sdk/client-scheduler";
-import { SFNClient } from "@aws-sdk/client-sfn";
-import { ApiGatewayClientPush } from "../adapters/aws/apigw-client-push";
-import { lifecycleSchedulerFromEnv } from "../adapters/aws/eventbridge-lifecycle-scheduler";
-import { SfnFlowRunner, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
+import { ApiGatewayClientPush, apiGatewayManagementClient } from "../adapters/aws/apigw-client-push";
+import { lifecycleSchedulerFromEnv, schedulerClient } from "../adapters/aws/eventbridge-lifecycle-scheduler";
+import { SfnFlowRunner, sfnClient, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
 import { OpenCodeAgentClient } from "../agent/opencode-agent-client";
 import type { Config } from "../config/config";
 import { keyringFromEnv } from "../config/sandbox-keyring";
@@ -37,15 +36,16 @@ export interface AwsProcessAdapters {
 /** The AWS runtime for a configuration and environment: the relay's as is; ./lambda.ts builds the Lambdas' on it. */
 export function composeAwsRuntime(config: Config, env: Readonly<Record<string, string | undefined>>, adapters: AwsProcessAdapters): Runtime {
   const doc = createDocumentClient(config.DYNAMODB_ENDPOINT ? { endpoint: config.DYNAMODB_ENDPOINT } : {});
+  const wsManagementEndpoint = config.WS_MANAGEMENT_ENDPOINT;
   const metrics = createMetrics({ namespace: config.POWERTOOLS_METRICS_NAMESPACE, serviceName: config.POWERTOOLS_SERVICE_NAME });
   return composeRuntime(config, {
     doc,
     logger: adapters.logger ?? createLogger(config.POWERTOOLS_SERVICE_NAME),
     metrics,
     flowMetrics: new EmfMetricsSink(metrics),
-    push: config.WS_MANAGEMENT_ENDPOINT ? new ApiGatewayClientPush(new ApiGatewayManagementApiClient({ endpoint: config.WS_MANAGEMENT_ENDPOINT })) : noPush,
-    scheduler: lifecycleSchedulerFromEnv(env, () => new SchedulerClient({})),
-    flows: new SfnFlowRunner(new SFNClient({}), stateMachineArnsFromEnv(env)),
+    push: wsManagementEndpoint ? new ApiGatewayClientPush(() => apiGatewayManagementClient(wsManagementEndpoint)) : noPush,
+    scheduler: lifecycleSchedulerFromEnv(env, schedulerClient),
+    flows: new SfnFlowRunner(sfnClient, stateMachineArnsFromEnv(env)),
     provider: adapters.provider,
     agent: new OpenCodeAgentClient(),
     sandboxKeys: (epochs) => keyringFromEnv(env, undefined, epochs),

@@ -4,13 +4,16 @@
  * wrapper of the org secrets, the asynchronous send-init invocation), and the Powertools
  * middlewares every Lambda entry wears: `injectLambdaContext` (each log line carries the Lambda
  * context, keys reset after each invocation) and `logMetrics` (the invocation's metrics flushed),
- * with one request metric per invocation whose route and outcome are dimensions.
+ * with one request metric per invocation whose route and outcome are dimensions. The Lambda SDK
+ * (send-init's invocation) is loaded on first use, as every SDK but DynamoDB's
+ * (functions/adapters/aws/sdk-client.ts).
  */
 import middy from "@middy/core";
 import type { Context } from "aws-lambda";
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
-import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
+import type { LambdaClient } from "@aws-sdk/client-lambda";
+import { onFirstUse } from "../adapters/aws/sdk-client";
 import { loadConfig, processEnvironment, type Config } from "../config/config";
 import { InternalError } from "../domain/errors";
 import type { ProviderType } from "../domain/session";
@@ -36,15 +39,17 @@ export const noProviders: ProviderBinding = () => (type) =>
 
 /** The Lambda container's runtime for a configuration and environment. */
 export function composeLambdaRuntime(config: Config, env: Readonly<Record<string, string | undefined>>, providers: ProviderBinding = noProviders): Runtime {
-  const lambda = config.SEND_INIT_FUNCTION_NAME ? new LambdaClient({}) : null;
+  const sdk = () => import("@aws-sdk/client-lambda");
+  const lambda = onFirstUse<LambdaClient>(async () => new (await sdk()).LambdaClient({}));
   return composeAwsRuntime(config, env, {
     provider: providers(config, env),
     // KMS only on first wrap/unwrap: functions that read metadata never need SECRETS_KMS_KEY_ARN.
     secretKeys: kmsKeyWrapperFromEnv(env),
     afterConnect: async (request) => {
-      if (!lambda || !config.SEND_INIT_FUNCTION_NAME) throw new Error("invalid configuration: SEND_INIT_FUNCTION_NAME is not set");
+      if (!config.SEND_INIT_FUNCTION_NAME) throw new Error("invalid configuration: SEND_INIT_FUNCTION_NAME is not set");
+      const [client, { InvokeCommand }] = await Promise.all([lambda(), sdk()]);
       // Asynchronous: the connection opens only once $connect has returned.
-      await lambda.send(new InvokeCommand({ FunctionName: config.SEND_INIT_FUNCTION_NAME, InvocationType: "Event", Payload: Buffer.from(JSON.stringify(request)) }));
+      await client.send(new InvokeCommand({ FunctionName: config.SEND_INIT_FUNCTION_NAME, InvocationType: "Event", Payload: Buffer.from(JSON.stringify(request)) }));
     },
   });
 }

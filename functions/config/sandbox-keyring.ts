@@ -12,9 +12,11 @@
  * points at. Without `epochs` every session is at epoch 0 (the v1 key).
  *
  * The master key and the keys derived from it never reach logs, errors or API responses.
+ * The Secrets Manager SDK is loaded with the secret (functions/adapters/aws/sdk-client.ts).
  */
-import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
+import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import { deriveSandboxKey } from "../../sandbox/shared/access-token";
+import { secretsManagerClient, type ClientFactory } from "../adapters/aws/sdk-client";
 import type { SessionStore } from "../ports/session-store";
 
 export interface SandboxKeyring {
@@ -65,7 +67,7 @@ export function lazyKeyring(load: () => Promise<string>, epochs: KeyEpochs = v1E
 
 export function keyringFromEnv(
   env: Record<string, string | undefined>,
-  client: () => SecretsManagerClient = () => new SecretsManagerClient({}),
+  client: ClientFactory<SecretsManagerClient> = secretsManagerClient,
   epochs: KeyEpochs = v1Epochs,
 ): SandboxKeyring {
   const direct = env.SANDBOX_ACCESS_KEY;
@@ -75,7 +77,8 @@ export function keyringFromEnv(
     return lazyKeyring(() => Promise.reject(new Error("invalid configuration: neither SANDBOX_ACCESS_KEY nor SANDBOX_ACCESS_KEY_SECRET_ARN is set")), epochs);
   }
   return lazyKeyring(async () => {
-    const out = await client().send(new GetSecretValueCommand({ SecretId: arn }));
+    const [secrets, { GetSecretValueCommand }] = await Promise.all([client(), import("@aws-sdk/client-secrets-manager")]);
+    const out = await secrets.send(new GetSecretValueCommand({ SecretId: arn }));
     const value = out.SecretString ?? "";
     if (value.length < 32) throw new Error("invalid configuration: the SANDBOX_ACCESS_KEY_SECRET_ARN secret must be a string of at least 32 characters");
     return value;

@@ -47,7 +47,7 @@ export class OpenCodeMessageReader implements AgentMessageSource {
 
   async listMessages(endpoint: AgentEndpoint, agentSessionId: string): Promise<AgentMessage[]> {
     const { api } = this;
-    const answer = await api.call("listMessages", endpoint, (o) => api.sdk.session.messages({ sessionID: agentSessionId }, o));
+    const answer = await api.call("listMessages", endpoint, (o, { sdk }) => sdk.session.messages({ sessionID: agentSessionId }, o));
     return api.parse("listMessages", answer, z.array(AgentMessage));
   }
 }

@@ -1,5 +1,4 @@
-import { DynamoDBClient, CreateTableCommand, DescribeTableCommand, ResourceNotFoundException } from "@aws-sdk/client-dynamodb";
-import { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { DynamoDBClient, CreateTableCommand, DescribeTableCommand, ResourceNotFoundException, DynamoDBDocumentClient } from "./dynamodb-sdk";
 import { TABLE_DEFINITION } from "./table-layout";
 
 export interface DynamoOptions {

@@ -6,7 +6,8 @@
  *
  * Nothing here logs or throws a value: errors name the org and the secret, never what it holds.
  */
-import { BatchGetCommand, DeleteCommand, GetCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import type { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { BatchGetCommand, DeleteCommand, GetCommand, QueryCommand, UpdateCommand } from "./dynamodb-sdk";
 import * as z from "zod";
 import { InternalError, ValidationError } from "../domain/errors";
 import { SECRET_NAME_PATTERN, type OrgSecretStore, type SecretMetadata } from "../ports/org-secrets";

@@ -2,7 +2,8 @@
  * Org settings over DynamoDB: one item per org (`ORG#<orgId>` / `SETTINGS`, table-layout.ts).
  * Last write wins: settings are set by an admin, and a session reads them once per boot.
  */
-import { GetCommand, UpdateCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import type { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { GetCommand, UpdateCommand } from "./dynamodb-sdk";
 import { AgentModel } from "../domain/agent-settings";
 import type { OrgSettingsStore } from "../ports/org-settings";
 import { keys } from "./table-layout";

@@ -4,7 +4,8 @@
  * every claim). Separate from the flow lease (`leaseOwner`, `fence`), and never touched by
  * lifecycle writes, which SET named fields only.
  */
-import { QueryCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import type { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { QueryCommand } from "./dynamodb-sdk";
 import * as z from "zod";
 import { LeaseLostError, NotFoundError, ValidationError } from "../domain/errors";
 import type { RelayLease, RelayLeaseStore } from "../ports/relay";

@@ -3,7 +3,8 @@
  * (key layout: ./table-layout.ts). Prompt state changes are conditional writes, so two
  * dispatchers can never both send the same prompt.
  */
-import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import type { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from "./dynamodb-sdk";
 import { isLiveConnection, ttlEpochSeconds } from "../domain/connection-liveness";
 import { newSortableId } from "../domain/ids";
 import {

@@ -3,16 +3,8 @@
  * Every lifecycle write is a conditional write built from named clauses; a failed condition is
  * re-read and mapped to a domain error. Other SDK errors propagate unchanged.
  */
-import {
-  DeleteCommand,
-  GetCommand,
-  PutCommand,
-  QueryCommand,
-  ScanCommand,
-  UpdateCommand,
-  type DynamoDBDocumentClient,
-  type QueryCommandInput,
-} from "@aws-sdk/lib-dynamodb";
+import type { DynamoDBDocumentClient, QueryCommandInput } from "@aws-sdk/lib-dynamodb";
+import { DeleteCommand, GetCommand, PutCommand, QueryCommand, ScanCommand, UpdateCommand } from "./dynamodb-sdk";
 import { createHash } from "node:crypto";
 import * as z from "zod";
 import { ConflictError, InvalidTransitionError, LeaseBusyError, LeaseLostError, NotFoundError, StaleWriteError, ValidationError } from "../domain/errors";

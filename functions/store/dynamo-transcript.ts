@@ -4,7 +4,8 @@
  * key, so a relay replaying a finalized message after a takeover replaces it and never adds a
  * second one.
  */
-import { PutCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import type { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { PutCommand } from "./dynamodb-sdk";
 import { TranscriptMessage, type TranscriptStore } from "../ports/transcript";
 import { keys } from "./table-layout";
 import { listPartitionPage } from "./partition-page";

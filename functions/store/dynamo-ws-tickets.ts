@@ -4,7 +4,8 @@
  * connects race with it. A used ticket stays (marked `consumedAt`) until `ttl` (epoch seconds,
  * for the table's TTL) so a replay is refused rather than unknown.
  */
-import { PutCommand, UpdateCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import type { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { PutCommand, UpdateCommand } from "./dynamodb-sdk";
 import * as z from "zod";
 import { ROLES } from "../domain/principal";
 import type { WsTicketGrant, WsTicketStore } from "../ports/ws-tickets";

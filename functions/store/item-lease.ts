@@ -5,8 +5,8 @@
  * (epoch ms) and a fence that grows with every take and never shrinks. Also the small helpers
  * every store module shares (named condition clauses, condition-failure test, key stripping).
  */
-import { GetCommand, UpdateCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
-import { ConditionalCheckFailedException } from "@aws-sdk/client-dynamodb";
+import type { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { GetCommand, UpdateCommand, ConditionalCheckFailedException } from "./dynamodb-sdk";
 import { KEY_ATTRIBUTES, keys } from "./table-layout";
 
 /** Builds a ConditionExpression from named clauses so each guarded race has a name. */

@@ -4,7 +4,8 @@
  * another listing is a `ValidationError`, and the partition always comes from the request.
  * Used by the lifecycle event log and the transcript.
  */
-import { QueryCommand, type DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import type { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { QueryCommand } from "./dynamodb-sdk";
 import * as z from "zod";
 import { ValidationError } from "../domain/errors";
 import { keys } from "./table-layout";

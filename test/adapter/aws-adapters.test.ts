@@ -52,7 +52,7 @@ describe("SfnFlowRunner", () => {
 
   it("starts the flow's state machine with the deterministic name and input", async () => {
     sfn.on(StartExecutionCommand).resolves({ executionArn: "arn:exec", startDate: new Date() });
-    const result = await new SfnFlowRunner(new SFNClient({}), arns).start(start);
+    const result = await new SfnFlowRunner(() => new SFNClient({}), arns).start(start);
 
     expect(result).toEqual({ executionName: "pause-ses_01ABC-7", started: true });
     const calls = sfn.commandCalls(StartExecutionCommand);
@@ -66,7 +66,7 @@ describe("SfnFlowRunner", () => {
 
   it("sends byte-identical input for an identical request (no timestamps), reason null when absent", async () => {
     sfn.on(StartExecutionCommand).resolves({ executionArn: "arn:exec", startDate: new Date() });
-    const runner = new SfnFlowRunner(new SFNClient({}), arns);
+    const runner = new SfnFlowRunner(() => new SFNClient({}), arns);
     const noReason = { flow: "stop" as const, sessionId: "s1", generation: "v3", actor: "schedule:expiry" };
     await runner.start(noReason);
     await runner.start(noReason);
@@ -80,7 +80,7 @@ describe("SfnFlowRunner", () => {
   it("joins an existing execution while it runs (ExecutionAlreadyExists, DescribeExecution RUNNING → started false)", async () => {
     sfn.on(StartExecutionCommand).rejects(new ExecutionAlreadyExists({ message: "Execution Already Exists", $metadata }));
     sfn.on(DescribeExecutionCommand).resolves({ status: "RUNNING" });
-    const result = await new SfnFlowRunner(new SFNClient({}), arns).start(start);
+    const result = await new SfnFlowRunner(() => new SFNClient({}), arns).start(start);
     expect(result).toEqual({ executionName: "pause-ses_01ABC-7", started: false });
     expect(sfn.commandCalls(DescribeExecutionCommand).map((c) => c.args[0].input)).toEqual([
       { executionArn: "arn:aws:states:eu-west-1:123456789012:execution:pause:pause-ses_01ABC-7" },
@@ -96,7 +96,7 @@ describe("SfnFlowRunner", () => {
         return { executionArn: `arn:exec:${input.name}`, startDate: new Date() };
       });
       sfn.on(DescribeExecutionCommand).resolves({ status });
-      const result = await new SfnFlowRunner(new SFNClient({}), arns).start(start);
+      const result = await new SfnFlowRunner(() => new SFNClient({}), arns).start(start);
       expect(result).toEqual({ executionName: "pause-ses_01ABC-7-r1", started: true });
       const names = sfn.commandCalls(StartExecutionCommand).map((c) => c.args[0].input.name);
       expect(names).toEqual(["pause-ses_01ABC-7", "pause-ses_01ABC-7-r1"]);
@@ -115,7 +115,7 @@ describe("SfnFlowRunner", () => {
       const name = input.executionArn.split(":").at(-1) ?? "";
       return { status: closed.has(name) ? "FAILED" : name === running ? "RUNNING" : "SUCCEEDED" };
     });
-    const result = await new SfnFlowRunner(new SFNClient({}), arns).start(long);
+    const result = await new SfnFlowRunner(() => new SFNClient({}), arns).start(long);
     expect(result).toEqual({ executionName: running, started: false });
     expect(running).toMatch(/-r2$/);
     expect(running.length).toBeLessThanOrEqual(80);
@@ -123,7 +123,7 @@ describe("SfnFlowRunner", () => {
 
   it("propagates every other error", async () => {
     sfn.on(StartExecutionCommand).rejects(new InvalidExecutionInput({ message: "bad input", $metadata }));
-    await expect(new SfnFlowRunner(new SFNClient({}), arns).start(start)).rejects.toBeInstanceOf(InvalidExecutionInput);
+    await expect(new SfnFlowRunner(() => new SFNClient({}), arns).start(start)).rejects.toBeInstanceOf(InvalidExecutionInput);
   });
 
   it("reads ARNs from the environment and fails only when a flow without one is started, naming the variable", async () => {
@@ -139,7 +139,7 @@ describe("SfnFlowRunner", () => {
     expect(fromEnv).toEqual({ "idle-snapshot": "arn:idle" });
 
     sfn.on(StartExecutionCommand).resolves({ executionArn: "arn:exec", startDate: new Date() });
-    const runner = new SfnFlowRunner(new SFNClient({}), fromEnv);
+    const runner = new SfnFlowRunner(() => new SFNClient({}), fromEnv);
     await expect(runner.start({ flow: "idle-snapshot", sessionId: "s1", generation: 1, actor: "schedule:idle-check" })).resolves.toEqual({
       executionName: "idle-snapshot-s1-1",
       started: true,
@@ -154,7 +154,7 @@ describe("EventBridgeLifecycleScheduler", () => {
   const now = new Date("2025-03-01T12:00:00.000Z");
   const target = { sessionId: "ses_01ABC", purpose: "expiry" as const };
   const options = {
-    client: new SchedulerClient({}),
+    client: () => new SchedulerClient({}),
     groupName: "sandbox-lifecycle",
     targetArn: "arn:aws:lambda:eu-west-1:123456789012:function:schedule-fired",
     roleArn: "arn:aws:iam::123456789012:role/scheduler-invoke",
@@ -272,7 +272,7 @@ describe("EventBridgeLifecycleScheduler", () => {
 describe("ApiGatewayClientPush", () => {
   it("posts the message as JSON bytes to the connection", async () => {
     apigw.on(PostToConnectionCommand).resolves({});
-    const outcome = await new ApiGatewayClientPush(new ApiGatewayManagementApiClient({})).send("conn-1=", { type: "status", status: "running" });
+    const outcome = await new ApiGatewayClientPush(() => new ApiGatewayManagementApiClient({})).send("conn-1=", { type: "status", status: "running" });
 
     expect(outcome).toBe("sent");
     const input = apigw.commandCalls(PostToConnectionCommand)[0]?.args[0].input;
@@ -281,7 +281,7 @@ describe("ApiGatewayClientPush", () => {
   });
 
   it("reports a gone connection (410) as gone and propagates other errors", async () => {
-    const push = new ApiGatewayClientPush(new ApiGatewayManagementApiClient({}));
+    const push = new ApiGatewayClientPush(() => new ApiGatewayManagementApiClient({}));
     apigw.on(PostToConnectionCommand).rejects(new GoneException({ message: "gone", $metadata }));
     await expect(push.send("conn-1=", { type: "ping" })).resolves.toBe("gone");
 
@@ -290,7 +290,7 @@ describe("ApiGatewayClientPush", () => {
   });
 
   it("closes a connection with DeleteConnection; a gone one is gone, other errors propagate (issue 14 item 5)", async () => {
-    const push = new ApiGatewayClientPush(new ApiGatewayManagementApiClient({}));
+    const push = new ApiGatewayClientPush(() => new ApiGatewayManagementApiClient({}));
     apigw.on(DeleteConnectionCommand).resolves({});
     await expect(push.disconnect("conn-2=")).resolves.toBe("sent");
     expect(apigw.commandCalls(DeleteConnectionCommand)[0]?.args[0].input).toEqual({ ConnectionId: "conn-2=" });

@@ -26,7 +26,7 @@ describe("KmsSecretKeyWrapper", () => {
       return { CiphertextBlob: blob, KeyId: KEY_ARN, $metadata };
     });
     kms.on(DecryptCommand).callsFake(() => ({ Plaintext: wrappedDataKey, KeyId: KEY_ARN, $metadata }));
-    const wrapper = new KmsSecretKeyWrapper(new KMSClient({ region: "eu-west-1" }), KEY_ARN);
+    const wrapper = new KmsSecretKeyWrapper(() => new KMSClient({ region: "eu-west-1" }), KEY_ARN);
 
     const envelope = await sealSecret(wrapper, VALUE, ctx);
     expect(Buffer.from(envelope.wrappedKey, "base64")).toEqual(Buffer.from(blob));
@@ -48,7 +48,7 @@ describe("KmsSecretKeyWrapper", () => {
 
   it("maps KMS refusing the ciphertext (wrong context, other key) to SecretDecryptionError", async () => {
     kms.on(DecryptCommand).rejects(new InvalidCiphertextException({ message: "invalid ciphertext", $metadata }));
-    const wrapper = new KmsSecretKeyWrapper(new KMSClient({ region: "eu-west-1" }), KEY_ARN);
+    const wrapper = new KmsSecretKeyWrapper(() => new KMSClient({ region: "eu-west-1" }), KEY_ARN);
     const err = await wrapper.unwrap(Uint8Array.from([1, 2, 3]), ctx).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SecretDecryptionError);
     expect((err as SecretDecryptionError).cause).toBeInstanceOf(InvalidCiphertextException);
@@ -57,7 +57,7 @@ describe("KmsSecretKeyWrapper", () => {
   it("lets other KMS errors through unchanged (a disabled key, throttling: not a bad ciphertext)", async () => {
     const disabled = new KMSInvalidStateException({ message: "key is disabled", $metadata });
     kms.on(DecryptCommand).rejects(disabled);
-    const wrapper = new KmsSecretKeyWrapper(new KMSClient({ region: "eu-west-1" }), KEY_ARN);
+    const wrapper = new KmsSecretKeyWrapper(() => new KMSClient({ region: "eu-west-1" }), KEY_ARN);
     await expect(wrapper.unwrap(Uint8Array.from([1, 2, 3]), ctx)).rejects.toBe(disabled);
   });
 });

@@ -80,12 +80,12 @@ afterAll(async () => {
 describe("@opencode-ai/sdk against the pinned opencode serve", () => {
   it("the server is the version the SDK was generated from", async () => {
     const sdk = JSON.parse(await readFile(join(REPO_ROOT, "node_modules/@opencode-ai/sdk/package.json"), "utf8")) as { version: string };
-    const health = api.parse("health", await api.call("health", endpoint, (o) => api.sdk.global.health(o)), Health);
+    const health = api.parse("health", await api.call("health", endpoint, (o, { sdk }) => sdk.global.health(o)), Health);
     expect(health.version).toBe(sdk.version);
   });
 
   it("the server's OpenAPI document still has every route the client calls", async () => {
-    const answer = await api.call("doc", endpoint, (o) => api.http.get({ url: "/doc", ...o }));
+    const answer = await api.call("doc", endpoint, (o, { http }) => http.get({ url: "/doc", ...o }));
     const doc = api.parse("doc", answer, OpenApiDocument);
     const missing = ROUTES_USED.filter(([path, method]) => !doc.paths[path]?.[method]);
     expect(missing).toEqual([]);
@@ -132,8 +132,8 @@ describe("@opencode-ai/sdk against the pinned opencode serve", () => {
   it("every route the client calls needs the password: 401 without it, the event stream included", async () => {
     const none: AgentEndpoint = { url: endpoint.url, authorization: null };
     for (const [url, method] of ROUTES_USED) {
-      const answer = await api.call("unauthenticated", none, (o) =>
-        api.http.request({ method: method.toUpperCase() as "GET" | "POST", url, path: { sessionID: "ses_x" }, parseAs: "stream", ...o }),
+      const answer = await api.call("unauthenticated", none, (o, { http }) =>
+        http.request({ method: method.toUpperCase() as "GET" | "POST", url, path: { sessionID: "ses_x" }, parseAs: "stream", ...o }),
       );
       expect(answer.status, `${method} ${url}`).toBe(401);
     }

@@ -71,6 +71,8 @@ export async function benchLambdaBundles(repoRoot: string, tmpDir: string): Prom
   note("largest contributors to index.mjs (minified bytes):");
   for (const c of contributors) note(`  ${c}`);
   note("@aws-sdk/* is external (provided by the nodejs22.x runtime) and not counted in the size; its load is in the cold import time.");
+  note("what a cold import loads: the DynamoDB SDK by require (functions/store/dynamodb-sdk.ts); every other AWS SDK client (functions/adapters/aws/sdk-client.ts)");
+  note("and OpenCode's client (functions/agent/opencode-sdk.ts) load on first use, so their cost is on the first call that needs them, not here.");
 }
 
 /**

@@ -10,6 +10,7 @@ import { FLOW_STEPS } from "../../functions/flows/steps";
 import { WS_ROUTES } from "../../functions/ws/routes";
 import { deployableFlows } from "../../infra/lifecycle-flows";
 import { GSI_BY_ORG, GSI_BY_STATUS } from "../../functions/store/table-layout";
+import { bundleImports, importLoads } from "../support/bundle-imports";
 
 interface ValidationReport {
   pluginReports: {
@@ -145,6 +146,32 @@ describe("functions", () => {
     // A route that calls a provider (tunnels) binds them, and so bundles them.
     for (const route of HTTP_ROUTES.filter((r) => r.sandboxAccess)) expect(Buffer.byteLength(bundleOf(route.id)), route.id).toBeGreaterThan(300 * 1024);
   });
+
+  it("load at cold start only what every route needs: the DynamoDB SDK by require, every other AWS SDK and OpenCode's client on first use", async () => {
+    const functions = template.findResources("AWS::Lambda::Function") as Record<string, { Properties: { Code: { S3Key: string } } }>;
+    const fileOf = (id: string): string => {
+      const entry = Object.entries(functions).find(([logicalId]) => logicalId.startsWith(`${id}Function`));
+      if (!entry) throw new Error(`no function ${id}`);
+      return path.join(outdir, `asset.${entry[1].Properties.Code.S3Key.replace(/\.zip$/, "")}`, "index.mjs");
+    };
+    const routes = [...HTTP_ROUTES.filter((r) => !r.sandboxAccess).map((r) => r.id), ...WS_ROUTES.map((r) => r.id), "SendInit"];
+    const files = Object.fromEntries(routes.map((id) => [id, fileOf(id)]));
+    for (const [id, file] of Object.entries(files)) {
+      const imports = await bundleImports(file);
+      // No `import` of the (CommonJS) SDK: Node would load it through the ES module loader
+      // (functions/store/dynamodb-sdk.ts); the other clients are imported dynamically, if at all.
+      expect(imports.statements.filter((p) => p.startsWith("@aws-sdk/")), id).toEqual([]);
+      expect(imports.dynamic.filter((p) => p.startsWith("@aws-sdk/")), id).not.toContain("@aws-sdk/client-dynamodb");
+    }
+    const loads = await importLoads(files);
+    for (const id of routes) {
+      const { awsSdkPackages, fetchLoaded } = loads[id] ?? { awsSdkPackages: [], fetchLoaded: true };
+      expect(awsSdkPackages, id).toEqual(expect.arrayContaining(["@aws-sdk/client-dynamodb", "@aws-sdk/lib-dynamodb"]));
+      expect(awsSdkPackages.filter((p) => p.startsWith("@aws-sdk/client-") && p !== "@aws-sdk/client-dynamodb"), id).toEqual([]);
+      // Building OpenCode's client creates fetch Headers (functions/agent/opencode-sdk.ts).
+      expect(fetchLoaded, id).toBe(false);
+    }
+  }, 120_000);
 
   it("have least-privilege table grants: read routes cannot write, health cannot touch the table", () => {
     const policies = template.findResources("AWS::IAM::Policy");

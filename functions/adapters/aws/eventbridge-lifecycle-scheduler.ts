@@ -2,21 +2,23 @@
  * Lifecycle scheduler over EventBridge Scheduler: one one-time `at(...)` schedule per
  * (session, purpose), named by the port's `scheduleName`, deleted by Scheduler after it fires
  * (`ActionAfterCompletion: DELETE`). Arming an existing name replaces it; cancelling an unknown
- * name is a no-op. The target is a Lambda function that receives a `ScheduleFiredEvent`.
+ * name is a no-op. The target is a Lambda function that receives a `ScheduleFiredEvent`. The
+ * Scheduler SDK is loaded on the first call (./sdk-client.ts).
  */
-import {
-  ConflictException,
-  CreateScheduleCommand,
-  DeleteScheduleCommand,
-  ResourceNotFoundException,
-  UpdateScheduleCommand,
-  type CreateScheduleCommandInput,
-  type SchedulerClient,
-} from "@aws-sdk/client-scheduler";
+import type { CreateScheduleCommandInput, SchedulerClient } from "@aws-sdk/client-scheduler";
 import { scheduleName, type LifecycleScheduler, type ScheduleFiredEvent, type ScheduleTarget } from "../../ports/lifecycle-scheduler";
+import { hasErrorName, onFirstUse, type ClientFactory } from "./sdk-client";
+
+const sdk = () => import("@aws-sdk/client-scheduler");
+
+/** An EventBridge Scheduler client, its SDK loaded by this call. */
+export async function schedulerClient(): Promise<SchedulerClient> {
+  return new (await sdk()).SchedulerClient({});
+}
 
 export interface EventBridgeLifecycleSchedulerOptions {
-  client: SchedulerClient;
+  /** Called once, on the first arm or cancel. */
+  client: ClientFactory<SchedulerClient>;
   groupName: string;
   /** The Lambda function the schedule invokes. */
   targetArn: string;
@@ -57,15 +59,13 @@ export function earlyAtExpression(at: Date, now: Date): string {
 /** Purposes whose target waits for the exact time in the event (functions/idle/idle-check.ts). */
 const EARLY_TOLERANT: readonly ScheduleTarget["purpose"][] = ["idle-check"];
 
-function hasName(err: unknown, name: string): boolean {
-  return (err as { name?: string } | null)?.name === name;
-}
-
 export class EventBridgeLifecycleScheduler implements LifecycleScheduler {
   private readonly now: () => Date;
+  private readonly client: () => Promise<SchedulerClient>;
 
   constructor(private readonly options: EventBridgeLifecycleSchedulerOptions) {
     this.now = options.now ?? (() => new Date());
+    this.client = onFirstUse(options.client);
   }
 
   async arm(target: ScheduleTarget, at: Date): Promise<void> {
@@ -84,30 +84,30 @@ export class EventBridgeLifecycleScheduler implements LifecycleScheduler {
         RetryPolicy: RETRY_POLICY,
       },
     };
+    const [client, { CreateScheduleCommand, UpdateScheduleCommand }] = await Promise.all([this.client(), sdk()]);
     try {
-      await this.options.client.send(new CreateScheduleCommand(input));
+      await client.send(new CreateScheduleCommand(input));
       return;
     } catch (err) {
       // The name exists: re-arming replaces the schedule (same fields, new time).
-      if (!(err instanceof ConflictException || hasName(err, "ConflictException"))) throw err;
+      if (!hasErrorName(err, "ConflictException")) throw err;
     }
     try {
-      await this.options.client.send(new UpdateScheduleCommand(input));
+      await client.send(new UpdateScheduleCommand(input));
     } catch (err) {
       // The old schedule fired (and was deleted) between our create and update: create afresh.
-      if (!(err instanceof ResourceNotFoundException || hasName(err, "ResourceNotFoundException"))) throw err;
-      await this.options.client.send(new CreateScheduleCommand(input));
+      if (!hasErrorName(err, "ResourceNotFoundException")) throw err;
+      await client.send(new CreateScheduleCommand(input));
     }
   }
 
   async cancel(target: ScheduleTarget): Promise<void> {
+    const [client, { DeleteScheduleCommand }] = await Promise.all([this.client(), sdk()]);
     try {
-      await this.options.client.send(
-        new DeleteScheduleCommand({ Name: scheduleName(target), GroupName: this.options.groupName }),
-      );
+      await client.send(new DeleteScheduleCommand({ Name: scheduleName(target), GroupName: this.options.groupName }));
     } catch (err) {
       // Never armed, already fired, or already cancelled: all mean "no schedule", which is the goal.
-      if (err instanceof ResourceNotFoundException || hasName(err, "ResourceNotFoundException")) return;
+      if (hasErrorName(err, "ResourceNotFoundException")) return;
       throw err;
     }
   }
@@ -118,11 +118,11 @@ export class EventBridgeLifecycleScheduler implements LifecycleScheduler {
  * `SCHEDULE_ROLE_ARN`), for functions that arm schedules. A function the stack gave none of
  * these gets a scheduler whose calls fail naming what is missing.
  */
-export function lifecycleSchedulerFromEnv(env: Record<string, string | undefined>, client: () => SchedulerClient): LifecycleScheduler {
+export function lifecycleSchedulerFromEnv(env: Record<string, string | undefined>, client: ClientFactory<SchedulerClient> = schedulerClient): LifecycleScheduler {
   const groupName = env.SCHEDULE_GROUP_NAME;
   const targetArn = env.SCHEDULE_TARGET_ARN;
   const roleArn = env.SCHEDULE_ROLE_ARN;
-  if (groupName && targetArn && roleArn) return new EventBridgeLifecycleScheduler({ client: client(), groupName, targetArn, roleArn });
+  if (groupName && targetArn && roleArn) return new EventBridgeLifecycleScheduler({ client, groupName, targetArn, roleArn });
   const missing = () => Promise.reject(new Error("invalid configuration: SCHEDULE_GROUP_NAME, SCHEDULE_TARGET_ARN and SCHEDULE_ROLE_ARN must be set to arm schedules"));
   return { arm: missing, cancel: missing };
 }

@@ -4,11 +4,20 @@
  * runs instead of starting a duplicate; a closed execution under the name does not swallow the
  * request (`startFlowExecution`: `DescribeExecution`, then the next attempt name). The execution
  * input is deterministic too (no timestamps): Standard workflows treat an identical start of a
- * running execution as idempotent.
+ * running execution as idempotent. The Step Functions SDK is loaded on the first start
+ * (./sdk-client.ts).
  */
-import { DescribeExecutionCommand, ExecutionAlreadyExists, StartExecutionCommand, type SFNClient } from "@aws-sdk/client-sfn";
+import type { SFNClient, SFNClientConfig } from "@aws-sdk/client-sfn";
 import { InternalError } from "../../domain/errors";
 import { FLOW_NAMES, startFlowExecution, type FlowName, type FlowRunner, type StartFlowInput, type StartFlowResult } from "../../ports/flow-runner";
+import { hasErrorName, onFirstUse, type ClientFactory } from "./sdk-client";
+
+const sdk = () => import("@aws-sdk/client-sfn");
+
+/** A Step Functions client, its SDK loaded by this call. */
+export async function sfnClient(config: SFNClientConfig = {}): Promise<SFNClient> {
+  return new (await sdk()).SFNClient(config);
+}
 
 /** What every flow's state machine receives as its execution input. */
 export interface FlowExecutionInput {
@@ -49,16 +58,16 @@ export function stateMachineArnsFromEnv(env: Record<string, string | undefined>)
   return arns;
 }
 
-function isExecutionAlreadyExists(err: unknown): boolean {
-  return err instanceof ExecutionAlreadyExists || (err as { name?: string } | null)?.name === "ExecutionAlreadyExists";
-}
-
 export class SfnFlowRunner implements FlowRunner {
+  private readonly client: () => Promise<SFNClient>;
+
   constructor(
-    private readonly client: SFNClient,
+    client: ClientFactory<SFNClient>,
     /** Partial: flows this process never starts need no ARN (see `stateMachineArnsFromEnv`). */
     private readonly stateMachineArns: Partial<Record<FlowName, string>>,
-  ) {}
+  ) {
+    this.client = onFirstUse(client);
+  }
 
   async start(input: StartFlowInput): Promise<StartFlowResult> {
     const stateMachineArn = this.stateMachineArns[input.flow];
@@ -67,18 +76,19 @@ export class SfnFlowRunner implements FlowRunner {
       throw new InternalError(`${variable} is not set: cannot start the ${input.flow} flow`, { context: { variable, flow: input.flow } });
     }
     const body = JSON.stringify(flowExecutionInput(input));
+    const [client, { StartExecutionCommand, DescribeExecutionCommand }] = await Promise.all([this.client(), sdk()]);
     return startFlowExecution(input, {
       tryStart: async (name) => {
         try {
-          await this.client.send(new StartExecutionCommand({ stateMachineArn, name, input: body }));
+          await client.send(new StartExecutionCommand({ stateMachineArn, name, input: body }));
           return "started";
         } catch (err) {
-          if (isExecutionAlreadyExists(err)) return "exists";
+          if (hasErrorName(err, "ExecutionAlreadyExists")) return "exists";
           throw err;
         }
       },
       isRunning: async (name) => {
-        const out = await this.client.send(new DescribeExecutionCommand({ executionArn: executionArn(stateMachineArn, name) }));
+        const out = await client.send(new DescribeExecutionCommand({ executionArn: executionArn(stateMachineArn, name) }));
         return out.status === "RUNNING";
       },
     });
