@@ -202,7 +202,8 @@ describe("E2BSandboxProvider", () => {
         envs: { GITHUB_TOKEN: "ghp_abcdefghijklmnopqrstuvwxyz0123456789", SESSION_ID: SESSION },
         metadata: { sessionId: SESSION, ...MANAGED_BY_METADATA },
         timeoutMs: 3_600_000,
-        lifecycle: { onTimeout: "pause" },
+        // Only the control plane resumes a paused sandbox, never inbound traffic (issue 22 §5).
+        lifecycle: { onTimeout: "pause", autoResume: false },
       },
     ]);
     expect(result).toEqual({
@@ -270,7 +271,8 @@ describe("E2BSandboxProvider", () => {
     await provider.pause(SESSION, "e2b-1");
     await provider.ensureSandbox(opts({ snapshotId: "e2b-1", currentSandboxId: "e2b-1", envVars }));
     const expected = { authorization: agentAuthorization(deriveAgentPassword("the-sandbox-key-0123456789")) };
-    expect(probeHeaders).toEqual([expected, expected]);
+    // On resume, then the sidecar's open /health through the preview (restored-processes.ts).
+    expect(probeHeaders).toEqual([expected, expected, undefined]);
   });
 
   it("on resume with git freshness, runs the boot's resume mode; a failed pull never fails the resume", async () => {
@@ -419,10 +421,11 @@ describe("E2BSandboxProvider", () => {
 });
 
 describe("E2BSandboxProvider: what a session's create call carries", () => {
-  it("keeps the processes (and so the sidecar's key epoch) only when resuming a paused sandbox", () => {
+  it("keeps the processes (and so the sidecar's key epoch) when resuming a paused sandbox and when restoring a snapshot (E2B snapshots hold memory)", () => {
     const { provider } = setup();
     expect(provider.keepsProcesses("e2b-1")).toBe(true);
-    for (const id of ["e2b-snapshot:tpl-1", null, undefined]) expect(provider.keepsProcesses(id)).toBe(false);
+    expect(provider.keepsProcesses("e2b-snapshot:tpl-1")).toBe(true);
+    for (const id of [null, undefined, ""]) expect(provider.keepsProcesses(id)).toBe(false);
   });
 
   it("the sandbox key: a 0600 file for the boot, written before the boot runs; never an env var, a command line or the spec (issue 14 §2)", async () => {
