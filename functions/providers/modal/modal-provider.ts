@@ -382,7 +382,7 @@ export class ModalSandboxProvider implements SandboxProvider {
 
   async health(): Promise<boolean> {
     try {
-      await this.sdk.apps.fromName(this.config.appName);
+      await this.app();
       return true;
     } catch {
       return false;
