@@ -60,7 +60,10 @@ import {
   sidecarUrlOnPreview,
 } from "../sandbox-boot";
 
-/** A failed resume of a paused sandbox: reported, never replaced by a fresh sandbox (seed 003 §9). */
+/**
+ * A failed resume of a paused sandbox, or a restore from a snapshot template E2B no longer has:
+ * reported, never replaced by a fresh sandbox (seed 003 §9); the flow clears the snapshot.
+ */
 export const RESUME_SANDBOX_OPERATION = "resumeSandbox";
 /** Prefix for ids from `snapshot()` (E2B snapshot templates), told apart from paused sandbox ids. */
 export const E2B_SNAPSHOT_PREFIX = "e2b-snapshot:";
