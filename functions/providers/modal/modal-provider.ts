@@ -11,7 +11,9 @@
  * so SSH (only for sessions with an SSH key) is a TLS tunnel to port 22 (`sshTransport: "tls"`:
  * `ssh -o ProxyCommand='openssl s_client -quiet -connect %h:%p'`); a V2 sandbox that returns no
  * tunnel for it fails the create naming the port and the backend. V1: SSH is raw TCP on an
- * unencrypted tunnel, as before.
+ * unencrypted tunnel, as before. Switching v1 -> v2 keeps every sandbox findable (V2's `fromName`
+ * falls back to V1 names, its list returns both, a memory snapshot restores on the backend it was
+ * taken on); v2 -> v1 loses sight of running V2 sandboxes, so switch back only with none running.
  *
  * SDK calls (modal@0.11):
  *   create:  apps.fromName(appName, {createIfMissing: true}) → images.fromId | images.fromRegistry → sandboxes.create(app, image, params{name, tags})
