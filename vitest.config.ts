@@ -17,6 +17,8 @@ export default defineConfig({
       { test: { name: "e2e", include: ["test/e2e/**/*.test.ts"], env, testTimeout: 120_000, hookTimeout: 120_000 } },
       { test: { name: "infra", include: ["test/infra/**/*.test.ts"], env, testTimeout: 300_000, hookTimeout: 300_000 } },
       { test: { name: "rehearsal", include: ["test/rehearsal/**/*.test.ts"], env, testTimeout: 300_000, hookTimeout: 400_000 } },
+      // Real Modal/E2B: only with PROVIDERS_LIVE=1 (`npm run test:providers:live`); skipped otherwise.
+      { test: { name: "live", include: ["test/live/**/*.test.ts"], env, testTimeout: 900_000 } },
     ],
   },
 });

@@ -75,6 +75,11 @@ export interface CreateSandboxResult {
   previewUrl: string | null;
   sshHost?: string;
   sshPort?: number;
+  /**
+   * How SSH reaches `sshHost:sshPort`: raw TCP, or TLS around it (Modal's V2 backend has
+   * encrypted tunnels only: `ssh -o ProxyCommand='openssl s_client -quiet -connect %h:%p'`).
+   */
+  sshTransport?: "tcp" | "tls";
   /** Epoch ms at which the provider will kill the sandbox. */
   expiresAt: number | null;
 }

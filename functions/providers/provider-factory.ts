@@ -30,12 +30,15 @@ export async function createSandboxProvider(type: ProviderType, settings: Provid
       });
     }
     case "modal": {
-      const { ModalSandboxProvider, createModalSdk } = await import("./modal/modal-provider");
+      const { ModalSandboxProvider, createModalSdk, parseModalSandboxBackend } = await import("./modal/modal-provider");
       const tokenId = env.MODAL_TOKEN_ID;
       const tokenSecret = env.MODAL_TOKEN_SECRET;
       if (!tokenId || !tokenSecret) throw new ValidationError("modal provider: MODAL_TOKEN_ID and MODAL_TOKEN_SECRET are not configured");
-      return new ModalSandboxProvider(createModalSdk({ tokenId, tokenSecret }), {
+      // Chosen here, never by the SDK's ambient MODAL_SANDBOX_V2 (modal-provider.ts header).
+      const sandboxBackend = parseModalSandboxBackend(env.MODAL_SANDBOX_BACKEND);
+      return new ModalSandboxProvider(createModalSdk({ tokenId, tokenSecret, sandboxBackend }), {
         appName: env.MODAL_APP_NAME ?? "sandbox-control-plane",
+        sandboxBackend,
         timeoutSeconds: settings.sandboxTimeoutSeconds,
         modelEnv: pick(env, DEPLOYMENT_MODEL_VARS),
         ...(env.MODAL_BASE_IMAGE ? { baseImage: env.MODAL_BASE_IMAGE } : {}),

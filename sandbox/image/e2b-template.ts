@@ -8,6 +8,8 @@
  *
  * SDK calls (e2b@2.x): Template({fileContextPath}).fromDockerfile(text) →
  *   Template.exists(name) → Template.getTags(name) (tag found: done) | Template.build(template, name, {tags, cpuCount, memoryMB})
+ * `Template.exists` also answers true when the API says 403 (the name is another team's); the
+ * `getTags` that follows then fails with 403, which is reported as that, with what to do.
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -63,7 +65,19 @@ export async function registerE2BTemplate<T>(sdk: E2BTemplateSdk<T>, options: { 
   const tag = versionTag(options.context.versionKey);
   const template = `${options.name}:${tag}`;
   if (await sdk.exists(options.name)) {
-    const tags = await sdk.getTags(options.name);
+    let tags: { tag: string }[];
+    try {
+      tags = await sdk.getTags(options.name);
+    } catch (err) {
+      const status = (err as { statusCode?: unknown }).statusCode;
+      if (status === 403 || status === 404) {
+        throw new Error(
+          `E2B template name "${options.name}" is not this API key's (the E2B API answered ${status} for it: another team owns the name): choose another name`,
+          { cause: err },
+        );
+      }
+      throw err;
+    }
     if (tags.some((t) => t.tag === tag)) return { template, built: false, buildId: null };
   }
   const definition = await e2bTemplate(sdk, options.context);

@@ -1,5 +1,7 @@
-import { describe, expect, it } from "vitest";
+import { ModalClient } from "modal";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { ValidationError } from "../../functions/domain/errors";
+import { createModalSdk } from "../../functions/providers/modal/modal-provider";
 import { createSandboxProvider } from "../../functions/providers/provider-factory";
 
 const base = { sandboxTimeoutSeconds: 600, env: {} };
@@ -26,5 +28,27 @@ describe("createSandboxProvider", () => {
     await expect(missing).rejects.toBeInstanceOf(ValidationError);
     await expect(missing).rejects.toThrow(/E2B_TEMPLATE is not configured/);
     await expect(createSandboxProvider("e2b", { ...base, env: { ...key, E2B_TEMPLATE: "base" } })).rejects.toThrow(/E2B_TEMPLATE must name the template/);
+  });
+
+  describe("Modal sandbox backend (issue 22 §2)", () => {
+    afterEach(() => vi.unstubAllEnvs());
+    const creds = { tokenId: "ak-0123456789abcdef", tokenSecret: "as-0123456789abcdef" };
+
+    it("the real client's backend flag is the configured one, whatever MODAL_SANDBOX_V2 says in the environment", () => {
+      vi.stubEnv("MODAL_SANDBOX_V2", "1");
+      expect((createModalSdk({ ...creds, sandboxBackend: "v1" }) as ModalClient).profile.sandboxV2).toBe(false);
+      vi.stubEnv("MODAL_SANDBOX_V2", "0");
+      expect((createModalSdk({ ...creds, sandboxBackend: "v2" }) as ModalClient).profile.sandboxV2).toBe(true);
+      // Unset: V2, the SDK's own default, chosen explicitly.
+      expect((createModalSdk(creds) as ModalClient).profile.sandboxV2).toBe(true);
+    });
+
+    it("MODAL_SANDBOX_BACKEND accepts v1 and v2 and refuses anything else, naming the variable", async () => {
+      const env = { MODAL_TOKEN_ID: creds.tokenId, MODAL_TOKEN_SECRET: creds.tokenSecret };
+      for (const backend of ["v1", "v2", ""]) await expect(createSandboxProvider("modal", { ...base, env: { ...env, MODAL_SANDBOX_BACKEND: backend } })).resolves.toMatchObject({ type: "modal" });
+      const bad = createSandboxProvider("modal", { ...base, env: { ...env, MODAL_SANDBOX_BACKEND: "V3" } });
+      await expect(bad).rejects.toBeInstanceOf(ValidationError);
+      await expect(bad).rejects.toThrow(/MODAL_SANDBOX_BACKEND must be "v1" or "v2"/);
+    });
   });
 });

@@ -8,7 +8,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtemp, readFile, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Template } from "e2b";
+import { Template, TemplateError } from "e2b";
 import { ModalClient } from "modal";
 import { beforeAll, describe, expect, it } from "vitest";
 import { buildImageContext, type ImageContext } from "../../sandbox/image/build-context";
@@ -228,5 +228,16 @@ describe("registerE2BTemplate", () => {
     const stale = fakeE2B(["v-old"]);
     expect((await registerE2BTemplate(stale.sdk, { name: "sandbox", context })).built).toBe(true);
     expect(stale.calls.map((c) => c[0])).toEqual(["exists", "getTags", "Template", "fromDockerfile", "build"]);
+  });
+
+  it("a name another team owns (Template.exists answers true on 403) fails naming it and what to do, and builds nothing", async () => {
+    const { sdk, calls } = fakeE2B([]);
+    // What e2b's getTemplateTags throws for a 403: a TemplateError with the status code.
+    sdk.getTags = async (name) => {
+      calls.push(["getTags", name]);
+      throw Object.assign(new TemplateError("403: Team does not have access to the template"), { statusCode: 403 });
+    };
+    await expect(registerE2BTemplate(sdk, { name: "sandbox", context })).rejects.toThrow(/E2B template name "sandbox" is not this API key's .*403.*choose another name/);
+    expect(calls.map((c) => c[0])).toEqual(["exists", "getTags"]);
   });
 });

@@ -4,13 +4,22 @@
  * `createE2BSdk` wraps the real `Sandbox` statics.
  *
  * SDK calls (e2b@2.x):
- *   create:   Sandbox.create(template, {envs, metadata, timeoutMs, lifecycle, apiKey?, domain?})
+ *   create:   Sandbox.create(template, {envs, metadata, timeoutMs, lifecycle: {onTimeout: "pause", autoResume: false}})
  *             → files.write(boot spec) → commands.run("node /opt/sandbox/boot.mjs start --spec <file>")
  *             (sandbox/boot: phase 1 blocks the command) → getHost(4096/20000) → readiness poll
- *   resume:   Sandbox.connect(snapshotId, {timeoutMs}) → files.write(env JSON) → commands.run(jq export)
- *             → [git freshness] files.write(boot spec) → commands.run("node /opt/sandbox/boot.mjs resume --spec <file>")
+ *   resume:   Sandbox.connect(snapshotId, {timeoutMs}) → [restored processes] (below)
+ *   snapshot restore: Sandbox.create(snapshotTemplate, {...as create}) → [restored processes]. E2B snapshots
+ *             hold memory: the sandbox starts with OpenCode, Caddy and the sidecar running (issue 22 §1), so
+ *             it is treated like a resume, never booted on top of its own processes. A 404 (the snapshot was
+ *             deleted: a bare `SandboxError` with statusCode 404) is the restore failure `resumeSandbox`.
+ *   [restored processes]: files.write(env JSON) → commands.run(jq export) → health (restored-processes.ts:
+ *             OpenCode with this key's password, the sidecar through the preview) → healthy: [git freshness]
+ *             files.write(boot spec) → commands.run("boot.mjs resume") | unhealthy: commands.run(stop the
+ *             restored boot) → key file + boot spec → commands.run("boot.mjs start") (restored: true)
  *   ensure:   Sandbox.getInfo(currentSandboxId) (running + same sessionId) → Sandbox.connect(id) → getHost
  *             → Sandbox.getInfo(id).endAt (the recovered sandbox's expiry, after connect lengthened it)
+ *   resolveTunnels / execCommand: Sandbox.getInfo(id) (running only) → Sandbox.connect(id, {timeoutMs: what is
+ *             left of its timeout}): `connect` resumes a paused sandbox, for 300 s without a timeout
  *   pause:    Sandbox.pause(sandboxId, {keepMemory: true})
  *   snapshot: Sandbox.createSnapshot(sandboxId) → `e2b-snapshot:` + snapshotId (restored with Sandbox.create)
  *   terminate: Sandbox.kill(id) (false = already gone) | Sandbox.list({query: {metadata: {sessionId}}}) → kill each
@@ -32,6 +41,8 @@ import type {
   SandboxTunnels,
 } from "../../ports/sandbox-provider";
 import { toProviderError, type ProviderFailureKind } from "../provider-errors";
+import { checkRestoredProcesses, stopRestoredBootCommand } from "../restored-processes";
+import { normalizeExecOptions, requireValidEnvNames } from "../sandbox-inputs";
 import {
   SANDBOX_PATHS,
   SANDBOX_PORTS,
@@ -43,14 +54,16 @@ import {
   shellJoin,
   sandboxKeyOf,
   deliverSandboxKey,
-
   waitForOpenCodeReady,
   type ReadinessDeps,
   type SandboxExec,
   sidecarUrlOnPreview,
 } from "../sandbox-boot";
 
-/** A failed resume of a paused sandbox: reported, never replaced by a fresh sandbox (seed 003 §9). */
+/**
+ * A failed resume of a paused sandbox, or a restore from a snapshot template E2B no longer has:
+ * reported, never replaced by a fresh sandbox (seed 003 §9); the flow clears the snapshot.
+ */
 export const RESUME_SANDBOX_OPERATION = "resumeSandbox";
 /** Prefix for ids from `snapshot()` (E2B snapshot templates), told apart from paused sandbox ids. */
 export const E2B_SNAPSHOT_PREFIX = "e2b-snapshot:";
@@ -124,9 +137,16 @@ export function createE2BSdk(config: Pick<E2BProviderConfig, "apiKey" | "domain"
   };
 }
 
-/** Maps e2b's error classes by name (2.x: SandboxNotFoundError ⊂ NotFoundError, AuthenticationError, ...). */
+/**
+ * Maps e2b's error classes by name (2.x: SandboxNotFoundError ⊂ NotFoundError, AuthenticationError, ...).
+ * Calls without a dedicated 404 mapping (a create from a deleted snapshot template) throw a bare
+ * `SandboxError` carrying `statusCode: 404`: not found too.
+ */
 export function classifyE2BError(err: unknown): ProviderFailureKind {
   if (!(err instanceof Error)) return "other";
+  const status = (err as { statusCode?: unknown }).statusCode;
+  if (status === 404) return "not_found";
+  if (status === 401 || status === 403) return "auth";
   switch (err.name) {
     case "NotFoundError":
     case "SandboxNotFoundError":
@@ -149,9 +169,13 @@ export class E2BSandboxProvider implements SandboxProvider {
   readonly supportsAutoPause = true;
   readonly supportsMemorySnapshot = false;
 
-  /** A paused sandbox's id (no `e2b-snapshot:` prefix) resumes with its processes: no boot. */
+  /**
+   * Both kinds of E2B snapshot come back with their processes: a paused sandbox (resumed by
+   * `connect`) and a snapshot template (`createSnapshot` keeps memory; a sandbox created from it
+   * starts with the snapshotted processes running, the sidecar with the key it booted with).
+   */
   keepsProcesses(snapshotId: string | null | undefined): boolean {
-    return Boolean(snapshotId) && !snapshotId?.startsWith(E2B_SNAPSHOT_PREFIX);
+    return Boolean(snapshotId);
   }
 
   private readonly now: () => number;
@@ -191,23 +215,12 @@ export class E2BSandboxProvider implements SandboxProvider {
 
   async createSandbox(opts: CreateSandboxOpts): Promise<CreateSandboxResult> {
     if (opts.snapshotId && !opts.snapshotId.startsWith(E2B_SNAPSHOT_PREFIX)) return this.resume(opts, opts.snapshotId);
+    if (opts.snapshotId) return this.restoreFromSnapshot(opts, opts.snapshotId);
     let sandbox: E2BSandboxLike | null = null;
     try {
-      const template = opts.snapshotId ? opts.snapshotId.slice(E2B_SNAPSHOT_PREFIX.length) : this.config.template;
-      sandbox = await this.sdk.create(template, {
-        envs: buildSandboxEnv(opts, this.config.modelEnv ?? {}),
-        metadata: { sessionId: opts.sessionId, ...MANAGED_BY_METADATA },
-        timeoutMs: this.timeoutMs(),
-        lifecycle: { onTimeout: "pause" },
-      });
-      // The image's boot (sandbox/boot): phase 1 blocks this exec, phase 2 runs on in the sandbox.
-      const spec = imageBootSpec(opts, { restored: Boolean(opts.snapshotId), now: this.now(), gitFreshness: this.config.gitFreshness ?? null });
-      await sandbox.files.write(SANDBOX_PATHS.bootRequest, JSON.stringify(spec));
-      await deliverSandboxKey(writeKeyFile(sandbox), opts);
-      await runImageBoot(execVia(sandbox), "start", { file: SANDBOX_PATHS.bootRequest });
-      const urls = this.urls(sandbox);
-      await waitForOpenCodeReady(urls.tunnelUrl, this.readiness, { sandboxKey: sandboxKeyOf(opts) });
-      return { sandboxId: sandbox.sandboxId, ...urls, expiresAt: this.expiresAt() };
+      sandbox = await this.sdk.create(this.config.template, this.createOptions(opts));
+      await this.boot(sandbox, opts, false);
+      return { sandboxId: sandbox.sandboxId, ...this.urls(sandbox), expiresAt: this.expiresAt() };
     } catch (err) {
       if (sandbox) await this.sdk.kill(sandbox.sandboxId).catch(() => undefined);
       throw this.error("createSandbox", err);
@@ -221,26 +234,82 @@ export class E2BSandboxProvider implements SandboxProvider {
   private async resume(opts: CreateSandboxOpts, sandboxId: string): Promise<CreateSandboxResult> {
     try {
       const sandbox = await this.sdk.connect(sandboxId, { timeoutMs: this.timeoutMs() });
-      const exec = execVia(sandbox);
-      await sandbox.files.write(SANDBOX_PATHS.envJson, JSON.stringify(buildShellEnv(opts)));
-      const exportEnv =
-        `jq -r 'to_entries[] | "export \\(.key)=\\(.value | @sh)"' ${SANDBOX_PATHS.envJson} > ${SANDBOX_PATHS.envProfile}` +
-        ` && (grep -qs 'env.proliferate' /home/user/.bashrc || echo '. ${SANDBOX_PATHS.envProfile}' >> /home/user/.bashrc)`;
-      const exported = await exec(["sh", "-c", exportEnv]);
-      if (exported.exitCode !== 0) throw new Error(`export env exited ${exported.exitCode}: ${exported.stderr.slice(0, 2_000)}`);
-      const freshness = opts.gitFreshness ?? this.config.gitFreshness ?? null;
-      if (freshness?.enabled) {
-        const spec = imageBootSpec(opts, { restored: true, now: this.now(), gitFreshness: freshness });
-        await sandbox.files.write(SANDBOX_PATHS.bootRequest, JSON.stringify(spec));
-        // Best effort (seed 003 §6.7): a failed pull never fails the resume; the cadence stays, so the next one retries.
-        await runImageBoot(exec, "resume", { file: SANDBOX_PATHS.bootRequest }).catch(() => undefined);
-      }
-      const urls = this.urls(sandbox);
-      // The paused OpenCode kept its password: the one derived from this session's key.
-      await waitForOpenCodeReady(urls.tunnelUrl, this.readiness, { sandboxKey: sandboxKeyOf(opts) });
-      return { sandboxId: sandbox.sandboxId, ...urls, expiresAt: this.expiresAt() };
+      await this.adoptRestoredProcesses(sandbox, opts);
+      return { sandboxId: sandbox.sandboxId, ...this.urls(sandbox), expiresAt: this.expiresAt() };
     } catch (err) {
       throw toProviderError(PROVIDER, RESUME_SANDBOX_OPERATION, err, classifyE2BError, `resume of paused sandbox ${sandboxId} failed`);
+    }
+  }
+
+  /**
+   * A sandbox from a snapshot template (issue 22 §1): it starts with the snapshotted memory, so
+   * OpenCode, Caddy and the sidecar are already running; handled like a resume. A snapshot that
+   * no longer exists is the restore failure (`resumeSandbox`, not retryable), so the flow clears it.
+   */
+  private async restoreFromSnapshot(opts: CreateSandboxOpts, snapshotId: string): Promise<CreateSandboxResult> {
+    let sandbox: E2BSandboxLike;
+    try {
+      sandbox = await this.sdk.create(snapshotId.slice(E2B_SNAPSHOT_PREFIX.length), this.createOptions(opts));
+    } catch (err) {
+      if (classifyE2BError(err) === "not_found") throw toProviderError(PROVIDER, RESUME_SANDBOX_OPERATION, err, classifyE2BError, `snapshot ${snapshotId} no longer exists`);
+      throw this.error("createSandbox", err);
+    }
+    try {
+      await this.adoptRestoredProcesses(sandbox, opts);
+      return { sandboxId: sandbox.sandboxId, ...this.urls(sandbox), expiresAt: this.expiresAt() };
+    } catch (err) {
+      await this.sdk.kill(sandbox.sandboxId).catch(() => undefined);
+      throw this.error("createSandbox", err);
+    }
+  }
+
+  private createOptions(opts: CreateSandboxOpts): SandboxOpts {
+    const envs = buildSandboxEnv(opts, this.config.modelEnv ?? {});
+    requireValidEnvNames(PROVIDER, "createSandbox", envs);
+    return {
+      envs,
+      metadata: { sessionId: opts.sessionId, ...MANAGED_BY_METADATA },
+      timeoutMs: this.timeoutMs(),
+      // Never resumed by traffic: only the control plane resumes (and so re-arms the expiry migration).
+      lifecycle: { onTimeout: "pause", autoResume: false },
+    };
+  }
+
+  /** The image's boot (sandbox/boot): phase 1 blocks this exec, phase 2 runs on in the sandbox. */
+  private async boot(sandbox: E2BSandboxLike, opts: CreateSandboxOpts, restored: boolean): Promise<void> {
+    const spec = imageBootSpec(opts, { restored, now: this.now(), gitFreshness: this.config.gitFreshness ?? null });
+    await sandbox.files.write(SANDBOX_PATHS.bootRequest, JSON.stringify(spec));
+    await deliverSandboxKey(writeKeyFile(sandbox), opts);
+    await runImageBoot(execVia(sandbox), "start", { file: SANDBOX_PATHS.bootRequest });
+    await waitForOpenCodeReady(this.urls(sandbox).tunnelUrl, this.readiness, { sandboxKey: sandboxKeyOf(opts) });
+  }
+
+  /**
+   * A sandbox that came back with its memory (restored-processes.ts): re-export the session's
+   * env for new shells, then keep healthy processes (git freshness pull only) or, when they do
+   * not answer with this session's key, stop them and boot again on the restored filesystem.
+   */
+  private async adoptRestoredProcesses(sandbox: E2BSandboxLike, opts: CreateSandboxOpts): Promise<void> {
+    const exec = execVia(sandbox);
+    await sandbox.files.write(SANDBOX_PATHS.envJson, JSON.stringify(buildShellEnv(opts)));
+    const exportEnv =
+      `jq -r 'to_entries[] | "export \\(.key)=\\(.value | @sh)"' ${SANDBOX_PATHS.envJson} > ${SANDBOX_PATHS.envProfile}` +
+      ` && (grep -qs 'env.proliferate' /home/user/.bashrc || echo '. ${SANDBOX_PATHS.envProfile}' >> /home/user/.bashrc)`;
+    const exported = await exec(["sh", "-c", exportEnv]);
+    if (exported.exitCode !== 0) throw new Error(`export env exited ${exported.exitCode}: ${exported.stderr.slice(0, 2_000)}`);
+    const health = await checkRestoredProcesses(this.urls(sandbox), this.readiness, sandboxKeyOf(opts));
+    if (!health.healthy) {
+      const stopped = await exec(stopRestoredBootCommand(), { timeoutMs: 30_000 });
+      if (stopped.exitCode !== 0) throw new Error(`stopping the restored processes exited ${stopped.exitCode}: ${stopped.stderr.slice(0, 500)}`);
+      await this.boot(sandbox, opts, true);
+      return;
+    }
+    const freshness = opts.gitFreshness ?? this.config.gitFreshness ?? null;
+    if (freshness?.enabled) {
+      const spec = imageBootSpec(opts, { restored: true, now: this.now(), gitFreshness: freshness });
+      await sandbox.files.write(SANDBOX_PATHS.bootRequest, JSON.stringify(spec));
+      // Best effort (seed 003 §6.7): a failed pull never fails the resume; the cadence stays, so the next one retries.
+      await runImageBoot(exec, "resume", { file: SANDBOX_PATHS.bootRequest }).catch(() => undefined);
     }
   }
 
@@ -327,9 +396,7 @@ export class E2BSandboxProvider implements SandboxProvider {
   /** Only for running sandboxes: `connect` would resume a paused one. */
   async resolveTunnels(sandboxId: string): Promise<SandboxTunnels> {
     try {
-      const info = await this.sdk.getInfo(sandboxId);
-      if (info.state !== "running") throw new ProviderError(PROVIDER, "resolveTunnels", `sandbox is ${info.state}`);
-      const sandbox = await this.sdk.connect(sandboxId);
+      const sandbox = await this.connectRunning(sandboxId, "resolveTunnels");
       const urls = this.urls(sandbox);
       return { openCodeUrl: urls.tunnelUrl, previewUrl: urls.previewUrl, sidecarUrl: sidecarUrlOnPreview(urls.previewUrl) };
     } catch (err) {
@@ -337,16 +404,31 @@ export class E2BSandboxProvider implements SandboxProvider {
     }
   }
 
+  /** Running sandboxes only, like `resolveTunnels`: an exec never resumes a paused sandbox. */
   async execCommand(sandboxId: string, argv: string[], opts: { cwd?: string; timeoutMs?: number } = {}): Promise<ExecResult> {
     try {
-      const sandbox = await this.sdk.connect(sandboxId);
-      return await execVia(sandbox)(argv, opts);
+      const options = normalizeExecOptions(PROVIDER, "execCommand", opts);
+      const sandbox = await this.connectRunning(sandboxId, "execCommand");
+      return await execVia(sandbox)(argv, options);
     } catch (err) {
       throw this.error("execCommand", err);
     }
   }
 
   // ---- internals ----
+
+  /**
+   * A handle on a running sandbox (issue 22 §5): the state is checked first, and `connect` gets
+   * what is left of the sandbox's timeout, so it neither lengthens a running sandbox's life nor,
+   * if the sandbox paused in between, resumes it for E2B's 300 s default.
+   */
+  private async connectRunning(sandboxId: string, operation: string): Promise<E2BSandboxLike> {
+    const info = await this.sdk.getInfo(sandboxId);
+    if (info.state !== "running") throw new ProviderError(PROVIDER, operation, `sandbox is ${info.state}`, { context: { kind: "other" } });
+    const endAt = info.endAt instanceof Date ? info.endAt.getTime() : Number.NaN;
+    const left = Number.isFinite(endAt) ? Math.max(1_000, Math.ceil((endAt - this.now()) / 1_000) * 1_000) : this.timeoutMs();
+    return this.sdk.connect(sandboxId, { timeoutMs: left });
+  }
 
   private async findLiveSandbox(sessionId: string, currentSandboxId: string | null | undefined): Promise<string | null> {
     if (!currentSandboxId) return null;

@@ -3,23 +3,36 @@
  * call finds the sandbox again through the SDK (by name = session id, or by id). The SDK client
  * is injected so tests pass a double that records calls; `createModalSdk` builds the real one.
  *
+ * Backend (issue 22 §2): modal@0.11 creates V2 sandboxes unless `MODAL_SANDBOX_V2` (or the
+ * `.modal.toml` profile) says otherwise, and `fromName` and `list` follow the same flag. The
+ * provider sets it itself from `MODAL_SANDBOX_BACKEND` (default `v2`), so the backend never
+ * depends on the ambient environment. V2: the SDK's default and Modal's current backend; memory
+ * snapshots work on it (`experimentalEnableSnapshot`), and its docs list encrypted tunnels only,
+ * so SSH (only for sessions with an SSH key) is a TLS tunnel to port 22 (`sshTransport: "tls"`:
+ * `ssh -o ProxyCommand='openssl s_client -quiet -connect %h:%p'`); a V2 sandbox that returns no
+ * tunnel for it fails the create naming the port and the backend. V1: SSH is raw TCP on an
+ * unencrypted tunnel, as before. Switching v1 -> v2 keeps every sandbox findable (V2's `fromName`
+ * falls back to V1 names, its list returns both, a memory snapshot restores on the backend it was
+ * taken on); v2 -> v1 loses sight of running V2 sandboxes, so switch back only with none running.
+ *
  * SDK calls (modal@0.11):
- *   create:  apps.fromName(appName) → images.fromId | images.fromRegistry → sandboxes.create(app, image, params{name, tags})
+ *   create:  apps.fromName(appName, {createIfMissing: true}) → images.fromId | images.fromRegistry → sandboxes.create(app, image, params{name, tags})
  *            → sandbox.tunnels() → sandbox.exec(["node", "/opt/sandbox/boot.mjs", "start", "--spec", "-"]) with the
  *            boot spec on stdin (sandbox/boot: phase 1 blocks the exec) → readiness poll through the tunnel
  *   ensure:  sandboxes.fromName(appName, sessionId) → sandbox.poll() (null = running) → sandbox.tunnels()
  *            → sandbox.getTags() (the expiry recorded at create: modal@0.11 exposes no creation time or timeout)
  *   mem restore: sandboxSnapshots.fromId(id) → sandboxes.experimentalFromSnapshot(snap, {name}) → sandbox.setTags(tags)
  *            → tunnels → readiness
- *   listSandboxes: apps.fromName(appName) → sandboxes.list({appId, tags: {control-plane}}) (the SDK walks the pages;
+ *   listSandboxes: apps.fromName(appName, {createIfMissing: true}) → sandboxes.list({appId, tags: {control-plane}}) (the SDK walks the pages;
  *            running sandboxes only) → sandbox.getTags() each (the listing carries only ids) for the session id
  *   snapshot: sandboxes.fromId → sandbox.snapshotFilesystem() (image id)
  *   memorySnapshot: sandboxes.fromId → sandbox.experimentalSnapshot() (`mem:` + snapshot id)
  *   terminate: sandboxes.fromId | sandboxes.fromName → sandbox.terminate()
  *   checkSandboxes: sandboxes.fromId → sandbox.poll()
+ *   execCommand: sandboxes.fromId → sandbox.exec(argv, {workdir: absolute, timeoutMs: whole seconds})
  */
 import { ModalClient, type SandboxCreateParams, type SandboxListParams } from "modal";
-import { ProviderError } from "../../domain/errors";
+import { ProviderError, ValidationError } from "../../domain/errors";
 import type { GitFreshnessConfig } from "../../domain/git-freshness";
 import type {
   CreateSandboxOpts,
@@ -33,6 +46,7 @@ import type {
   SandboxTunnels,
 } from "../../ports/sandbox-provider";
 import { failureKindOf, toProviderError, type ProviderFailureKind } from "../provider-errors";
+import { normalizeExecOptions, requireValidEnvNames, wholeSecondsMs } from "../sandbox-inputs";
 import {
   SANDBOX_PORTS,
   buildSandboxEnv,
@@ -74,6 +88,9 @@ const LIST_TAGS_CONCURRENCY = 8;
 
 export interface ModalTunnelLike {
   readonly url: string;
+  /** The TLS endpoint of an encrypted tunnel (`Tunnel.host`/`port`). */
+  readonly host?: string;
+  readonly port?: number;
   unencryptedHost?: string | undefined;
   unencryptedPort?: number | undefined;
 }
@@ -108,7 +125,7 @@ export type ModalImageRef = object;
 export type ModalSnapshotRef = object;
 
 export interface ModalSdk {
-  apps: { fromName(name: string): Promise<ModalAppRef> };
+  apps: { fromName(name: string, params?: { createIfMissing?: boolean }): Promise<ModalAppRef> };
   images: { fromId(imageId: string): Promise<ModalImageRef>; fromRegistry(tag: string): ModalImageRef };
   sandboxes: {
     create(app: ModalAppRef, image: ModalImageRef, params?: SandboxCreateParams): Promise<ModalSandboxLike>;
@@ -121,8 +138,15 @@ export interface ModalSdk {
   sandboxSnapshots: { fromId(snapshotId: string): Promise<ModalSnapshotRef> };
 }
 
+/** `MODAL_SANDBOX_BACKEND`: which Modal sandbox backend the provider's client uses (see the header). */
+export type ModalSandboxBackend = "v1" | "v2";
+export const DEFAULT_MODAL_SANDBOX_BACKEND: ModalSandboxBackend = "v2";
+
 export interface ModalProviderConfig {
+  /** Created on first use when missing (`createIfMissing`), so it need not match the image tool's app. */
   appName: string;
+  /** Default `v2`; must be the backend the SDK client was built for (`createModalSdk`). */
+  sandboxBackend?: ModalSandboxBackend;
   /** Registry tag, or a Modal image id (`im-...`, e.g. from deploy.py's `get_image_id`). */
   baseImage?: string;
   /** `MODAL_BASE_SNAPSHOT_ID`: base layer image id, used when the call has no snapshot. */
@@ -140,13 +164,25 @@ export interface ModalProviderDeps {
   readiness?: ReadinessDeps;
 }
 
-/** The real client. Typed as `ModalSdk` so a mismatch with the installed SDK fails typecheck. */
-export function createModalSdk(config: Pick<ModalProviderConfig, "tokenId" | "tokenSecret">): ModalSdk {
-  const client: ModalSdk = new ModalClient({
+/**
+ * The real client. Typed as `ModalSdk` so a mismatch with the installed SDK fails typecheck.
+ * The backend is set on the client's profile, the flag modal@0.11 reads in `sandboxes.create`,
+ * `fromName` and `list` (otherwise `MODAL_SANDBOX_V2` or `.modal.toml`, default V2).
+ */
+export function createModalSdk(config: Pick<ModalProviderConfig, "tokenId" | "tokenSecret" | "sandboxBackend">): ModalSdk {
+  const client = new ModalClient({
     ...(config.tokenId ? { tokenId: config.tokenId } : {}),
     ...(config.tokenSecret ? { tokenSecret: config.tokenSecret } : {}),
   });
-  return client;
+  client.profile.sandboxV2 = (config.sandboxBackend ?? DEFAULT_MODAL_SANDBOX_BACKEND) === "v2";
+  const sdk: ModalSdk = client;
+  return sdk;
+}
+
+export function parseModalSandboxBackend(value: string | undefined): ModalSandboxBackend {
+  if (value === undefined || value === "") return DEFAULT_MODAL_SANDBOX_BACKEND;
+  if (value === "v1" || value === "v2") return value;
+  throw new ValidationError(`modal provider: MODAL_SANDBOX_BACKEND must be "v1" or "v2", got ${JSON.stringify(value.slice(0, 32))}`);
 }
 
 /** gRPC status codes (nice-grpc `Status`) the SDK surfaces on `ClientError.code`. */
@@ -226,11 +262,12 @@ export class ModalSandboxProvider implements SandboxProvider {
     if (isMemorySnapshotId(opts.snapshotId)) return this.restoreFromMemorySnapshot(opts, opts.snapshotId);
     let sandbox: ModalSandboxLike | null = null;
     try {
-      const app = await this.sdk.apps.fromName(this.config.appName);
-      const image = await this.resolveImage(opts);
       const expiresAt = this.expiresAt();
-      sandbox = await this.sdk.sandboxes.create(app, image, this.createParams(opts, expiresAt));
-      const urls = await this.tunnelUrls(sandbox);
+      const params = this.createParams(opts, expiresAt);
+      const app = await this.app();
+      const image = await this.resolveImage(opts);
+      sandbox = await this.sdk.sandboxes.create(app, image, params);
+      const urls = await this.tunnelUrls(sandbox, Boolean(opts.sshPublicKey));
       // The image's boot (sandbox/boot): phase 1 blocks this exec, phase 2 runs on in the sandbox.
       const spec = imageBootSpec(opts, { restored: Boolean(opts.snapshotId), now: this.now(), gitFreshness: this.config.gitFreshness ?? null });
       await deliverSandboxKey(writeFileViaExec(execVia(sandbox)), opts);
@@ -255,7 +292,7 @@ export class ModalSandboxProvider implements SandboxProvider {
       // The restore params take no tags, so tag here for `listSandboxes`. Best effort: an untagged sandbox is
       // only invisible to the orphan sweeper (it still has its timeout), while failing would discard the snapshot.
       await sandbox.setTags(this.tags(opts.sessionId, expiresAt)).catch(() => undefined);
-      const urls = await this.tunnelUrls(sandbox);
+      const urls = await this.tunnelUrls(sandbox, false);
       // seed 003 §6.2: restore blocks on readiness so callers never race OpenCode's /session.
       // The restored OpenCode kept the password of the sandbox snapshotted: the same session's key.
       await waitForOpenCodeReady(urls.tunnelUrl, this.readiness, { sandboxKey: sandboxKeyOf(opts) });
@@ -327,7 +364,7 @@ export class ModalSandboxProvider implements SandboxProvider {
    */
   async listSandboxes(): Promise<ListedSandbox[]> {
     try {
-      const app = await this.sdk.apps.fromName(this.config.appName);
+      const app = await this.app();
       const sandboxes: ModalSandboxLike[] = [];
       const seen = new Set<string>();
       for await (const sandbox of this.sdk.sandboxes.list({ appId: app.appId, tags: { [MODAL_CONTROL_PLANE_TAG]: this.config.appName } })) {
@@ -347,7 +384,7 @@ export class ModalSandboxProvider implements SandboxProvider {
 
   async health(): Promise<boolean> {
     try {
-      await this.sdk.apps.fromName(this.config.appName);
+      await this.app();
       return true;
     } catch {
       return false;
@@ -357,23 +394,34 @@ export class ModalSandboxProvider implements SandboxProvider {
   async resolveTunnels(sandboxId: string): Promise<SandboxTunnels> {
     try {
       const sandbox = await this.sdk.sandboxes.fromId(sandboxId);
-      const urls = await this.tunnelUrls(sandbox);
+      const urls = await this.tunnelUrls(sandbox, false);
       return { openCodeUrl: urls.tunnelUrl, previewUrl: urls.previewUrl, sidecarUrl: sidecarUrlOnPreview(urls.previewUrl) };
     } catch (err) {
       throw this.error("resolveTunnels", err);
     }
   }
 
+  /** `cwd` made absolute (relative: from the workspace) and `timeoutMs` whole seconds before the SDK sees them. */
   async execCommand(sandboxId: string, argv: string[], opts: { cwd?: string; timeoutMs?: number } = {}): Promise<ExecResult> {
     try {
+      const options = normalizeExecOptions(PROVIDER, "execCommand", opts);
       const sandbox = await this.sdk.sandboxes.fromId(sandboxId);
-      return await execVia(sandbox)(argv, opts);
+      return await execVia(sandbox)(argv, options);
     } catch (err) {
       throw this.error("execCommand", err);
     }
   }
 
   // ---- internals ----
+
+  /** The app, created when missing (issue 22 §5): it need not be the image tool's app. */
+  private app(): Promise<ModalAppRef> {
+    return this.sdk.apps.fromName(this.config.appName, { createIfMissing: true });
+  }
+
+  private get backend(): ModalSandboxBackend {
+    return this.config.sandboxBackend ?? DEFAULT_MODAL_SANDBOX_BACKEND;
+  }
 
   private tags(sessionId: string, expiresAt: number): Record<string, string> {
     return { [MODAL_CONTROL_PLANE_TAG]: this.config.appName, [MODAL_SESSION_TAG]: sessionId, [MODAL_EXPIRES_AT_TAG]: String(expiresAt) };
@@ -404,7 +452,7 @@ export class ModalSandboxProvider implements SandboxProvider {
   /** A live sandbox found again: its URLs, and the expiry tagged on it when it was created (null without the tag). */
   private async describe(sandbox: ModalSandboxLike, operation: string): Promise<CreateSandboxResult> {
     try {
-      const urls = await this.tunnelUrls(sandbox);
+      const urls = await this.tunnelUrls(sandbox, false);
       const recorded = Number((await sandbox.getTags())[MODAL_EXPIRES_AT_TAG]);
       return { sandboxId: sandbox.sandboxId, ...urls, expiresAt: Number.isSafeInteger(recorded) && recorded > 0 ? recorded : null };
     } catch (err) {
@@ -422,36 +470,52 @@ export class ModalSandboxProvider implements SandboxProvider {
     return image.startsWith("im-") ? this.sdk.images.fromId(image) : this.sdk.images.fromRegistry(image);
   }
 
+  /** Checked before any SDK call: env names Modal accepts, a timeout in whole seconds. */
   private createParams(opts: CreateSandboxOpts, expiresAt: number): SandboxCreateParams {
+    const env = buildSandboxEnv(opts, this.config.modelEnv ?? {});
+    requireValidEnvNames(PROVIDER, "createSandbox", env);
+    const v2 = this.backend === "v2";
     return {
       name: opts.sessionId,
       tags: this.tags(opts.sessionId, expiresAt),
-      env: buildSandboxEnv(opts, this.config.modelEnv ?? {}),
-      timeoutMs: this.config.timeoutSeconds * 1_000,
+      env,
+      timeoutMs: this.timeoutMs(),
       cpu: SANDBOX_CPU,
       memoryMiB: SANDBOX_MEMORY_MIB,
-      encryptedPorts: [SANDBOX_PORTS.opencode, SANDBOX_PORTS.preview],
-      unencryptedPorts: [SANDBOX_PORTS.ssh],
+      // V2 offers encrypted (TLS) tunnels only: SSH is one of them, opened for sessions with a key.
+      encryptedPorts: [SANDBOX_PORTS.opencode, SANDBOX_PORTS.preview, ...(v2 && opts.sshPublicKey ? [SANDBOX_PORTS.ssh] : [])],
+      ...(v2 ? {} : { unencryptedPorts: [SANDBOX_PORTS.ssh] }),
       // seed 002 §1a: without this the sandbox cannot be memory-snapshotted later.
       experimentalEnableSnapshot: true,
     };
   }
 
-  private async tunnelUrls(sandbox: ModalSandboxLike): Promise<Omit<CreateSandboxResult, "sandboxId" | "expiresAt">> {
+  /** `wantSsh`: the create opened port 22 for the session's key, so a missing tunnel is an error. */
+  private async tunnelUrls(sandbox: ModalSandboxLike, wantSsh: boolean): Promise<Omit<CreateSandboxResult, "sandboxId" | "expiresAt">> {
     const tunnels = await sandbox.tunnels(TUNNEL_TIMEOUT_MS);
     const opencode = tunnels[SANDBOX_PORTS.opencode];
     if (!opencode) throw new ProviderError(PROVIDER, "resolveTunnels", `no tunnel for port ${SANDBOX_PORTS.opencode}`);
     const ssh = tunnels[SANDBOX_PORTS.ssh];
-    return {
-      tunnelUrl: opencode.url,
-      previewUrl: tunnels[SANDBOX_PORTS.preview]?.url ?? null,
-      ...(ssh?.unencryptedHost ? { sshHost: ssh.unencryptedHost } : {}),
-      ...(ssh?.unencryptedPort ? { sshPort: ssh.unencryptedPort } : {}),
-    };
+    const urls = { tunnelUrl: opencode.url, previewUrl: tunnels[SANDBOX_PORTS.preview]?.url ?? null };
+    if (ssh?.unencryptedHost && ssh.unencryptedPort) return { ...urls, sshHost: ssh.unencryptedHost, sshPort: ssh.unencryptedPort, sshTransport: "tcp" };
+    if (this.backend === "v2" && ssh?.host && ssh.port) return { ...urls, sshHost: ssh.host, sshPort: ssh.port, sshTransport: "tls" };
+    if (wantSsh) {
+      throw new ProviderError(
+        PROVIDER,
+        "createSandbox",
+        `the session has an SSH key but Modal returned no tunnel for port ${SANDBOX_PORTS.ssh} on the ${this.backend} sandbox backend (MODAL_SANDBOX_BACKEND)`,
+        { retryable: false, context: { kind: "other" } },
+      );
+    }
+    return urls;
+  }
+
+  private timeoutMs(): number {
+    return wholeSecondsMs(PROVIDER, "createSandbox", this.config.timeoutSeconds * 1_000);
   }
 
   private expiresAt(): number {
-    return this.now() + this.config.timeoutSeconds * 1_000;
+    return this.now() + this.timeoutMs();
   }
 
   private error(operation: string, err: unknown): ProviderError {

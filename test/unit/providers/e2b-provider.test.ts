@@ -1,11 +1,12 @@
 import { BOOT_EXEC_TIMEOUT_MS } from "../../../functions/providers/sandbox-boot";
-import { AuthenticationError, RateLimitError, SandboxNotFoundError, type SandboxInfo, type SandboxListOpts, type SandboxOpts } from "e2b";
+import { AuthenticationError, RateLimitError, SandboxError, SandboxNotFoundError, type SandboxInfo, type SandboxListOpts, type SandboxOpts } from "e2b";
 import { CREATE_SECRETS, sessionCreateOpts } from "../../support/builders";
 import { describe, expect, it } from "vitest";
 import { ProviderError, ValidationError } from "../../../functions/domain/errors";
 import {
   E2BSandboxProvider,
   MANAGED_BY_METADATA,
+  classifyE2BError,
   RESUME_SANDBOX_OPERATION,
   type E2BProviderConfig,
   type E2BSandboxLike,
@@ -192,6 +193,52 @@ describe("E2BSandboxProvider", () => {
     await expect(provider.resolveTunnels("e2b-1")).rejects.toMatchObject({ name: "ProviderError", operation: "resolveTunnels" });
   });
 
+  describe("issue 22 §5", () => {
+    it("resolveTunnels and execCommand check the state first and connect with what is left of the timeout, never E2B's 300 s default", async () => {
+      const { sdk, provider } = setup();
+      await provider.createSandbox(opts());
+      const box = sdk.boxes.get("e2b-1");
+      if (box) box.endAt = new Date(NOW + 1_234_500);
+      sdk.calls = [];
+      await provider.resolveTunnels("e2b-1");
+      await provider.execCommand("e2b-1", ["true"]);
+      expect(sdk.calls.filter((c) => c[0] === "getInfo" || c[0] === "connect")).toEqual([
+        ["getInfo", "e2b-1"],
+        ["connect", "e2b-1", { timeoutMs: 1_235_000 }],
+        ["getInfo", "e2b-1"],
+        ["connect", "e2b-1", { timeoutMs: 1_235_000 }],
+      ]);
+      // A paused sandbox is refused before any connect (which would resume it).
+      await provider.pause(SESSION, "e2b-1");
+      sdk.calls = [];
+      await expect(provider.execCommand("e2b-1", ["true"])).rejects.toMatchObject({ operation: "execCommand" });
+      expect(sdk.calls.map((c) => c[0])).toEqual(["getInfo"]);
+      expect(sdk.boxes.get("e2b-1")?.state).toBe("paused");
+    });
+
+    it("classifies a bare SandboxError by its status code: 404 not found (a deleted snapshot template), 401/403 auth", () => {
+      const withStatus = (statusCode: number) => Object.assign(new SandboxError(`${statusCode}: nope`), { statusCode });
+      expect(classifyE2BError(withStatus(404))).toBe("not_found");
+      expect(classifyE2BError(withStatus(403))).toBe("auth");
+      expect(classifyE2BError(withStatus(500))).toBe("other");
+    });
+
+    it("a create from a snapshot template that no longer exists is the restore failure (resumeSandbox, not retryable)", async () => {
+      const { sdk, provider } = setup();
+      sdk.failures.set("create", Object.assign(new SandboxError("404: snapshot not found"), { statusCode: 404 }));
+      const err = (await provider.createSandbox(opts({ snapshotId: "e2b-snapshot:gone" })).catch((e: unknown) => e)) as ProviderError;
+      expect(err).toBeInstanceOf(ProviderError);
+      expect(err).toMatchObject({ operation: RESUME_SANDBOX_OPERATION, retryable: false });
+      expect(err.message).toContain("snapshot e2b-snapshot:gone no longer exists");
+    });
+
+    it("env names E2B's shells could not export fail the create before any SDK call", async () => {
+      const { sdk, provider } = setup();
+      await expect(provider.createSandbox(opts({ envVars: { "NOT-A-NAME": "x" } }))).rejects.toMatchObject({ operation: "createSandbox", retryable: false });
+      expect(sdk.calls).toEqual([]);
+    });
+  });
+
   it("creates from the template with envs, session metadata, timeout and auto-pause", async () => {
     const { sdk, provider } = setup();
     const result = await provider.createSandbox(opts());
@@ -202,7 +249,8 @@ describe("E2BSandboxProvider", () => {
         envs: { GITHUB_TOKEN: "ghp_abcdefghijklmnopqrstuvwxyz0123456789", SESSION_ID: SESSION },
         metadata: { sessionId: SESSION, ...MANAGED_BY_METADATA },
         timeoutMs: 3_600_000,
-        lifecycle: { onTimeout: "pause" },
+        // Only the control plane resumes a paused sandbox, never inbound traffic (issue 22 §5).
+        lifecycle: { onTimeout: "pause", autoResume: false },
       },
     ]);
     expect(result).toEqual({
@@ -270,7 +318,8 @@ describe("E2BSandboxProvider", () => {
     await provider.pause(SESSION, "e2b-1");
     await provider.ensureSandbox(opts({ snapshotId: "e2b-1", currentSandboxId: "e2b-1", envVars }));
     const expected = { authorization: agentAuthorization(deriveAgentPassword("the-sandbox-key-0123456789")) };
-    expect(probeHeaders).toEqual([expected, expected]);
+    // On resume, then the sidecar's open /health through the preview (restored-processes.ts).
+    expect(probeHeaders).toEqual([expected, expected, undefined]);
   });
 
   it("on resume with git freshness, runs the boot's resume mode; a failed pull never fails the resume", async () => {
@@ -419,10 +468,11 @@ describe("E2BSandboxProvider", () => {
 });
 
 describe("E2BSandboxProvider: what a session's create call carries", () => {
-  it("keeps the processes (and so the sidecar's key epoch) only when resuming a paused sandbox", () => {
+  it("keeps the processes (and so the sidecar's key epoch) when resuming a paused sandbox and when restoring a snapshot (E2B snapshots hold memory)", () => {
     const { provider } = setup();
     expect(provider.keepsProcesses("e2b-1")).toBe(true);
-    for (const id of ["e2b-snapshot:tpl-1", null, undefined]) expect(provider.keepsProcesses(id)).toBe(false);
+    expect(provider.keepsProcesses("e2b-snapshot:tpl-1")).toBe(true);
+    for (const id of [null, undefined, ""]) expect(provider.keepsProcesses(id)).toBe(false);
   });
 
   it("the sandbox key: a 0600 file for the boot, written before the boot runs; never an env var, a command line or the spec (issue 14 §2)", async () => {

@@ -26,6 +26,8 @@ type Call = [string, ...unknown[]];
 
 class FakeModalSandbox implements ModalSandboxLike {
   running = true;
+  /** The ports opened at create (a memory restore gets the snapshotted sandbox's: the usual two). */
+  ports: { encrypted: number[]; unencrypted: number[] } = { encrypted: [4096, 20000], unencrypted: [] };
   execs: string[][] = [];
   /** What each exec received on stdin (closed streams only). */
   stdins: string[] = [];
@@ -57,11 +59,11 @@ class FakeModalSandbox implements ModalSandboxLike {
   async tunnels(timeoutMs?: number): Promise<Record<number, ModalTunnelLike>> {
     this.sdk.record("sandbox.tunnels", this.sandboxId, timeoutMs);
     this.sdk.maybeFail("tunnels");
-    return {
-      4096: { url: `https://${this.sandboxId}-4096.modal.run` },
-      20000: { url: `https://${this.sandboxId}-20000.modal.run` },
-      22: { url: "https://unused", unencryptedHost: "r1.modal.host", unencryptedPort: 40022 },
-    };
+    // Like Modal: a tunnel per port opened at create; the V2 backend has encrypted (TLS) tunnels only.
+    const out: Record<number, ModalTunnelLike> = {};
+    for (const port of this.ports.encrypted) out[port] = { url: `https://${this.sandboxId}-${port}.modal.run`, host: `${this.sandboxId}-${port}.modal.run`, port: 443 };
+    if (!this.sdk.v2) for (const port of this.ports.unencrypted) out[port] = { url: "https://unused", unencryptedHost: "r1.modal.host", unencryptedPort: 40000 + port };
+    return out;
   }
   async snapshotFilesystem() {
     this.sdk.record("sandbox.snapshotFilesystem", this.sandboxId);
@@ -106,6 +108,8 @@ class FakeModal implements ModalSdk {
   goneAfterListing = new Set<string>();
   /** Sandboxes per listing page (the SDK pages with `beforeTimestamp` internally). */
   listPageSize = 1;
+  /** The backend the client was built for (the provider's `sandboxBackend`). */
+  v2 = true;
   private next = 0;
 
   record(...call: Call) {
@@ -122,10 +126,16 @@ class FakeModal implements ModalSdk {
     return this.calls.map((c) => c[0]);
   }
 
+  /** Apps that exist; like Modal, `fromName` of a missing one is NotFoundError unless `createIfMissing`. */
+  appNames = new Set<string>(["sandbox-app"]);
   apps = {
-    fromName: async (name: string) => {
-      this.record("apps.fromName", name);
+    fromName: async (name: string, params?: { createIfMissing?: boolean }) => {
+      this.record("apps.fromName", name, ...(params ? [params] : []));
       this.maybeFail("apps.fromName");
+      if (!this.appNames.has(name)) {
+        if (!params?.createIfMissing) throw new NotFoundError(`App '${name}' not found`);
+        this.appNames.add(name);
+      }
       return { appId: `ap-${name}` };
     },
   };
@@ -147,7 +157,10 @@ class FakeModal implements ModalSdk {
       if (name && [...this.byId.values()].some((s) => s.running && s.name === name)) {
         throw new AlreadyExistsError(`Sandbox with name '${name}' already exists`);
       }
-      return this.add(name, (params as { tags?: Record<string, string> } | undefined)?.tags);
+      const p = params as { tags?: Record<string, string>; encryptedPorts?: number[]; unencryptedPorts?: number[] } | undefined;
+      const sb = this.add(name, p?.tags);
+      if (p?.encryptedPorts || p?.unencryptedPorts) sb.ports = { encrypted: p.encryptedPorts ?? [], unencrypted: p.unencryptedPorts ?? [] };
+      return sb;
     },
     fromId: async (sandboxId: string) => {
       this.record("sandboxes.fromId", sandboxId);
@@ -266,7 +279,7 @@ describe("ModalSandboxProvider", () => {
     const result = await provider.createSandbox(opts({ repos: [{ url: "https://github.com/acme/web.git", branch: "main" }] }));
 
     expect(sdk.calls.slice(0, 3)).toEqual([
-      ["apps.fromName", "sandbox-app"],
+      ["apps.fromName", "sandbox-app", { createIfMissing: true }],
       ["images.fromRegistry", "ghcr.io/acme/sandbox:1"],
       [
         "sandboxes.create",
@@ -279,8 +292,8 @@ describe("ModalSandboxProvider", () => {
           timeoutMs: 3_600_000,
           cpu: 2,
           memoryMiB: 4096,
+          // The V2 backend (the default): encrypted tunnels only, and no SSH port without a key.
           encryptedPorts: [4096, 20000],
-          unencryptedPorts: [22],
           experimentalEnableSnapshot: true,
         },
       ],
@@ -290,8 +303,6 @@ describe("ModalSandboxProvider", () => {
       sandboxId: "sb-1",
       tunnelUrl: "https://sb-1-4096.modal.run",
       previewUrl: "https://sb-1-20000.modal.run",
-      sshHost: "r1.modal.host",
-      sshPort: 40022,
       expiresAt: NOW + 3_600_000,
     });
     // One exec: the image's boot, with the spec on stdin; it returns when phase 1 is over.
@@ -310,6 +321,82 @@ describe("ModalSandboxProvider", () => {
     // Secrets reach the sandbox through its env, never through the spec.
     expect(sdk.byId.get("sb-1")?.stdins[0]).not.toContain("sk-ant-api03");
     expect(fetches).toEqual(["https://sb-1-4096.modal.run/session"]);
+  });
+
+  describe("SSH on each sandbox backend (issue 22 §2)", () => {
+    const sshKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOt3qJ2l8m1bq0h9y3kqkzT4wC7o1bYbq8y0hZ0Xq1dV dev@example";
+
+    it("V2 (default): SSH is an encrypted tunnel to port 22, opened only for a session with a key, reported as TLS", async () => {
+      const { sdk, provider } = setup();
+      const result = await provider.createSandbox(opts({ sshPublicKey: sshKey }));
+      const params = sdk.calls.find((c) => c[0] === "sandboxes.create")?.[3] as Record<string, unknown>;
+      expect(params).toMatchObject({ encryptedPorts: [4096, 20000, 22] });
+      expect(params).not.toHaveProperty("unencryptedPorts");
+      expect(result).toMatchObject({ sshHost: "sb-1-22.modal.run", sshPort: 443, sshTransport: "tls" });
+    });
+
+    it("V2: a create whose sandbox comes back without the SSH tunnel fails clearly (port, backend) and terminates the sandbox", async () => {
+      const { sdk, provider } = setup();
+      const real = sdk.sandboxes.create;
+      sdk.sandboxes.create = async (app, image, params) => {
+        const sb = (await real(app, image, params)) as FakeModalSandbox;
+        sb.ports = { encrypted: [4096, 20000], unencrypted: [] };
+        return sb;
+      };
+      const err = (await provider.createSandbox(opts({ sshPublicKey: sshKey })).catch((e: unknown) => e)) as ProviderError;
+      expect(err).toBeInstanceOf(ProviderError);
+      expect(err).toMatchObject({ retryable: false });
+      expect(err.message).toMatch(/SSH key but Modal returned no tunnel for port 22 on the v2 sandbox backend \(MODAL_SANDBOX_BACKEND\)/);
+      expect(sdk.byId.get("sb-1")?.running).toBe(false);
+    });
+
+    it("V1: SSH is raw TCP on an unencrypted tunnel, as before", async () => {
+      const { sdk, provider } = setup({ sandboxBackend: "v1" });
+      sdk.v2 = false;
+      const result = await provider.createSandbox(opts({ sshPublicKey: sshKey }));
+      expect(sdk.calls.find((c) => c[0] === "sandboxes.create")?.[3]).toMatchObject({ encryptedPorts: [4096, 20000], unencryptedPorts: [22] });
+      expect(result).toMatchObject({ sshHost: "r1.modal.host", sshPort: 40022, sshTransport: "tcp" });
+    });
+  });
+
+  describe("inputs Modal refuses are normalized or refused before any SDK call (issue 22 §5)", () => {
+    it("exec: a timeout rounded up to whole seconds, a relative cwd resolved against the workspace", async () => {
+      const { sdk, provider } = setup();
+      await provider.createSandbox(opts());
+      await provider.execCommand("sb-1", ["ls"], { cwd: "web/src", timeoutMs: 1_500 });
+      await provider.execCommand("sb-1", ["ls"], { cwd: "/tmp", timeoutMs: 2_000 });
+      const execs = sdk.calls.filter((c) => c[0] === "sandbox.exec").slice(-2);
+      expect(execs.map((c) => c[3])).toEqual([
+        { workdir: "/home/user/workspace/web/src", timeoutMs: 2_000 },
+        { workdir: "/tmp", timeoutMs: 2_000 },
+      ]);
+      const bad = (await provider.execCommand("sb-1", ["ls"], { timeoutMs: 0 }).catch((e: unknown) => e)) as ProviderError;
+      expect(bad).toMatchObject({ operation: "execCommand", retryable: false });
+      expect(bad.message).toMatch(/timeoutMs must be a positive number/);
+    });
+
+    it("env names outside ^[a-zA-Z_][a-zA-Z0-9_]*$ fail the create naming them, before the app, image or sandbox is touched", async () => {
+      const { sdk, provider } = setup();
+      const err = (await provider.createSandbox(opts({ envVars: { "BAD-NAME": "x", GOOD: "y", "1ST": "z" } })).catch((e: unknown) => e)) as ProviderError;
+      expect(err).toBeInstanceOf(ProviderError);
+      expect(err).toMatchObject({ operation: "createSandbox", retryable: false });
+      expect(err.message).toContain('"BAD-NAME", "1ST"');
+      expect(sdk.calls).toEqual([]);
+    });
+
+    it("a fractional SANDBOX_TIMEOUT_SECONDS becomes whole seconds (Modal refuses anything else)", async () => {
+      const { sdk, provider } = setup({ timeoutSeconds: 90.25 });
+      const result = await provider.createSandbox(opts());
+      expect(sdk.calls.find((c) => c[0] === "sandboxes.create")?.[3]).toMatchObject({ timeoutMs: 91_000 });
+      expect(result.expiresAt).toBe(NOW + 91_000);
+    });
+
+    it("the app is created when missing, so MODAL_APP_NAME need not be the image tool's app", async () => {
+      const { sdk, provider } = setup({ appName: "fresh-app" });
+      await provider.createSandbox(opts());
+      expect(sdk.calls[0]).toEqual(["apps.fromName", "fresh-app", { createIfMissing: true }]);
+      expect(sdk.appNames.has("fresh-app")).toBe(true);
+    });
   });
 
   it("probes OpenCode through the tunnel with the password derived from the create call's SIDECAR_TOKEN (fresh and memory restore)", async () => {
@@ -556,7 +643,7 @@ describe("ModalSandboxProvider", () => {
         { sandboxId: "sb-5", sessionId: null, startedAt: null, state: "running" },
       ]);
       expect(sdk.calls).toEqual([
-        ["apps.fromName", "sandbox-app"],
+        ["apps.fromName", "sandbox-app", { createIfMissing: true }],
         ["sandboxes.list", { appId: "ap-sandbox-app", tags: { "control-plane": "sandbox-app" } }],
         ["sandboxes.list page", 0],
         ["sandboxes.list page", 1],
