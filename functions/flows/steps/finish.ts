@@ -20,6 +20,7 @@ import { finalClientStatus } from "../plan";
 import { deliverQueuedPrompts } from "../../services/prompt-delivery";
 import { flowStep } from "../step";
 import { stepEntry } from "../lambda-entry";
+import { retireSupersededSnapshots } from "../snapshot-retirement";
 
 /** In the order the flows run them. */
 const TIMED_STEPS = ["begin", "quiesce", "snapshot", "terminate", "provision", "commit", "recorded", "discarded"] as const;
@@ -123,6 +124,9 @@ export const makeFinishStep = flowStep("finish", async (doc, deps) => {
       if (session.status === "running") await armIdleCheck(deps, session.id, `${doc.flow} committed`);
     });
   }
+  // After the commit, never before (issue 22 §4); on every outcome, since a failed restore or a
+  // flow that never committed can leave snapshots unreferenced too.
+  await isolated(deps, "snapshots", doc.sessionId, () => retireSupersededSnapshots(deps, doc, session));
   if (doc.flow === "idle-snapshot") await isolated(deps, "idle", doc.sessionId, () => settleIdleSnapshot(doc, deps, session, outcome));
 
   await isolated(deps, "audit", doc.sessionId, () =>
