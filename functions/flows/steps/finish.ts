@@ -3,7 +3,8 @@
  * release the lease (and the relay lease an idle snapshot took), re-arm or cancel the expiry and
  * idle-check schedules, append the audit event with per-step timings, push the final client
  * status, settle an idle snapshot (metrics; retry or circuit breaker after a failure), and
- * deliver prompts that queued up while the flow held the lease (or wake the session for them).
+ * deliver prompts that queued up while the flow held the lease (or wake the session for them),
+ * and delete the snapshots the flow left unreferenced (issue 22 §4, ../snapshot-retirement.ts).
  * Each part is isolated: one failing does not stop the others, and every part is idempotent, so
  * the ASL may retry the whole step.
  */
