@@ -8,8 +8,8 @@
  * - superseded snapshots are deleted after the commit, all of them on stop; a failed delete is
  *   queued and the sweeper retries it.
  */
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { RESTORE_EXPIRY_MARGIN_MS } from "../../functions/domain/restore-source";
+import { afterEach, beforeEach, describe, expect, it, onTestFailed } from "vitest";
+import { RESTORE_EXPIRY_MARGIN_MS, referencedSnapshotIds } from "../../functions/domain/restore-source";
 import { toSessionView, type SessionRecord } from "../../functions/domain/session";
 import { ProviderError } from "../../functions/domain/errors";
 import { sweep } from "../../functions/sweeper/orphan-sweeper";
@@ -17,6 +17,7 @@ import { FaultInjectingProvider } from "../support/fault-injecting-provider";
 import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";
 import { ScriptedAgent } from "../support/scripted-agent";
+import { seededRandom, shuffled, testSeed } from "../support/seeded-random";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** Modal's memory snapshot lifetime (modal-provider MODAL_MEMORY_SNAPSHOT_LIFETIME_MS). */
@@ -193,5 +194,35 @@ describe("snapshot deletion (issue 22 §4)", () => {
     expect(provider.callsOf("deleteSnapshot")).toEqual([]);
     expect(await h.deps.snapshotDeletions.list()).toEqual([]);
     expect(inner.storedSnapshots()).toContain(id);
+  });
+});
+
+describe("snapshots under random interleavings (issue 22 §3, §4)", () => {
+  const seed = testSeed("SNAPSHOT_INTERLEAVINGS_SEED");
+
+  it("whatever runs concurrently, the session's snapshots exist and every other snapshot it had is deleted", async () => {
+    onTestFailed(() => {
+      console.error(`snapshot interleavings failed with seed ${seed}; replay: SNAPSHOT_INTERLEAVINGS_SEED=${seed} npx vitest run test/flow/snapshot-retention.test.ts -t "random interleavings"`);
+    });
+    const random = seededRandom(seed);
+    const flows = ["ensure-runtime", "pause", "snapshot", "ensure-runtime", "pause", "snapshot", "stop"] as const;
+    for (let round = 0; round < 10; round++) {
+      const s = await runningSession();
+      provider.delay("memorySnapshot", round % 3).delay("snapshot", (round + 1) % 3).delay("deleteSnapshot", round % 2);
+      const order = shuffled(flows, random).slice(0, 5);
+      // Starts staggered by 0-3 ms vary the interleavings (a scenario input, not a synchronisation).
+      await Promise.all(order.map((flow, i) => new Promise((r) => setTimeout(r, i * (round % 4))).then(() => h.start(flow, s.id))));
+      await h.runner.whenIdle();
+      const after = await h.session(s.id);
+      const referenced = referencedSnapshotIds(after);
+      // Never a snapshot the session references deleted (a resume would use it) ...
+      for (const id of referenced) expect(inner.snapshotInfo(id)?.deleted, `${id} of ${after.status} session`).toBe(false);
+      // ... and none of its other snapshots left behind.
+      const mine = inner.storedSnapshots().filter((id) => inner.snapshotInfo(id)?.sandboxId && inner.sandbox(inner.snapshotInfo(id)?.sandboxId ?? "")?.sessionId === s.id);
+      expect(mine.sort()).toEqual([...referenced].sort());
+      if (after.status === "paused") expect(after.durableSnapshotId).toBeTruthy();
+      if (after.status === "stopped") expect(referenced.size).toBe(0);
+    }
+    expect(await h.deps.snapshotDeletions.list()).toEqual([]);
   });
 });
