@@ -16,7 +16,7 @@ import { ProviderError, ValidationError } from "../../../functions/domain/errors
 import { toStepError, STEP_ERRORS } from "../../../functions/flows/step-errors";
 import { E2BSandboxProvider, type E2BSandboxLike, type E2BSdk } from "../../../functions/providers/e2b/e2b-provider";
 import { MODAL_MEMORY_SNAPSHOT_LIFETIME_MS, ModalSandboxProvider, type ModalSandboxLike, type ModalSdk } from "../../../functions/providers/modal/modal-provider";
-import { modalFilesystemSnapshotTtlSeconds } from "../../../functions/providers/provider-factory";
+import { createSandboxProvider, modalFilesystemSnapshotTtlSeconds } from "../../../functions/providers/provider-factory";
 
 const T0 = 1_760_000_000_000;
 const DAY = 24 * 3600 * 1000;
@@ -141,6 +141,17 @@ describe("Modal snapshot lifetimes (issue 22 §3)", () => {
     expect(modalFilesystemSnapshotTtlSeconds("7776000")).toBe(7_776_000);
     for (const bad of ["-1", "1.5", "30d", "abc"]) expect(() => modalFilesystemSnapshotTtlSeconds(bad)).toThrow(ValidationError);
     expect(() => modalFilesystemSnapshotTtlSeconds("x")).toThrow(/MODAL_FILESYSTEM_SNAPSHOT_TTL_SECONDS/);
+  });
+
+  it("the provider factory hands the setting to the Modal provider, and refuses a bad one naming it", async () => {
+    const env = { MODAL_TOKEN_ID: "ak-0123456789abcdef", MODAL_TOKEN_SECRET: "as-0123456789abcdef" };
+    const configured = await createSandboxProvider("modal", { sandboxTimeoutSeconds: 600, env: { ...env, MODAL_FILESYSTEM_SNAPSHOT_TTL_SECONDS: "86400" } });
+    expect(configured).toMatchObject({ config: { filesystemSnapshotTtlSeconds: 86_400 } });
+    const unset = await createSandboxProvider("modal", { sandboxTimeoutSeconds: 600, env });
+    expect(unset).toMatchObject({ config: { filesystemSnapshotTtlSeconds: 0 } });
+    await expect(createSandboxProvider("modal", { sandboxTimeoutSeconds: 600, env: { ...env, MODAL_FILESYSTEM_SNAPSHOT_TTL_SECONDS: "30d" } })).rejects.toThrow(
+      /MODAL_FILESYSTEM_SNAPSHOT_TTL_SECONDS/,
+    );
   });
 });
 
