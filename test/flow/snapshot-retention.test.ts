@@ -13,6 +13,7 @@ import { RESTORE_EXPIRY_MARGIN_MS, referencedSnapshotIds } from "../../functions
 import { toSessionView, type SessionRecord } from "../../functions/domain/session";
 import { ProviderError } from "../../functions/domain/errors";
 import { sweep } from "../../functions/sweeper/orphan-sweeper";
+import { runIdleCheck } from "../../functions/idle/idle-check";
 import { FaultInjectingProvider } from "../support/fault-injecting-provider";
 import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";
@@ -71,6 +72,23 @@ describe("a durable snapshot for every paused session (issue 22 §3)", () => {
       expired: false,
       fallback: { kind: "filesystem", snapshotId: paused.durableSnapshotId, expiresAt: null },
     });
+  });
+
+  it("an idle snapshot (seed 002: memory, no filesystem fallback) and an expiry pause with no clients keep a durable snapshot too", async () => {
+    const idle = await runningSession();
+    h.advance((h.config.IDLE_SNAPSHOT_DELAY_SECONDS + 1) * 1000);
+    const check = await runIdleCheck(h.deps, { sessionId: idle.id, at: h.deps.now() });
+    if (check.started) await h.runner.executions.get(check.started)?.done;
+    const idled = await h.session(idle.id);
+    expect(idled).toMatchObject({ status: "paused", pauseReason: "inactivity" });
+    expect(idled.snapshotId).toMatch(/^mem:/);
+    expect(idled.durableSnapshotId).toMatch(/^isnap_/);
+
+    const expiring = await runningSession();
+    const migrated = await h.run("migrate", expiring.id, "schedule:expiry");
+    expect(migrated).toMatchObject({ status: "paused", pauseReason: "inactivity" });
+    expect(migrated.snapshotId).toMatch(/^mem:/);
+    expect(migrated.durableSnapshotId).toMatch(/^isnap_/);
   });
 
   it("within the memory snapshot's lifetime resume restores memory (processes kept); after it, the durable snapshot (boot), and nothing is lost", async () => {
