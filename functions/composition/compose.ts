@@ -30,6 +30,7 @@ import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue, D
 import { DynamoApiTokenStore, DynamoSessionStore } from "../store/dynamo-session-store";
 import { DynamoTranscriptStore } from "../store/dynamo-transcript";
 import { DynamoWsTicketStore } from "../store/dynamo-ws-tickets";
+import { DynamoSnapshotDeletionQueue } from "../store/dynamo-snapshot-deletions";
 import type { WsDeps } from "../ws/ws-deps";
 
 /** What differs between runtimes (AWS, local, tests); everything else is built from these. */
@@ -70,6 +71,7 @@ export interface RuntimeStores {
   relayLeases: DynamoRelayLeaseStore;
   secrets: DynamoOrgSecretStore;
   orgSettings: DynamoOrgSettingsStore;
+  snapshotDeletions: DynamoSnapshotDeletionQueue;
 }
 
 export interface Runtime {
@@ -102,6 +104,7 @@ export function composeStores(doc: DynamoDBDocumentClient, tableName: string, se
     relayLeases: new DynamoRelayLeaseStore(doc, tableName),
     secrets: new DynamoOrgSecretStore(doc, tableName, secretKeys),
     orgSettings: new DynamoOrgSettingsStore(doc, tableName),
+    snapshotDeletions: new DynamoSnapshotDeletionQueue(doc, tableName),
   };
 }
 
@@ -126,6 +129,7 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
     sandboxKeys,
     secrets: stores.secrets,
     orgSettings: stores.orgSettings,
+    snapshotDeletions: stores.snapshotDeletions,
     config,
     metrics: adapters.flowMetrics,
     now,

@@ -66,6 +66,9 @@ export function clientStatusOf(status: SessionStatus): ClientStatus {
 export const TRANSITION_CHANGE_FIELDS = [
   "sandboxId",
   "snapshotId",
+  "snapshotExpiresAt",
+  "durableSnapshotId",
+  "durableSnapshotExpiresAt",
   "pauseReason",
   "stopReason",
   "errorMessage",

@@ -8,6 +8,7 @@ import { EnvFileSchema, type EnvSpec } from "../../sandbox/shared/env-file-schem
 import { NotAFileError, OutsideWorkspaceError, resolveInsideWorkspaceLexically, splitFilePath } from "../../sandbox/shared/workspace-path";
 import { AgentModel, GitIdentity, SecretName, ServiceCommand } from "./agent-settings";
 import { workspacePathTextProblem } from "./text";
+import { resolveRestoreSource, type RestoreSource } from "./restore-source";
 
 /** Stored statuses (ARCHITECTURE.md §4). `starting` means a record with no sandbox yet. */
 export const SESSION_STATUSES = ["starting", "running", "paused", "stopped", "error"] as const;
@@ -160,6 +161,15 @@ export const SessionRecord = z.object({
   initialPrompt: z.string().nullable(),
   sandboxId: z.string().nullable(),
   snapshotId: z.string().nullable(),
+  /** When `snapshotId` stops being restorable (a Modal memory snapshot: 7 days after it was taken); null: kept until deleted. */
+  snapshotExpiresAt: IsoTime.nullable().default(null),
+  /**
+   * The durable filesystem snapshot taken together with an expiring `snapshotId` (issue 22 §3):
+   * a resume restores it once `snapshotId` has expired (domain/restore-source.ts).
+   */
+  durableSnapshotId: z.string().nullable().default(null),
+  /** When `durableSnapshotId` expires (MODAL_FILESYSTEM_SNAPSHOT_TTL_SECONDS); null: kept until deleted. */
+  durableSnapshotExpiresAt: IsoTime.nullable().default(null),
   pauseReason: PauseReason.nullable(),
   stopReason: z.string().nullable(),
   errorMessage: z.string().nullable(),
@@ -196,12 +206,18 @@ export const SessionRecord = z.object({
 });
 export type SessionRecord = z.infer<typeof SessionRecord>;
 
-/** What clients see (API.md): the record without tenancy and concurrency internals. */
-export type SessionView = Omit<SessionRecord, "orgId" | "version" | "runningSince" | "initialPrompt" | "openCodeUrl" | "sandboxKeyEpoch">;
+/**
+ * What clients see (API.md): the record without tenancy and concurrency internals, plus
+ * `restoreFrom`: the snapshot a resume at `now` restores (null: a fresh sandbox), with the one
+ * after it once it expires (domain/restore-source.ts).
+ */
+export type SessionView = Omit<SessionRecord, "orgId" | "version" | "runningSince" | "initialPrompt" | "openCodeUrl" | "sandboxKeyEpoch"> & {
+  restoreFrom: RestoreSource | null;
+};
 
-export function toSessionView(record: SessionRecord): SessionView {
+export function toSessionView(record: SessionRecord, now: Date): SessionView {
   const { orgId: _org, version: _v, runningSince: _r, initialPrompt: _p, openCodeUrl: _u, sandboxKeyEpoch: _k, ...view } = record;
-  return view;
+  return { ...view, restoreFrom: resolveRestoreSource(record, now) };
 }
 
 export interface NewSessionInput {
@@ -249,6 +265,9 @@ export function newSessionRecord(input: NewSessionInput): SessionRecord {
     initialPrompt: input.initialPrompt ?? null,
     sandboxId: null,
     snapshotId: null,
+    snapshotExpiresAt: null,
+    durableSnapshotId: null,
+    durableSnapshotExpiresAt: null,
     pauseReason: null,
     stopReason: null,
     errorMessage: null,

@@ -18,6 +18,7 @@ import type { MetricsSink } from "../ports/metrics-sink";
 import type { ConnectionRegistry, LifecycleEventLog, PromptQueue, ProxyConnectionRegistry } from "../ports/session-items";
 import type { RelayLeaseStore } from "../ports/relay";
 import type { SessionStore } from "../ports/session-store";
+import type { SnapshotDeletionQueue } from "../ports/snapshot-deletions";
 
 export interface FlowDeps {
   sessions: SessionStore;
@@ -42,6 +43,8 @@ export interface FlowDeps {
   secrets: OrgSecretStore;
   /** The org's default model, read by provision when the session names none. */
   orgSettings: Pick<OrgSettingsStore, "getModel">;
+  /** Snapshot deletes that failed, retried by the sweeper (issue 22 §4). */
+  snapshotDeletions: SnapshotDeletionQueue;
   config: Config;
   metrics: MetricsSink;
   now: () => Date;

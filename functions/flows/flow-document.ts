@@ -31,6 +31,8 @@ export const BeginResult = z.object({
   /** Stored status and sandbox when the lease was taken: what the flow acts on. */
   fromStatus: z.string(),
   sandboxId: z.string().nullable(),
+  /** The snapshots the session referenced when the lease was taken (Finish deletes those it no longer does). */
+  snapshotIds: z.array(z.string()).optional(),
   /** Idle snapshots: when the session's grace ran out (the idle-lag metric's start). */
   graceExpiresAt: z.string().nullable().optional(),
   /** The sandbox's expiry when the lease was taken (idle sandbox-seconds avoided). */
@@ -59,6 +61,11 @@ export const SnapshotStepResult = z.object({
   snapshotId: z.string().nullable(),
   /** `lost`: the provider no longer has the sandbox (idle snapshots only): nothing was snapshotted. */
   method: z.enum(["pause", "memory", "filesystem", "lost"]),
+  /** Epoch ms the snapshot stops being restorable (a Modal memory snapshot); null/absent: kept until deleted. */
+  expiresAt: z.number().nullable().optional(),
+  /** The durable filesystem snapshot taken with an expiring one (issue 22 §3), and its expiry. */
+  durableSnapshotId: z.string().nullable().optional(),
+  durableExpiresAt: z.number().nullable().optional(),
   ms: z.number(),
 });
 

@@ -50,6 +50,6 @@ export function lifecycleActionRoute(spec: LifecycleActionSpec): (deps: HttpDeps
     requireStatus(session, spec.allowed, spec.action);
     if (spec.touchActivity) await deps.sessions.touchActivity(session.id, deps.now());
     if (!spec.alreadyDone?.includes(session.status)) await startSessionFlow(deps, session, spec.flow, `user:${caller.userId}`, spec.reason);
-    return { status: 202, body: { session: toSessionView(session) } };
+    return { status: 202, body: { session: toSessionView(session, deps.now()) } };
   });
 }

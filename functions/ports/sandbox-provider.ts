@@ -91,6 +91,11 @@ export interface EnsureSandboxResult extends CreateSandboxResult {
 
 export interface SnapshotResult {
   snapshotId: string;
+  /**
+   * Epoch ms after which the provider no longer restores this snapshot (Modal memory snapshots:
+   * 7 days; a filesystem snapshot taken with a TTL). Null or absent: kept until `deleteSnapshot`.
+   */
+  expiresAt?: number | null;
 }
 
 export interface PauseResult {
@@ -152,6 +157,11 @@ export interface SandboxProvider {
   pause(sessionId: string, sandboxId: string): Promise<PauseResult>;
   /** Memory snapshot (`mem:` id); throws when `supportsMemorySnapshot` is false. */
   memorySnapshot(sessionId: string, sandboxId: string): Promise<SnapshotResult>;
+  /**
+   * Deletes a snapshot this provider returned (`snapshot`, `memorySnapshot`, `pause`).
+   * Idempotent: a snapshot that is already gone is success.
+   */
+  deleteSnapshot(snapshotId: string): Promise<void>;
   /** Idempotent: a sandbox that is already gone is success. */
   terminate(sessionId: string, sandboxId?: string | null): Promise<void>;
   /** Batch liveness, side-effect free: returns the ids among `sandboxIds` that are alive. */

@@ -43,6 +43,7 @@ export async function createSandboxProvider(type: ProviderType, settings: Provid
         modelEnv: pick(env, DEPLOYMENT_MODEL_VARS),
         ...(env.MODAL_BASE_IMAGE ? { baseImage: env.MODAL_BASE_IMAGE } : {}),
         ...(env.MODAL_BASE_SNAPSHOT_ID ? { baseSnapshotId: env.MODAL_BASE_SNAPSHOT_ID } : {}),
+        filesystemSnapshotTtlSeconds: modalFilesystemSnapshotTtlSeconds(env.MODAL_FILESYSTEM_SNAPSHOT_TTL_SECONDS),
       });
     }
     case "e2b": {
@@ -59,6 +60,19 @@ export async function createSandboxProvider(type: ProviderType, settings: Provid
       });
     }
   }
+}
+
+/**
+ * `MODAL_FILESYSTEM_SNAPSHOT_TTL_SECONDS` (issue 22 §3): whole seconds, 0 or unset = kept until
+ * the control plane deletes them. Anything else fails the provider's creation naming the variable.
+ */
+export function modalFilesystemSnapshotTtlSeconds(raw: string | undefined): number {
+  if (raw === undefined || raw.trim() === "") return 0;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new ValidationError("modal provider: MODAL_FILESYSTEM_SNAPSHOT_TTL_SECONDS must be a whole number of seconds (0: keep until deleted)");
+  }
+  return value;
 }
 
 function pick(env: Record<string, string>, names: readonly string[]): Record<string, string> {

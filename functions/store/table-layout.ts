@@ -18,6 +18,7 @@
  * | org secret          | `ORG#<orgId>`           | `SECRET#<name>`                 | -                         | -                                        |
  * | org settings        | `ORG#<orgId>`           | `SETTINGS`                      | -                         | -                                        |
  * | open-session marker | `ORG#<orgId>`           | `OPENSESSION#<sessionId>`       | -                         | -                                        |
+ * | pending snapshot deletion | `SNAPSHOTDELETION` | `<provider>#<snapshotId>`      | -                         | -                                        |
  *
  * Client connections, their lookups and proxy connections carry `ttl` (epoch seconds, the table's
  * TTL attribute) next to their ISO `expiresAt`: DynamoDB deletes them some time after they expire,
@@ -86,6 +87,12 @@ export const keys = {
   openSessionPrefix: "OPENSESSION#",
   /** An org's settings (its default agent model); one item per org. */
   orgSettings: (orgId: string) => ({ PK: `ORG#${orgId}`, SK: "SETTINGS" }),
+  /**
+   * A snapshot delete that failed, kept until the sweeper's retry succeeds (issue 22 §4). One
+   * partition: the items exist only while a provider refuses deletes, and the sweeper reads them all.
+   */
+  snapshotDeletion: (provider: string, snapshotId: string) => ({ PK: "SNAPSHOTDELETION", SK: `${provider}#${snapshotId}` }),
+  snapshotDeletionPartition: "SNAPSHOTDELETION",
 } as const;
 
 /** Key attributes that the store adds to domain records and strips from them. */

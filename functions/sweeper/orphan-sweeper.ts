@@ -16,6 +16,8 @@
  *   its session, since a flow may be about to commit it) -> terminated;
  * - still referenced by a paused or stopped session whose terminate failed (seed 002 §5b step 8:
  *   "keep sandboxId for sweeper retry") -> terminated, and the reference cleared under the lease.
+ * Pass 3, every pending snapshot deletion (a delete that failed, issue 22 §4): retried, unless its
+ * session references the snapshot again (flows/snapshot-retirement.ts).
  */
 import type { SessionRecord, ProviderType } from "../domain/session";
 import type { FlowDeps } from "../flows/flow-deps";
@@ -24,6 +26,7 @@ import { evaluateIdle, type IdleMode } from "../idle/idle-predicate";
 import { errorForLog } from "../observability/logger";
 import { METRIC_NAMES } from "../ports/metrics-sink";
 import type { ListedSandbox, SandboxProvider } from "../ports/sandbox-provider";
+import { retryPendingSnapshotDeletions } from "../flows/snapshot-retirement";
 
 export interface SweepReport {
   runningScanned: number;
@@ -31,6 +34,8 @@ export interface SweepReport {
   rearmed: number;
   sandboxesListed: number;
   terminated: { sandboxId: string; sessionId: string | null; why: "unreferenced" | "leftover" }[];
+  /** Pending snapshot deletions that succeeded on this pass. */
+  snapshotsDeleted: string[];
   errors: number;
 }
 
@@ -164,15 +169,24 @@ async function sweepSandboxes(deps: FlowDeps, report: SweepReport): Promise<void
 }
 
 export async function sweep(deps: FlowDeps): Promise<SweepReport> {
-  const report: SweepReport = { runningScanned: 0, started: [], rearmed: 0, sandboxesListed: 0, terminated: [], errors: 0 };
+  const report: SweepReport = { runningScanned: 0, started: [], rearmed: 0, sandboxesListed: 0, terminated: [], snapshotsDeleted: [], errors: 0 };
   await sweepRunning(deps, report);
   await sweepSandboxes(deps, report);
+  try {
+    const pending = await retryPendingSnapshotDeletions(deps);
+    report.snapshotsDeleted = pending.deleted;
+    report.errors += pending.failed;
+  } catch (err) {
+    report.errors++;
+    deps.logger.error("sweeper: pending snapshot deletions not read", { error: errorForLog(err) });
+  }
   deps.logger.info("sweep done", {
     runningScanned: report.runningScanned,
     started: report.started.length,
     rearmed: report.rearmed,
     sandboxesListed: report.sandboxesListed,
     terminated: report.terminated.length,
+    snapshotsDeleted: report.snapshotsDeleted.length,
     errors: report.errors,
   });
   return report;

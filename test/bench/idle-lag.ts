@@ -55,6 +55,7 @@ import { createDocumentClient } from "../../functions/store/dynamo-client";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue, DynamoProxyConnectionRegistry } from "../../functions/store/dynamo-session-items";
 import { DynamoApiTokenStore, DynamoSessionStore } from "../../functions/store/dynamo-session-store";
+import { DynamoSnapshotDeletionQueue } from "../../functions/store/dynamo-snapshot-deletions";
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 import { makeDisconnectHandler } from "../../functions/ws/handlers/disconnect";
 import type { WsDeps, WsEvent, WsResult } from "../../functions/ws/ws-deps";
@@ -224,6 +225,7 @@ function startBench(endpoint: string, tableName: string): Bench {
     events: new DynamoLifecycleEventLog(doc, tableName),
     connections: new DynamoConnectionRegistry(doc, tableName),
     proxies: new DynamoProxyConnectionRegistry(doc, tableName),
+    snapshotDeletions: new DynamoSnapshotDeletionQueue(doc, tableName),
     // No relay runs here: the agent counts as watched (as in the flow harness); seize/release are real.
     relayLeases: {
       watched: () => Promise.resolve(true),

@@ -3,6 +3,8 @@
  * OpenCode (development model): resume, prompt, pause, prompt-wakes-paused, snapshot, stop,
  * the audit trail, 409s naming the state, and concurrent resumes producing one sandbox.
  */
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentEndpoint } from "../../functions/agent/agent-endpoint";
 import type { SessionRecord } from "../../functions/domain/session";
@@ -49,8 +51,16 @@ async function liveSandboxes(): Promise<string[]> {
   return provider.checkSandboxes(ids);
 }
 
+/** Where the local provider keeps a snapshot. */
+function snapshotDir(snapshotId: string | null): string {
+  if (!snapshotId) throw new Error("no snapshot id");
+  return join(runtime.sandboxDir, "snapshots", snapshotId);
+}
+
 describe("lifecycle over HTTP with real OpenCode", () => {
   let id: string;
+  let pausedSnapshot: string | null = null;
+  let checkpoint: string | null = null;
   let firstSandbox: string | null;
 
   it("resume provisions the sandbox: 202 at once, then running", async () => {
@@ -84,6 +94,16 @@ describe("lifecycle over HTTP with real OpenCode", () => {
     expect(paused).toMatchObject({ pauseReason: "user", sandboxId: null });
     expect(paused.snapshotId).toBeTruthy();
     expect(await liveSandboxes()).toEqual([]);
+    // issue 22 §3: the view says what a resume restores (a local snapshot: a filesystem copy that never expires).
+    const view = await api.request("GET", `/v1/sessions/${id}`);
+    expect((view.body as { session: { restoreFrom: unknown } }).session.restoreFrom).toEqual({
+      kind: "filesystem",
+      snapshotId: paused.snapshotId,
+      expiresAt: null,
+      expired: false,
+      fallback: null,
+    });
+    pausedSnapshot = paused.snapshotId;
   });
 
   it("409 names the state for illegal requests, and changes nothing", async () => {
@@ -121,6 +141,10 @@ describe("lifecycle over HTTP with real OpenCode", () => {
       return s.snapshotId !== before.snapshotId ? s : null;
     });
     expect(after).toMatchObject({ status: "running", sandboxId: before.sandboxId });
+    // issue 22 §4: the pause's snapshot is superseded by the checkpoint and deleted once it is committed.
+    await waitFor("the superseded snapshot to be deleted", () => (existsSync(snapshotDir(pausedSnapshot)) ? null : true));
+    expect(existsSync(snapshotDir(after.snapshotId))).toBe(true);
+    checkpoint = after.snapshotId;
   });
 
   it("the audit trail lists each flow with outcome, transition, actor and step timings", async () => {
@@ -165,8 +189,10 @@ describe("lifecycle over HTTP with real OpenCode", () => {
     const res = await api.request("DELETE", `/v1/sessions/${id}`);
     expect(res.status).toBe(202);
     const stopped = await waitForStatus(id, "stopped");
-    expect(stopped).toMatchObject({ sandboxId: null, stopReason: "user" });
+    expect(stopped).toMatchObject({ sandboxId: null, stopReason: "user", snapshotId: null });
     expect(await liveSandboxes()).toEqual([]);
+    // A stopped session keeps no snapshot (issue 22 §4).
+    expect(existsSync(snapshotDir(checkpoint))).toBe(false);
     for (const path of ["resume", "pause", "snapshot", "prompts"]) {
       const r = await api.request("POST", `/v1/sessions/${id}/${path}`, { body: path === "prompts" ? { content: "x" } : undefined });
       expect(r.status).toBe(409);

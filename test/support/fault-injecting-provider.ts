@@ -24,6 +24,7 @@ export type ProviderOperation =
   | "snapshot"
   | "pause"
   | "memorySnapshot"
+  | "deleteSnapshot"
   | "terminate"
   | "checkSandboxes"
   | "listSandboxes"
@@ -155,6 +156,10 @@ export class FaultInjectingProvider implements SandboxProvider {
 
   memorySnapshot(sessionId: string, sandboxId: string): Promise<SnapshotResult> {
     return this.run("memorySnapshot", [sessionId, sandboxId], () => this.inner.memorySnapshot(sessionId, sandboxId));
+  }
+
+  deleteSnapshot(snapshotId: string): Promise<void> {
+    return this.run("deleteSnapshot", [snapshotId], () => this.inner.deleteSnapshot(snapshotId));
   }
 
   terminate(sessionId: string, sandboxId?: string | null): Promise<void> {

@@ -27,7 +27,21 @@ export interface InstantSandboxProviderOptions {
   supportsPause?: boolean;
   supportsAutoPause?: boolean;
   supportsMemorySnapshot?: boolean;
+  /**
+   * Memory snapshots expire this long after they are taken (Modal: 7 days), reported as the
+   * snapshot's `expiresAt`; restoring one past it fails as Modal's restore does. Default: never.
+   */
+  memorySnapshotLifetimeMs?: number;
   now?: () => number;
+}
+
+/** A snapshot the provider took: deleted ones stay listed so a test can see what was deleted. */
+export interface InstantSnapshot {
+  snapshotId: string;
+  sandboxId: string;
+  takenAt: number;
+  expiresAt: number | null;
+  deleted: boolean;
 }
 
 export interface InstantSandbox {
@@ -50,6 +64,8 @@ export class InstantSandboxProvider implements SandboxProvider {
   private readonly timeoutSeconds: number;
   private readonly now: () => number;
   private readonly sandboxes = new Map<string, InstantSandbox>();
+  private readonly snapshots = new Map<string, InstantSnapshot>();
+  private readonly memorySnapshotLifetimeMs: number | null;
   private sandboxCounter = 0;
   private snapshotCounter = 0;
 
@@ -61,6 +77,7 @@ export class InstantSandboxProvider implements SandboxProvider {
     this.supportsAutoPause = options.supportsAutoPause ?? false;
     this.supportsMemorySnapshot = options.supportsMemorySnapshot ?? true;
     this.now = options.now ?? Date.now;
+    this.memorySnapshotLifetimeMs = options.memorySnapshotLifetimeMs ?? null;
     if (this.supportsAutoPause && !this.supportsPause) throw new Error("supportsAutoPause requires supportsPause");
   }
 
@@ -79,6 +96,17 @@ export class InstantSandboxProvider implements SandboxProvider {
   kill(sandboxId: string): void {
     const found = this.sandboxes.get(sandboxId);
     if (found) found.state = "terminated";
+  }
+
+  /** A copy of what the provider knows about a snapshot it took, or null. */
+  snapshotInfo(snapshotId: string): InstantSnapshot | null {
+    const found = this.snapshots.get(snapshotId);
+    return found ? { ...found } : null;
+  }
+
+  /** Ids of the snapshots taken and not deleted, in order. */
+  storedSnapshots(): string[] {
+    return [...this.snapshots.values()].filter((s) => !s.deleted).map((s) => s.snapshotId);
   }
 
   /** A memory snapshot or a paused sandbox comes back with its processes (its sidecar's key too). */
@@ -105,6 +133,12 @@ export class InstantSandboxProvider implements SandboxProvider {
     if (restoreFrom?.startsWith("mem:") && !this.supportsMemorySnapshot) {
       throw this.fail("createSandbox", `memory snapshot ${restoreFrom} cannot be restored by this provider`);
     }
+    const taken = opts.snapshotId ? this.snapshots.get(opts.snapshotId) : undefined;
+    if (taken && (taken.deleted || (taken.expiresAt !== null && this.now() >= taken.expiresAt))) {
+      // Modal's restore of a memory snapshot past its lifetime fails for good (RestoreFailed).
+      const operation = taken.snapshotId.startsWith("mem:") ? "restoreFromMemorySnapshot" : "createSandbox";
+      throw this.fail(operation, `snapshot ${taken.snapshotId} is ${taken.deleted ? "deleted" : "expired"}`);
+    }
     const paused = opts.snapshotId ? this.sandboxes.get(opts.snapshotId) : undefined;
     if (paused?.state === "paused") {
       paused.state = "running";
@@ -128,7 +162,7 @@ export class InstantSandboxProvider implements SandboxProvider {
 
   async snapshot(_sessionId: string, sandboxId: string): Promise<SnapshotResult> {
     this.running("snapshot", sandboxId);
-    return { snapshotId: this.nextSnapshotId() };
+    return this.took(this.nextSnapshotId(), sandboxId, null);
   }
 
   async pause(_sessionId: string, sandboxId: string): Promise<PauseResult> {
@@ -143,7 +177,20 @@ export class InstantSandboxProvider implements SandboxProvider {
   async memorySnapshot(_sessionId: string, sandboxId: string): Promise<SnapshotResult> {
     if (!this.supportsMemorySnapshot) throw this.fail("memorySnapshot", "this provider has no memory snapshots", sandboxId);
     this.running("memorySnapshot", sandboxId);
-    return { snapshotId: `mem:${this.nextSnapshotId()}` };
+    const lifetime = this.memorySnapshotLifetimeMs;
+    return this.took(`mem:${this.nextSnapshotId()}`, sandboxId, lifetime === null ? null : this.now() + lifetime);
+  }
+
+  /** Idempotent. A paused sandbox's id is its snapshot: deleting it ends that sandbox (as E2B's kill). */
+  async deleteSnapshot(snapshotId: string): Promise<void> {
+    const taken = this.snapshots.get(snapshotId);
+    if (taken) taken.deleted = true;
+    if (this.sandboxes.get(snapshotId)?.state === "paused") this.kill(snapshotId);
+  }
+
+  private took(snapshotId: string, sandboxId: string, expiresAt: number | null): SnapshotResult {
+    this.snapshots.set(snapshotId, { snapshotId, sandboxId, takenAt: this.now(), expiresAt, deleted: false });
+    return expiresAt === null ? { snapshotId } : { snapshotId, expiresAt };
   }
 
   async terminate(sessionId: string, sandboxId?: string | null): Promise<void> {

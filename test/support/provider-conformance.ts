@@ -7,7 +7,7 @@
  *
  * A harness supplies what the port cannot: how the control plane reaches a sandbox's tunnel
  * (`fetch`), how to make time pass (`expire`, absent live), and how to lose a snapshot
- * (`dropSnapshot`; the provider's own `deleteSnapshot` when it has one).
+ * (`dropSnapshot`, else the provider's own `deleteSnapshot`).
  * It also runs the older contract cases (provider-contract.ts).
  */
 import { describe, expect, it } from "vitest";
@@ -30,7 +30,7 @@ export interface ConformanceHarness {
    * `make` builds the provider to use for it (the local one needs a short timeout).
    */
   expiry?: { make(): SandboxProvider | Promise<SandboxProvider>; expire(provider: SandboxProvider, sandboxId: string): Promise<void> };
-  /** Makes a snapshot id unrestorable, as deleting it would. Absent: the provider's `deleteSnapshot`, else skipped. */
+  /** Makes a snapshot id unrestorable, as deleting it would. Absent: the provider's own `deleteSnapshot`. */
   dropSnapshot?: (snapshotId: string) => Promise<void>;
   /** Per-test timeout (real sandboxes boot slowly). */
   timeoutMs?: number;
@@ -47,9 +47,6 @@ function sessionId(): string {
   counter += 1;
   return `ses_conf${String(counter).padStart(22, "0")}`;
 }
-
-/** `deleteSnapshot` arrives on the port with issue 22 §4 (i22b); until then only the harness can drop one. */
-type WithDeleteSnapshot = SandboxProvider & { deleteSnapshot?: (snapshotId: string) => Promise<void> };
 
 export function describeProviderConformance(harness: ConformanceHarness): void {
   describeProviderContract(harness.name, harness.make, {
@@ -81,10 +78,12 @@ export function describeProviderConformance(harness: ConformanceHarness): void {
     expect((await harness.fetch(url)).status).toBe(401);
   }
 
-  async function dropper(p: SandboxProvider): Promise<((id: string) => Promise<void>) | null> {
-    const own = (p as WithDeleteSnapshot).deleteSnapshot;
-    if (own) return (id) => own.call(p, id);
-    return harness.dropSnapshot ?? null;
+  /**
+   * The harness's own drop first (a snapshot gone behind the provider's back, e.g. a Modal memory
+   * snapshot past its 7 days, which `deleteSnapshot` cannot remove), else the provider's delete.
+   */
+  function dropper(p: SandboxProvider): (id: string) => Promise<void> {
+    return harness.dropSnapshot ?? ((id) => p.deleteSnapshot(id));
   }
 
   const t = harness.timeoutMs;
@@ -176,10 +175,9 @@ export function describeProviderConformance(harness: ConformanceHarness): void {
         await p.terminate(id, resumed.sandboxId);
       }), t);
 
-    it("not found: a restore from a snapshot that no longer exists fails, not retryable, as a restore failure when the snapshot kept processes", (ctx) =>
+    it("not found: a restore from a snapshot that no longer exists fails, not retryable, as a restore failure when the snapshot kept processes", () =>
       withProvider(async (p) => {
-        const drop = await dropper(p);
-        if (!drop) return ctx.skip("no way to delete a snapshot here (the provider has no deleteSnapshot yet)");
+        const drop = dropper(p);
         const id = sessionId();
         const created = await p.createSandbox(opts(id));
         const kinds: { snapshotId: string }[] = [await p.snapshot(id, created.sandboxId)];
@@ -216,11 +214,9 @@ export function describeProviderConformance(harness: ConformanceHarness): void {
         expect(answered === null || answered >= 500).toBe(true);
       }), t);
 
-    // issue 22 §4 (i22b adds `deleteSnapshot` to the port): runs once the provider has it, skipped before.
-    it("deleteSnapshot: a deleted snapshot cannot be restored, and deleting it again succeeds (already gone is success)", (ctx) =>
+    it("deleteSnapshot: a deleted snapshot cannot be restored, and deleting it again succeeds (already gone is success)", () =>
       withProvider(async (p) => {
-        const del = (p as WithDeleteSnapshot).deleteSnapshot;
-        if (!del) return ctx.skip("the provider has no deleteSnapshot yet");
+        const del = p.deleteSnapshot;
         const id = sessionId();
         const created = await p.createSandbox(opts(id));
         const snap = await p.snapshot(id, created.sandboxId);

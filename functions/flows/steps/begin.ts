@@ -8,6 +8,7 @@ import { readIdleFacts } from "../../idle/idle-check";
 import { evaluateIdle, idleModeOf } from "../../idle/idle-predicate";
 import { broadcastStatus } from "../../services/broadcast";
 import { planFlow } from "../plan";
+import { referencedSnapshotIds } from "../../domain/restore-source";
 import { flowStep } from "../step";
 import { stepEntry } from "../lambda-entry";
 
@@ -38,6 +39,7 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
       progressStatus: plan.proceed ? plan.progressStatus : null,
       fromStatus: session.status,
       sandboxId: session.sandboxId,
+      snapshotIds: [...referencedSnapshotIds(session)],
       graceExpiresAt: idle ? idle.graceExpiresAt.toISOString() : null,
       sandboxExpiresAt: session.sandboxExpiresAt,
       relayLease,

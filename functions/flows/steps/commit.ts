@@ -33,6 +33,18 @@ function runtimeChanges(p: NonNullable<FlowDocument["provision"]>) {
   };
 }
 
+/**
+ * A new snapshot's facts (issue 22 §3): its expiry and the durable snapshot taken with it. They
+ * replace the old ones whole, so Finish finds the old snapshots unreferenced and deletes them.
+ */
+function snapshotFacts(s: NonNullable<FlowDocument["snapshot"]>) {
+  const iso = (ms: number | null | undefined) => (ms === null || ms === undefined ? null : new Date(ms).toISOString());
+  return { snapshotExpiresAt: iso(s.expiresAt), durableSnapshotId: s.durableSnapshotId ?? null, durableSnapshotExpiresAt: iso(s.durableExpiresAt) };
+}
+
+/** A stopped session never runs again: it keeps no snapshot (Finish deletes them all, issue 22 §4). */
+const NO_SNAPSHOTS = { snapshotId: null, snapshotExpiresAt: null, durableSnapshotId: null, durableSnapshotExpiresAt: null };
+
 async function write(doc: FlowDocument, deps: FlowDeps, session: SessionRecord): Promise<SessionRecord> {
   const guard = leaseOf(doc);
   const now = deps.now();
@@ -48,14 +60,18 @@ async function write(doc: FlowDocument, deps: FlowDeps, session: SessionRecord):
         session,
         "paused",
         now,
-        pausedChanges({
-          snapshotId: s.snapshotId,
-          sandboxId: foundSandbox,
-          method: s.method,
-          terminated: doc.terminate?.terminated ?? false,
-          pauseReason: pauseReasonFor(doc.flow, doc.reason),
-          now,
-        }),
+        {
+          ...pausedChanges({
+            snapshotId: s.snapshotId,
+            sandboxId: foundSandbox,
+            method: s.method,
+            terminated: doc.terminate?.terminated ?? false,
+            pauseReason: pauseReasonFor(doc.flow, doc.reason),
+            now,
+          }),
+          // A lost sandbox keeps the snapshots the session had (and their expiries).
+          ...(s.method === "lost" ? {} : snapshotFacts(s)),
+        },
         guard,
       );
     }
@@ -68,6 +84,7 @@ async function write(doc: FlowDocument, deps: FlowDeps, session: SessionRecord):
         now,
         {
           stopReason: doc.reason ?? "user",
+          ...NO_SNAPSHOTS,
           // A sandbox that could not be terminated stays referenced so the sweeper retries it.
           sandboxId: keep ? foundSandbox : null,
           ...(keep ? {} : { openCodeUrl: null, sandboxExpiresAt: null }),
@@ -77,11 +94,16 @@ async function write(doc: FlowDocument, deps: FlowDeps, session: SessionRecord):
     }
     case "snapshot": {
       const snapshotId = required(doc.snapshot?.snapshotId ?? undefined, "snapshot id");
-      return deps.sessions.update(session, { snapshotId }, now, guard);
+      return deps.sessions.update(session, { snapshotId, ...snapshotFacts(required(doc.snapshot, "snapshot result")) }, now, guard);
     }
     case "swap": {
       const snapshotId = required(doc.snapshot?.snapshotId ?? undefined, "snapshot id");
-      return deps.sessions.update(session, { snapshotId, ...runtimeChanges(required(doc.provision, "provision result")) }, now, guard);
+      return deps.sessions.update(
+        session,
+        { snapshotId, ...snapshotFacts(required(doc.snapshot, "snapshot result")), ...runtimeChanges(required(doc.provision, "provision result")) },
+        now,
+        guard,
+      );
     }
   }
 }

@@ -3,7 +3,8 @@
  * release the lease (and the relay lease an idle snapshot took), re-arm or cancel the expiry and
  * idle-check schedules, append the audit event with per-step timings, push the final client
  * status, settle an idle snapshot (metrics; retry or circuit breaker after a failure), and
- * deliver prompts that queued up while the flow held the lease (or wake the session for them).
+ * deliver prompts that queued up while the flow held the lease (or wake the session for them),
+ * and delete the snapshots the flow left unreferenced (issue 22 §4, ../snapshot-retirement.ts).
  * Each part is isolated: one failing does not stop the others, and every part is idempotent, so
  * the ASL may retry the whole step.
  */
@@ -20,6 +21,7 @@ import { finalClientStatus } from "../plan";
 import { deliverQueuedPrompts } from "../../services/prompt-delivery";
 import { flowStep } from "../step";
 import { stepEntry } from "../lambda-entry";
+import { retireSupersededSnapshots } from "../snapshot-retirement";
 
 /** In the order the flows run them. */
 const TIMED_STEPS = ["begin", "quiesce", "snapshot", "terminate", "provision", "commit", "recorded", "discarded"] as const;
@@ -123,6 +125,9 @@ export const makeFinishStep = flowStep("finish", async (doc, deps) => {
       if (session.status === "running") await armIdleCheck(deps, session.id, `${doc.flow} committed`);
     });
   }
+  // After the commit, never before (issue 22 §4); on every outcome, since a failed restore or a
+  // flow that never committed can leave snapshots unreferenced too.
+  await isolated(deps, "snapshots", doc.sessionId, () => retireSupersededSnapshots(deps, doc, session));
   if (doc.flow === "idle-snapshot") await isolated(deps, "idle", doc.sessionId, () => settleIdleSnapshot(doc, deps, session, outcome));
 
   await isolated(deps, "audit", doc.sessionId, () =>

@@ -21,6 +21,7 @@ import type { SessionRecord } from "../../domain/session";
 import type { FlowDeps } from "../flow-deps";
 import type { Config } from "../../config/config";
 import { resolveSnapshot } from "../../domain/snapshot-resolution";
+import { resolveRestoreSource } from "../../domain/restore-source";
 import { NotFoundError, SessionSettingsError } from "../../domain/errors";
 import { errorForLog } from "../../observability/logger";
 import { flowStep } from "../step";
@@ -34,10 +35,12 @@ export const makeProvisionStep = flowStep("provision", async (doc, deps) => {
   if (!session) throw new NotFoundError(`session ${doc.sessionId} not found`);
   const provider: SandboxProvider = await deps.provider(session.provider);
   const migrating = doc.flow === "migrate";
+  // issue 22 §3: the session's snapshot while it is valid, its durable filesystem snapshot after.
+  const restore = migrating ? null : resolveRestoreSource(session, deps.now());
   const layers = resolveSnapshot({
     provider: session.provider,
     repos: session.repos,
-    sessionSnapshotId: migrating ? (doc.snapshot?.snapshotId ?? null) : session.snapshotId,
+    sessionSnapshotId: migrating ? (doc.snapshot?.snapshotId ?? null) : (restore?.snapshotId ?? null),
   });
   // issue 14 §2: a freshly booted sandbox gets the next key epoch, so a key leaked from an earlier
   // sandbox stops working once this one is committed; one that resumes its processes keeps the

@@ -2,7 +2,9 @@
  * Flow step `record-failure`: a provider failure the retries did not fix.
  * - `ensure-runtime` moves the session to `error` with a message the user sees; the next resume
  *   retries. A memory snapshot that cannot be restored is cleared first, so that next resume
- *   starts fresh instead of failing forever (seed 002 §5c: restartable, not terminal).
+ *   starts fresh instead of failing forever (seed 002 §5c: restartable, not terminal). When a
+ *   durable filesystem snapshot was taken with it (issue 22 §3), that one becomes the snapshot
+ *   instead: the next resume restores the files and the conversation, nothing is reset.
  * - a migration whose old sandbox is already gone (terminated before the new one is created)
  *   pauses the session on the snapshot it took, `pauseReason: "migration_failed"`: resumable,
  *   and `paused` keeps a usable snapshot (ARCHITECTURE.md §4);
@@ -21,15 +23,23 @@ export const makeRecordFailureStep = flowStep("record-failure", async (doc, deps
   if (!session) return {};
   if (doc.flow === "ensure-runtime") {
     const restoreFailed = failure.Error === STEP_ERRORS.restoreFailed;
-    const message = restoreFailed
-      ? "Session reset: the previous conversation was cleared (its saved state could not be restored). Connect again to start a fresh sandbox."
-      : `Sandbox could not be started: ${detail}`;
+    const durable = restoreFailed && session.durableSnapshotId && session.durableSnapshotId !== session.snapshotId ? session.durableSnapshotId : null;
+    const message = durable
+      ? "The saved memory state could not be restored. Connect again to restore the saved files and conversation (running processes restart)."
+      : restoreFailed
+        ? "Session reset: the previous conversation was cleared (its saved state could not be restored). Connect again to start a fresh sandbox."
+        : `Sandbox could not be started: ${detail}`;
+    const snapshotChanges = durable
+      ? { snapshotId: durable, snapshotExpiresAt: session.durableSnapshotExpiresAt, durableSnapshotId: null, durableSnapshotExpiresAt: null, sandboxId: null }
+      : restoreFailed
+        ? { snapshotId: null, snapshotExpiresAt: null, durableSnapshotId: null, durableSnapshotExpiresAt: null, sandboxId: null }
+        : {};
     try {
       await deps.sessions.transition(
         session,
         "error",
         deps.now(),
-        { errorMessage: message, ...(restoreFailed ? { snapshotId: null, sandboxId: null } : {}) },
+        { errorMessage: message, ...snapshotChanges },
         leaseOf(doc),
       );
     } catch (err) {
@@ -58,6 +68,9 @@ export const makeRecordFailureStep = flowStep("record-failure", async (doc, deps
         deps.now(),
         {
           snapshotId: doc.snapshot.snapshotId,
+          snapshotExpiresAt: doc.snapshot.expiresAt ? new Date(doc.snapshot.expiresAt).toISOString() : null,
+          durableSnapshotId: null,
+          durableSnapshotExpiresAt: null,
           sandboxId: null,
           openCodeUrl: null,
           sandboxExpiresAt: null,

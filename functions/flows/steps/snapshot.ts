@@ -10,6 +10,17 @@
  * snapshot and the step reports `lost`, so the commit pauses the session on its last snapshot
  * instead of leaving it `running` on a dead sandbox. Modal idle snapshots are memory snapshots
  * with no filesystem fallback (seed 002 §12): a failed one fails the step.
+ *
+ * A snapshot that expires (a Modal memory snapshot: 7 days) gets a durable filesystem snapshot
+ * taken right after it (issue 22 §3), so a session paused longer still resumes (from the
+ * filesystem, processes restarted). Not a fallback: both are required, and if the durable one
+ * fails the step fails (the session stays running and the pause is retried), and the memory
+ * snapshot just taken is deleted (or queued for the sweeper). Why at pause time rather than by a
+ * scheduled conversion before day 7: a conversion would have to restore the memory snapshot into
+ * a new sandbox, snapshot it and terminate it (a full sandbox start per long pause, and a
+ * restore that can fail exactly when it matters); a filesystem snapshot of the sandbox that is
+ * being paused anyway costs one SDK call and its seconds while nobody waits (README "Paused
+ * sessions never expire").
  */
 import { agentEndpoint } from "../../agent/agent-endpoint";
 import { NotFoundError } from "../../domain/errors";
@@ -22,6 +33,7 @@ import { STEP_ERRORS, StepError } from "../step-errors";
 import { flowStep, leaseOf } from "../step";
 import { stepEntry } from "../lambda-entry";
 import { awsProviders } from "../../providers/aws-providers";
+import { deleteSnapshotOrRecord } from "../snapshot-retirement";
 
 type AgentState = "busy" | "idle" | "unreachable";
 
@@ -59,13 +71,21 @@ export const makeSnapshotStep = flowStep("snapshot", async (doc, deps) => {
   }
   const method = snapshotMethod(doc.flow, doc.begin?.branch ?? null, provider);
   await deps.sessions.verifyLease(lease, deps.now());
-  const { snapshotId } =
+  const taken =
     method === "pause"
       ? await provider.pause(session.id, sandboxId)
       : method === "memory"
         ? await provider.memorySnapshot(session.id, sandboxId)
         : await provider.snapshot(session.id, sandboxId);
-  return { snapshotId, method };
+  const expiresAt = "expiresAt" in taken ? (taken.expiresAt ?? null) : null;
+  if (expiresAt === null || method === "filesystem") return { snapshotId: taken.snapshotId, method, expiresAt };
+  try {
+    const durable = await provider.snapshot(session.id, sandboxId);
+    return { snapshotId: taken.snapshotId, method, expiresAt, durableSnapshotId: durable.snapshotId, durableExpiresAt: durable.expiresAt ?? null };
+  } catch (err) {
+    await deleteSnapshotOrRecord(deps, provider, { provider: session.provider, snapshotId: taken.snapshotId, sessionId: session.id });
+    throw err;
+  }
 });
 
 export const handler = stepEntry(makeSnapshotStep, awsProviders);

@@ -220,7 +220,7 @@ export const makeCreateSessionHandler = httpRoute(
       await deps.prompts.enqueue({ sessionId: record.id, content: body.initialPrompt, source: `user:${who.userId}`, now: deps.now() });
     }
     deps.logger.info("session created", { sessionId: record.id, provider, clientType: record.clientType });
-    return { status: 201, body: { session: toSessionView(record) }, headers: { location: `/v1/sessions/${record.id}` } };
+    return { status: 201, body: { session: toSessionView(record, deps.now()) }, headers: { location: `/v1/sessions/${record.id}` } };
   },
 );
 

@@ -10,7 +10,7 @@ export const makeGetSessionHandler = httpRoute(
   { name: "GetSession", auth: true, params: SessionPathParams },
   async ({ params, principal }, deps) => {
     const session = await loadOwnedSession(deps.sessions, requirePrincipal(principal), params.id);
-    return { status: 200, body: { session: toSessionView(session) } };
+    return { status: 200, body: { session: toSessionView(session, deps.now()) } };
   },
 );
 

@@ -24,7 +24,7 @@ export const makeListSessionsHandler = httpRoute(
       cursor: query.cursor ?? null,
       status: query.status,
     });
-    return { status: 200, body: { items: page.items.map(toSessionView), nextCursor: page.nextCursor } };
+    return { status: 200, body: { items: page.items.map((s) => toSessionView(s, deps.now())), nextCursor: page.nextCursor } };
   },
 );
 

@@ -22,6 +22,8 @@
  *             left of its timeout}): `connect` resumes a paused sandbox, for 300 s without a timeout
  *   pause:    Sandbox.pause(sandboxId, {keepMemory: true})
  *   snapshot: Sandbox.createSnapshot(sandboxId) → `e2b-snapshot:` + snapshotId (restored with Sandbox.create)
+ *   deleteSnapshot: `e2b-snapshot:` ids: Sandbox.deleteSnapshot(id) (false = already gone); paused sandbox ids:
+ *             Sandbox.getInfo(id) → paused: Sandbox.kill(id) (a paused sandbox's data is kept until killed)
  *   terminate: Sandbox.kill(id) (false = already gone) | Sandbox.list({query: {metadata: {sessionId}}}) → kill each
  *   checkSandboxes: Sandbox.list({query: {metadata: {managedBy}, state: ["running"]}}) paginated
  *   listSandboxes: Sandbox.list({query: {metadata: {managedBy}, state: ["running", "paused"]}}) paginated
@@ -100,6 +102,8 @@ export interface E2BSdk {
   kill(sandboxId: string): Promise<boolean>;
   pause(sandboxId: string, opts: { keepMemory: boolean }): Promise<boolean>;
   createSnapshot(sandboxId: string): Promise<{ snapshotId: string }>;
+  /** `true` if deleted, `false` if not found. */
+  deleteSnapshot(snapshotId: string): Promise<boolean>;
   getInfo(sandboxId: string): Promise<SandboxInfo>;
   list(opts: SandboxListOpts): E2BPaginatorLike;
 }
@@ -132,6 +136,7 @@ export function createE2BSdk(config: Pick<E2BProviderConfig, "apiKey" | "domain"
     kill: (id) => Sandbox.kill(id, conn),
     pause: (id, opts) => Sandbox.pause(id, { ...conn, ...opts }),
     createSnapshot: (id) => Sandbox.createSnapshot(id, conn),
+    deleteSnapshot: (id) => Sandbox.deleteSnapshot(id, conn),
     getInfo: (id) => Sandbox.getInfo(id, conn),
     list: (opts) => Sandbox.list({ ...conn, ...opts }),
   };
@@ -335,6 +340,37 @@ export class E2BSandboxProvider implements SandboxProvider {
 
   async memorySnapshot(_sessionId: string, _sandboxId: string): Promise<SnapshotResult> {
     throw new ProviderError(PROVIDER, "memorySnapshot", "E2B has no memory snapshots; use pause", { retryable: false });
+  }
+
+  /**
+   * Neither kind expires at E2B (its docs: a paused sandbox's data is kept until it is killed; a
+   * snapshot "is a persistent image that survives sandbox deletion"), so both are deleted here.
+   * A snapshot template goes with `deleteSnapshot`. A paused sandbox's id is its snapshot: it is
+   * killed only while it is paused; a running one is a live sandbox, not a snapshot (it ends
+   * with `terminate`), so that is a no-op. Idempotent: a snapshot that is already gone is success.
+   */
+  async deleteSnapshot(snapshotId: string): Promise<void> {
+    try {
+      if (snapshotId.startsWith(E2B_SNAPSHOT_PREFIX)) {
+        await this.sdk.deleteSnapshot(snapshotId.slice(E2B_SNAPSHOT_PREFIX.length));
+        return;
+      }
+      let info: SandboxInfo;
+      try {
+        info = await this.sdk.getInfo(snapshotId);
+      } catch (err) {
+        if (classifyE2BError(err) === "not_found") return;
+        throw err;
+      }
+      if (info.state !== "paused") return;
+      try {
+        await this.sdk.kill(snapshotId);
+      } catch (err) {
+        if (classifyE2BError(err) !== "not_found") throw err;
+      }
+    } catch (err) {
+      throw this.error("deleteSnapshot", err);
+    }
   }
 
   /** Idempotent: `kill` answers false for a sandbox that is already gone. */

@@ -175,6 +175,17 @@ export class LocalSandboxProvider implements SandboxProvider {
     throw fail("memorySnapshot", "the local provider has no memory snapshots", { sandboxId });
   }
 
+  /** Removes `<dataDir>/snapshots/<id>`. Idempotent: a snapshot that is already gone is success. */
+  async deleteSnapshot(snapshotId: string): Promise<void> {
+    // Only ids this provider minted: anything else names no directory of ours (and must not escape it).
+    if (!/^lsnap_[A-Za-z0-9]+$/.test(snapshotId)) return;
+    try {
+      await removeDir(`${this.dataDir}/snapshots/${snapshotId}`);
+    } catch (err) {
+      throw fail("deleteSnapshot", errorText(err), { cause: err, retryable: true });
+    }
+  }
+
   async terminate(sessionId: string, sandboxId?: string | null): Promise<void> {
     const ids = sandboxId
       ? [sandboxId]

@@ -25,8 +25,10 @@
  *            → tunnels → readiness
  *   listSandboxes: apps.fromName(appName, {createIfMissing: true}) → sandboxes.list({appId, tags: {control-plane}}) (the SDK walks the pages;
  *            running sandboxes only) → sandbox.getTags() each (the listing carries only ids) for the session id
- *   snapshot: sandboxes.fromId → sandbox.snapshotFilesystem() (image id)
- *   memorySnapshot: sandboxes.fromId → sandbox.experimentalSnapshot() (`mem:` + snapshot id)
+ *   snapshot: sandboxes.fromId → sandbox.snapshotFilesystem({ttlMs}) (image id; the TTL always explicit:
+ *            MODAL_FILESYSTEM_SNAPSHOT_TTL_SECONDS, 0 = `ttlMs: null`, kept until deleted; the SDK's default is 30 days)
+ *   memorySnapshot: sandboxes.fromId → sandbox.experimentalSnapshot() (`mem:` + snapshot id, expires 7 days after creation)
+ *   deleteSnapshot: images.delete(imageId) (NotFoundError = already gone); `mem:` ids: nothing to call (below)
  *   terminate: sandboxes.fromId | sandboxes.fromName → sandbox.terminate()
  *   checkSandboxes: sandboxes.fromId → sandbox.poll()
  *   execCommand: sandboxes.fromId → sandbox.exec(argv, {workdir: absolute, timeoutMs: whole seconds})
@@ -106,7 +108,8 @@ export interface ModalSandboxLike {
   readonly sandboxId: string;
   exec(command: string[], params?: { workdir?: string; timeoutMs?: number }): Promise<ModalProcessLike>;
   tunnels(timeoutMs?: number): Promise<Record<number, ModalTunnelLike>>;
-  snapshotFilesystem(): Promise<{ readonly imageId: string }>;
+  /** `ttlMs`: lifetime from creation (the SDK's default: 30 days); `null`: kept until deleted. */
+  snapshotFilesystem(params?: { ttlMs?: number | null }): Promise<{ readonly imageId: string }>;
   experimentalSnapshot(): Promise<{ readonly snapshotId: string }>;
   terminate(): Promise<void>;
   /** `null` while running, else the exit code. */
@@ -126,7 +129,12 @@ export type ModalSnapshotRef = object;
 
 export interface ModalSdk {
   apps: { fromName(name: string, params?: { createIfMissing?: boolean }): Promise<ModalAppRef> };
-  images: { fromId(imageId: string): Promise<ModalImageRef>; fromRegistry(tag: string): ModalImageRef };
+  images: {
+    fromId(imageId: string): Promise<ModalImageRef>;
+    fromRegistry(tag: string): ModalImageRef;
+    /** Irreversible; a missing image throws `NotFoundError`. */
+    delete(imageId: string): Promise<void>;
+  };
   sandboxes: {
     create(app: ModalAppRef, image: ModalImageRef, params?: SandboxCreateParams): Promise<ModalSandboxLike>;
     fromId(sandboxId: string): Promise<ModalSandboxLike>;
@@ -157,7 +165,19 @@ export interface ModalProviderConfig {
   gitFreshness?: GitFreshnessConfig;
   /** The deployment's model keys (DEPLOYMENT_MODEL_VARS), for sessions without their own. */
   modelEnv?: Record<string, string>;
+  /**
+   * `MODAL_FILESYSTEM_SNAPSHOT_TTL_SECONDS`: lifetime of every filesystem snapshot; 0 (the
+   * default) keeps them until the control plane deletes them (issue 22 §3: a paused session's
+   * durable snapshot must not expire behind its back). Always passed explicitly to the SDK.
+   */
+  filesystemSnapshotTtlSeconds?: number;
 }
+
+/**
+ * Modal memory snapshots expire 7 days after creation (Modal's sandbox snapshot docs); the
+ * SDK has no call to extend or delete one.
+ */
+export const MODAL_MEMORY_SNAPSHOT_LIFETIME_MS = 7 * 24 * 60 * 60 * 1000;
 
 export interface ModalProviderDeps {
   now?: () => number;
@@ -306,8 +326,10 @@ export class ModalSandboxProvider implements SandboxProvider {
   async snapshot(_sessionId: string, sandboxId: string): Promise<SnapshotResult> {
     try {
       const sandbox = await this.sdk.sandboxes.fromId(sandboxId);
-      const image = await sandbox.snapshotFilesystem();
-      return { snapshotId: image.imageId };
+      const ttlSeconds = this.config.filesystemSnapshotTtlSeconds ?? 0;
+      const takenAt = this.now();
+      const image = await sandbox.snapshotFilesystem({ ttlMs: ttlSeconds > 0 ? ttlSeconds * 1_000 : null });
+      return { snapshotId: image.imageId, expiresAt: ttlSeconds > 0 ? takenAt + ttlSeconds * 1_000 : null };
     } catch (err) {
       throw this.error("snapshot", err);
     }
@@ -321,10 +343,26 @@ export class ModalSandboxProvider implements SandboxProvider {
   async memorySnapshot(_sessionId: string, sandboxId: string): Promise<SnapshotResult> {
     try {
       const sandbox = await this.sdk.sandboxes.fromId(sandboxId);
+      const takenAt = this.now();
       const snapshot = await sandbox.experimentalSnapshot();
-      return { snapshotId: `${MEMORY_SNAPSHOT_PREFIX}${snapshot.snapshotId}` };
+      return { snapshotId: `${MEMORY_SNAPSHOT_PREFIX}${snapshot.snapshotId}`, expiresAt: takenAt + MODAL_MEMORY_SNAPSHOT_LIFETIME_MS };
     } catch (err) {
       throw this.error("memorySnapshot", err);
+    }
+  }
+
+  /**
+   * Filesystem snapshots are images: `images.delete`, a missing one is success. Memory snapshots
+   * (`mem:`) cannot be deleted: modal@0.11 has no call for it (`sandboxSnapshots` only has
+   * `fromId`), so they are left to Modal's own 7-day expiry and this is a no-op for them.
+   */
+  async deleteSnapshot(snapshotId: string): Promise<void> {
+    if (isMemorySnapshotId(snapshotId)) return;
+    try {
+      await this.sdk.images.delete(snapshotId);
+    } catch (err) {
+      if (classifyModalError(err) === "not_found") return;
+      throw this.error("deleteSnapshot", err);
     }
   }
 

@@ -53,7 +53,7 @@ export function makeSendInitHandler(deps: WsDeps, options: { attempts?: number; 
     ]);
     const init = {
       type: "init",
-      session: toSessionView(session),
+      session: toSessionView(session, deps.now()),
       messages,
       data: { connectedClients: connections.length, promptsQueued: queued.length, agentBusy: session.agentBusy },
     };

@@ -101,6 +101,10 @@ export class ModalStandIn implements ModalSdk {
       return { imageId };
     },
     fromRegistry: (tag: string): ModalImageRef => ({ registry: tag }),
+    /** Irreversible, as `images.delete` is: a missing image throws `NotFoundError`. */
+    delete: async (imageId: string): Promise<void> => {
+      if (!this.imageStore.delete(imageId)) throw new NotFoundError(`Image '${imageId}' not found`);
+    },
   };
 
   /** Deletes a filesystem image (a snapshot that no longer exists). */

@@ -120,6 +120,10 @@ class FakeE2B implements E2BSdk {
     this.live(sandboxId);
     return { snapshotId: `snap-${sandboxId}:default` };
   }
+  async deleteSnapshot(snapshotId: string) {
+    this.calls.push(["deleteSnapshot", snapshotId]);
+    return true;
+  }
   async getInfo(sandboxId: string) {
     this.calls.push(["getInfo", sandboxId]);
     this.fail("getInfo");

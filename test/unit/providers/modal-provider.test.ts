@@ -148,6 +148,9 @@ class FakeModal implements ModalSdk {
       this.record("images.fromRegistry", tag);
       return { tag };
     },
+    delete: async (imageId: string) => {
+      this.record("images.delete", imageId);
+    },
   };
   sandboxes = {
     create: async (app: object, image: object, params?: unknown) => {
@@ -472,7 +475,7 @@ describe("ModalSandboxProvider", () => {
     const { sdk, provider } = setup();
     await provider.ensureSandbox(opts());
     sdk.calls = [];
-    expect(await provider.memorySnapshot(SESSION, "sb-1")).toEqual({ snapshotId: "mem:sn-sb-1" });
+    expect(await provider.memorySnapshot(SESSION, "sb-1")).toEqual({ snapshotId: "mem:sn-sb-1", expiresAt: NOW + 7 * 24 * 3600 * 1000 });
     expect(sdk.calls).toEqual([
       ["sandboxes.fromId", "sb-1"],
       ["sandbox.experimentalSnapshot", "sb-1"],
@@ -482,7 +485,7 @@ describe("ModalSandboxProvider", () => {
   it("snapshot uses snapshotFilesystem and returns the image id", async () => {
     const { sdk, provider } = setup();
     await provider.ensureSandbox(opts());
-    expect(await provider.snapshot(SESSION, "sb-1")).toEqual({ snapshotId: "im-fs-sb-1" });
+    expect(await provider.snapshot(SESSION, "sb-1")).toEqual({ snapshotId: "im-fs-sb-1", expiresAt: null });
     expect(sdk.callNames()).toContain("sandbox.snapshotFilesystem");
   });
 
