@@ -28,6 +28,7 @@ import { DynamoOrgSettingsStore } from "../store/dynamo-org-settings";
 import { DynamoRelayLeaseStore } from "../store/dynamo-relay-store";
 import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue, DynamoProxyConnectionRegistry } from "../store/dynamo-session-items";
 import { DynamoApiTokenStore, DynamoSessionStore } from "../store/dynamo-session-store";
+import { DynamoSessionSettingsStore } from "../store/dynamo-session-settings";
 import { DynamoTranscriptStore } from "../store/dynamo-transcript";
 import { DynamoWsTicketStore } from "../store/dynamo-ws-tickets";
 import type { WsDeps } from "../ws/ws-deps";
@@ -70,6 +71,7 @@ export interface RuntimeStores {
   relayLeases: DynamoRelayLeaseStore;
   secrets: DynamoOrgSecretStore;
   orgSettings: DynamoOrgSettingsStore;
+  sessionSettings: DynamoSessionSettingsStore;
 }
 
 export interface Runtime {
@@ -102,6 +104,7 @@ export function composeStores(doc: DynamoDBDocumentClient, tableName: string, se
     relayLeases: new DynamoRelayLeaseStore(doc, tableName),
     secrets: new DynamoOrgSecretStore(doc, tableName, secretKeys),
     orgSettings: new DynamoOrgSettingsStore(doc, tableName),
+    sessionSettings: new DynamoSessionSettingsStore(doc, tableName),
   };
 }
 
@@ -147,6 +150,9 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
     sandboxKeys,
     secrets: stores.secrets,
     orgSettings: stores.orgSettings,
+    sessionSettings: stores.sessionSettings,
+    connections: stores.connections,
+    push: adapters.push,
     config,
     now,
     newSessionId: adapters.newSessionId ?? newSessionId,

@@ -24,7 +24,7 @@ import type { SessionMetadata } from "../../functions/domain/git-freshness";
 import { AGENT_PASSWORD_ENV, SANDBOX_KEY_FILE_ENV, agentAuthorization, deriveAgentPassword } from "../shared/access-token";
 import type { BootCommand, BootSpec } from "./boot-spec";
 import { homeEnv, repoDir, repoDirName, sandboxFiles } from "./layout";
-import { PLUGIN_SOURCE, AGENT_TOOLS, configDirPackageFiles, openCodeConfig, toolsFor, DEFAULT_MODEL_ID, DEV_MODEL_KEY_ENV, type ModelChoice } from "./opencode-files";
+import { PLUGIN_SOURCE, AGENT_TOOLS, RETIRED_TOOL_NAMES, configDirPackageFiles, openCodeConfig, toolsFor, DEFAULT_MODEL_ID, DEV_MODEL_KEY_ENV, type ModelChoice } from "./opencode-files";
 
 export type FileOp =
   | { op: "mkdir"; path: string }
@@ -252,6 +252,7 @@ function phase1(spec: BootSpec, secrets: BootSecrets): BootStep[] {
     ops: [
       ...tools.map((t) => ({ op: "write" as const, path: `${files.toolDir}/${t.name}.ts`, content: t.source })),
       ...dropped.map((t) => ({ op: "remove" as const, path: `${files.toolDir}/${t.name}.ts` })),
+      ...RETIRED_TOOL_NAMES.map((name) => ({ op: "remove" as const, path: `${files.toolDir}/${name}.ts` })),
     ],
   });
   steps.push({
@@ -288,6 +289,9 @@ function phase1(spec: BootSpec, secrets: BootSecrets): BootStep[] {
       ...homeEnv(layout.home),
       OPENCODE_CONFIG_CONTENT: JSON.stringify(config),
       ...(secrets.agentPassword ? { [AGENT_PASSWORD_ENV]: secrets.agentPassword } : {}),
+      // The agent's own tools call the sidecar's socket (issue 25 §4). A path, not a credential:
+      // the socket's mode is the auth, and the agent's shell runs as its owner anyway.
+      ...(layout.sidecar?.socket && request.controlPlaneUrl ? { SIDECAR_SOCKET: layout.sidecar.socket } : {}),
     },
     log: `${layout.logDir}/opencode.log`,
   });
