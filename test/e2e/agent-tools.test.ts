@@ -126,6 +126,7 @@ describe("the agent's own tools, called by the real OpenCode agent", () => {
       return s.status === "running" && s.sandboxId ? s : null;
     });
     const sandbox = await readSandboxRecord(runtime.sandboxDir, String(resumed.sandboxId));
+    if (!sandbox) throw new Error(`no local sandbox ${String(resumed.sandboxId)}`);
     await waitFor("the saved service started", () => existsSync(join(sandbox.workspace, "web-started.txt")));
     await waitFor("the saved env file", () => existsSync(join(sandbox.workspace, ".env")));
     expect(readFileSync(join(sandbox.workspace, ".env"), "utf8")).toContain(`DATABASE_URL=${DATABASE_URL}`);
