@@ -9,7 +9,9 @@
  *   generates them) through `persistServiceCommands` / `persistEnvFiles`, the one place that will
  *   also save them on the session's repository or prebuild once those exist;
  * - `request_env_variables`: an `env.requested` frame to the session's clients and an entry in its
- *   audit log; values never pass through here (the user stores them as org secrets).
+ *   audit log; values never pass through here (the user stores them as org secrets);
+ * - `verify`: the agent's report (its summary, the evidence files it lists, the services' state)
+ *   as a `verification.reported` frame to the session's clients and an audit entry.
  *
  * Everything the sandbox sends is parsed like API input (sandbox/shared/agent-tool-requests.ts
  * for the shape, the session rules here on top): the sandbox is untrusted.
@@ -23,6 +25,7 @@ import { multiLineProblem, workspacePathTextProblem } from "../domain/text";
 import { OutsideWorkspaceError, resolveInsideWorkspaceLexically } from "../../sandbox/shared/workspace-path";
 import {
   RequestEnvVariablesRequest,
+  VerificationReport,
   SaveEnvFilesRequest,
   SaveServiceCommandsRequest,
 } from "../../sandbox/shared/agent-tool-requests";
@@ -165,6 +168,27 @@ export async function requestEnvVariables(deps: AgentToolDeps, session: SessionR
   const sent = await broadcast(deps, session.id, { type: "env.requested", requestId: id, keys, reason: request.reason });
   deps.logger.info("env variables requested", { sessionId: session.id, keys: keys.map((k) => k.name), clients: sent });
   return request;
+}
+
+export const VerificationBody = VerificationReport;
+
+/**
+ * The agent asks for its work to be reviewed (its `verify` tool): the clients of the session get
+ * the report (`verification.reported`), the audit log an `agent:verify` entry. The evidence files
+ * are listed by the sidecar (names and sizes); their contents stay in the sandbox.
+ */
+export async function reportVerification(deps: AgentToolDeps, session: SessionRecord, report: VerificationReport): Promise<{ id: string }> {
+  requireNotStopped(session, "report a verification");
+  const services = report.services.map((s) => `${s.name} ${s.status}${s.exitCode === null ? "" : ` (exit ${s.exitCode})`}`).join(", ");
+  const id = await audit(
+    deps,
+    session,
+    "agent:verify",
+    `verification reported: ${report.files.length}${report.truncated ? "+" : ""} evidence file(s)${report.folder ? ` in ${report.folder}` : ""}; services: ${services || "none"}`,
+  );
+  const sent = await broadcast(deps, session.id, { type: "verification.reported", requestId: id, ...report });
+  deps.logger.info("verification reported", { sessionId: session.id, files: report.files.length, clients: sent });
+  return { id };
 }
 
 /** What the snapshot status route answers for one execution. */

@@ -31,6 +31,7 @@ import {
   makeSandboxSaveSnapshotHandler,
   makeSandboxServiceCommandsHandler,
   makeSandboxSnapshotStatusHandler,
+  makeSandboxVerificationHandler,
 } from "./handlers/sandbox-agent-tools";
 
 export type TableAccess = "none" | "read" | "readwrite";
@@ -100,6 +101,7 @@ export const HTTP_ROUTES: readonly HttpRouteDefinition[] = [
   { id: "SandboxServiceCommands", method: "PUT", path: "/v1/sandbox/service-commands", entry: "functions/http/handlers/sandbox-service-commands.ts", make: makeSandboxServiceCommandsHandler, tableAccess: "readwrite", verifiesSandboxes: true },
   { id: "SandboxEnvFiles", method: "PUT", path: "/v1/sandbox/env-files", entry: "functions/http/handlers/sandbox-env-files.ts", make: makeSandboxEnvFilesHandler, tableAccess: "readwrite", verifiesSandboxes: true },
   { id: "SandboxEnvRequest", method: "POST", path: "/v1/sandbox/env-requests", entry: "functions/http/handlers/sandbox-env-request.ts", make: makeSandboxEnvRequestHandler, tableAccess: "readwrite", verifiesSandboxes: true, secretAccess: "metadata", pushesToClients: true },
+  { id: "SandboxVerification", method: "POST", path: "/v1/sandbox/verifications", entry: "functions/http/handlers/sandbox-verification.ts", make: makeSandboxVerificationHandler, tableAccess: "readwrite", verifiesSandboxes: true, pushesToClients: true },
 ];
 
 /**

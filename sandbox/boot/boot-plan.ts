@@ -24,7 +24,7 @@ import type { SessionMetadata } from "../../functions/domain/git-freshness";
 import { AGENT_PASSWORD_ENV, SANDBOX_KEY_FILE_ENV, agentAuthorization, deriveAgentPassword } from "../shared/access-token";
 import type { BootCommand, BootSpec } from "./boot-spec";
 import { homeEnv, repoDir, repoDirName, sandboxFiles } from "./layout";
-import { PLUGIN_SOURCE, AGENT_TOOLS, RETIRED_TOOL_NAMES, configDirPackageFiles, openCodeConfig, toolsFor, DEFAULT_MODEL_ID, DEV_MODEL_KEY_ENV, type ModelChoice } from "./opencode-files";
+import { PLUGIN_SOURCE, AGENT_TOOLS, configDirPackageFiles, openCodeConfig, toolsFor, DEFAULT_MODEL_ID, DEV_MODEL_KEY_ENV, type ModelChoice } from "./opencode-files";
 
 export type FileOp =
   | { op: "mkdir"; path: string }
@@ -252,7 +252,6 @@ function phase1(spec: BootSpec, secrets: BootSecrets): BootStep[] {
     ops: [
       ...tools.map((t) => ({ op: "write" as const, path: `${files.toolDir}/${t.name}.ts`, content: t.source })),
       ...dropped.map((t) => ({ op: "remove" as const, path: `${files.toolDir}/${t.name}.ts` })),
-      ...RETIRED_TOOL_NAMES.map((name) => ({ op: "remove" as const, path: `${files.toolDir}/${name}.ts` })),
     ],
   });
   steps.push({

@@ -136,6 +136,23 @@ const KEY_NAME = `z.string().min(1).max(128).describe("Environment variable name
 
 export const AGENT_TOOLS: readonly AgentTool[] = [
   {
+    name: "verify",
+    setupOnly: false,
+    source: sidecarTool(
+      "Report your work to the user for review. Put evidence (screenshots, logs, test output) in a workspace folder and pass it with a short summary: the user is shown the summary, the list of evidence files (names and sizes; their contents stay in this sandbox, where the user can open them) and the state of the session's services. This runs no tests itself: run them first.",
+      `\n    folder: z.string().max(1024).optional().describe("Workspace-relative folder holding the evidence"),\n    summary: z.string().max(4000).optional().describe("What you did and how you checked it"),\n  `,
+      `    const r = await callSidecar("/agent/verify", args, context?.abort);
+    const report = r.report;
+    const files = report.files.map((f) => f.path + " (" + f.bytes + " bytes)");
+    const services = report.services.map((s) => s.name + " " + s.status + (s.exitCode === null ? "" : " (exit " + s.exitCode + ")"));
+    return [
+      "Reported to the user for review (verification " + r.verification?.id + ").",
+      report.folder ? "Evidence in " + report.folder + ": " + (files.length ? files.join(", ") + (report.truncated ? " and more" : "") : "no files") + "." : "No evidence folder was given.",
+      "Services: " + (services.length ? services.join(", ") : "none") + ".",
+    ].join(" ");`,
+    ),
+  },
+  {
     name: "save_snapshot",
     setupOnly: false,
     source: sidecarTool(
@@ -185,14 +202,6 @@ export const AGENT_TOOLS: readonly AgentTool[] = [
     ),
   },
 ];
-
-/**
- * Tools earlier images installed and the control plane no longer serves: every boot removes
- * them, so a sandbox restored from an older snapshot never offers a tool nothing acts on.
- * `verify` promised that the control plane reports the agent's evidence to the user; there is
- * no evidence store or review flow to back it (issue 25 §4).
- */
-export const RETIRED_TOOL_NAMES: readonly string[] = ["verify"];
 
 /** The tools a session gets: setup-only tools only for setup sessions (seed 003 §6.4 step 2). */
 export function toolsFor(sessionType: SessionType): AgentTool[] {

@@ -84,3 +84,38 @@ export function describeRequestIssue(error: z.ZodError, root = "body"): string {
   if (issue.code === "unrecognized_keys") return `${path}: unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${k}"`).join(", ")}`;
   return `${path}: ${issue.message}`;
 }
+
+/** `verify` as the tool sends it: where the evidence is, and what the agent says it did. */
+export const VerifyRequest = z
+  .object({
+    folder: line(1024).optional(),
+    summary: z
+      .string()
+      .min(1)
+      .max(4_000, "must be at most 4000 characters")
+      // eslint-disable-next-line no-control-regex -- matching control characters is the point
+      .refine((v) => !/[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/.test(v), "must be printable text")
+      .optional(),
+  })
+  .strict();
+export type VerifyRequest = z.infer<typeof VerifyRequest>;
+
+export const MAX_EVIDENCE_FILES = 100;
+export const MAX_REPORTED_SERVICES = 50;
+
+/** What the sidecar reports to the control plane for `verify`: the evidence listed (never read) and the services' state. */
+export const VerificationReport = z
+  .object({
+    folder: line(1024).nullable(),
+    summary: VerifyRequest.shape.summary.unwrap().nullable(),
+    files: z
+      .array(z.object({ path: line(1024), bytes: z.number().int().min(0) }).strict())
+      .max(MAX_EVIDENCE_FILES, `must list at most ${MAX_EVIDENCE_FILES} files`),
+    /** More files were in the folder than are listed. */
+    truncated: z.boolean(),
+    services: z
+      .array(z.object({ name: line(64), status: z.enum(["running", "stopped", "error"]), exitCode: z.number().int().nullable() }).strict())
+      .max(MAX_REPORTED_SERVICES, `must list at most ${MAX_REPORTED_SERVICES} services`),
+  })
+  .strict();
+export type VerificationReport = z.infer<typeof VerificationReport>;

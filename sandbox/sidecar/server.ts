@@ -209,7 +209,12 @@ export async function startSidecar(options: SidecarOptions): Promise<Sidecar> {
       socketApi = await startSocketApi({
         socketPath: options.socketPath,
         broker: new CredentialBroker(client, now),
-        agentTools: new AgentTools(client, { now, ...(options.agentSnapshotWaitMs === undefined ? {} : { snapshotWaitMs: options.agentSnapshotWaitMs }) }),
+        agentTools: new AgentTools(client, {
+          now,
+          workspaceDir: options.workspaceDir,
+          services: () => services.list(),
+          ...(options.agentSnapshotWaitMs === undefined ? {} : { snapshotWaitMs: options.agentSnapshotWaitMs }),
+        }),
         log,
       });
     } catch (err) {

@@ -13,6 +13,7 @@
  *   POST /agent/service-commands {commands}       -> 200 the control plane's answer
  *   POST /agent/env-files {files}                 -> 200 the control plane's answer
  *   POST /agent/env-request {keys, reason?}       -> 200 the control plane's answer
+ *   POST /agent/verify {folder?, summary?}        -> 200 {verification, report}
  *   (400 naming the field; the control plane's 4xx relayed; 503 when it cannot be reached)
  *
  * Called by the in-sandbox CLI: `git-credential get` (git's credential helper) and `env apply`.
@@ -23,7 +24,14 @@ import { chmod, lstat, rm } from "node:fs/promises";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import * as z from "zod";
-import { RequestEnvVariablesRequest, SaveEnvFilesRequest, SaveServiceCommandsRequest, SaveSnapshotRequest, describeRequestIssue } from "../shared/agent-tool-requests";
+import {
+  RequestEnvVariablesRequest,
+  SaveEnvFilesRequest,
+  SaveServiceCommandsRequest,
+  SaveSnapshotRequest,
+  VerifyRequest,
+  describeRequestIssue,
+} from "../shared/agent-tool-requests";
 import type { AgentTools } from "./agent-tools";
 import { credentialCacheKey, type CredentialBroker } from "./credential-broker";
 import { invalidRequest, SidecarError } from "./errors";
@@ -87,6 +95,7 @@ export async function startSocketApi(options: SocketApiOptions): Promise<SocketA
     "/agent/service-commands": agentTool(SaveServiceCommandsRequest, "save_service_commands", (t, r) => t.saveServiceCommands(r)),
     "/agent/env-files": agentTool(SaveEnvFilesRequest, "save_env_files", (t, r) => t.saveEnvFiles(r)),
     "/agent/env-request": agentTool(RequestEnvVariablesRequest, "request_env_variables", (t, r) => t.requestEnvVariables(r)),
+    "/agent/verify": agentTool(VerifyRequest, "verify", (t, r) => t.verify(r)),
   };
 
   const gitCredential = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {

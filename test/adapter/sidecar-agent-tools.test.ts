@@ -130,3 +130,32 @@ describe("the agent's tools on the sidecar socket", () => {
     });
   });
 });
+
+describe("verify on the sidecar socket", () => {
+  it("lists the evidence folder (names and sizes, no symbolic links followed) and the services, and reports both to the control plane", async () => {
+    const { mkdir, symlink, writeFile } = await import("node:fs/promises");
+    const evidence = `${tree.workspace}/evidence`;
+    await mkdir(`${evidence}/shots`, { recursive: true });
+    await writeFile(`${evidence}/test.log`, "3 passed\n");
+    await writeFile(`${evidence}/shots/home.png`, Buffer.alloc(1234));
+    await symlink("/etc/hostname", `${evidence}/outside-link`);
+    cp.other = (method, path) => (method === "POST" && path === "/v1/sandbox/verifications" ? { status: 202, body: { verification: { id: "agt_1" } } } : null);
+    const socket = await toolSidecar();
+    const res = await socketCall(socket, "POST", "/agent/verify", { folder: "evidence", summary: "all tests pass" });
+    const report = { folder: "evidence", summary: "all tests pass", files: [{ path: "shots/home.png", bytes: 1234 }, { path: "test.log", bytes: 9 }], truncated: false, services: [] };
+    expect(res).toEqual({ status: 200, body: { verification: { id: "agt_1" }, report } });
+    expect(cp.calls.map((c) => [c.method, c.path, c.body])).toEqual([["POST", "/v1/sandbox/verifications", report]]);
+  });
+
+  it("refuses a folder outside the workspace or missing (400 naming it), without calling the control plane", async () => {
+    const socket = await toolSidecar();
+    for (const [folder, message] of [
+      ["../..", "body.folder: must stay inside the workspace"],
+      ["no-such-folder", "body.folder: no-such-folder does not exist in the workspace"],
+    ]) {
+      const res = await socketCall(socket, "POST", "/agent/verify", { folder });
+      expect(res).toMatchObject({ status: 400, body: { error: { message } } });
+    }
+    expect(cp.calls).toEqual([]);
+  });
+});

@@ -47,6 +47,7 @@ const ROUTES: [string, string, unknown][] = [
   ["PUT", "/v1/sandbox/service-commands", { commands: [{ name: "web", command: "npm start" }] }],
   ["PUT", "/v1/sandbox/env-files", { files: [{ path: ".env", keys: [{ name: "A" }] }] }],
   ["POST", "/v1/sandbox/env-requests", { keys: [{ name: "A" }] }],
+  ["POST", "/v1/sandbox/verifications", { folder: "evidence", summary: "done", files: [{ path: "a.png", bytes: 3 }], truncated: false, services: [] }],
 ];
 
 describe("sandbox routes of the agent's tools", () => {
@@ -81,6 +82,8 @@ describe("sandbox routes of the agent's tools", () => {
       ["POST", "/v1/sandbox/env-requests", { keys: [{ name: "A" }], reason: "line\nbreak" }, "body.reason: must be one printable line"],
       ["POST", "/v1/sandbox/snapshots", { message: "x".repeat(501) }, "body.message: must be at most 500 characters"],
       ["GET", "/v1/sandbox/snapshots/pause-ses_x-0", undefined, "execution: must be a snapshot execution name"],
+      ["POST", "/v1/sandbox/verifications", { folder: null, summary: null, files: Array.from({ length: 101 }, (_, i) => ({ path: `f${i}`, bytes: 1 })), truncated: true, services: [] }, "body.files: must list at most 100 files"],
+      ["POST", "/v1/sandbox/verifications", { folder: null, summary: null, files: [], truncated: false, services: [{ name: "web", status: "sleeping", exitCode: null }] }, "body.services.0.status"],
     ];
     for (const [method, path, body, message] of cases) {
       const res = await call(method, path, auth, body);

@@ -57,7 +57,7 @@ async function events(id: string): Promise<{ flow: string; outcome: string; acto
 }
 
 describe("the agent's own tools, called by the real OpenCode agent", () => {
-  it("save_snapshot runs the snapshot flow and answers with the id it committed; request_env_variables asks the clients and logs it", async () => {
+  it("save_snapshot runs the snapshot flow and answers with the id it committed; request_env_variables asks the clients and logs it; verify reports the evidence", async () => {
     const { id, client } = await runningSession({ title: "agent tools" });
 
     const saved = await callTool(client, "save_snapshot", { message: "after setup" });
@@ -93,6 +93,16 @@ describe("the agent's own tools, called by the real OpenCode agent", () => {
     const refused = await callTool(client, "request_env_variables", { keys: [{ name: "1BAD" }] });
     expect(refused).toContain("keys.0.name: must be an environment variable name");
     expect(client.received.filter((m) => m.type === "env.requested")).toHaveLength(1);
+
+    // verify: the agent puts evidence in a folder (a real bash call), then reports it for review.
+    const shell = "$ mkdir -p evidence/shots && printf ok > evidence/test.log";
+    client.send({ type: "prompt", content: shell });
+    await client.waitFor((m) => m.type === "message.finalize" && m.text === `echo: ${shell}`, 120_000, "the evidence written");
+    const verified = await callTool(client, "verify", { folder: "evidence", summary: "the tests pass" });
+    expect(verified).toMatch(/^Reported to the user for review \(verification agt_\S+\)\. Evidence in evidence: test\.log \(2 bytes\)\. Services: none\.$/);
+    const report = await client.waitFor((m) => m.type === "verification.reported", 10_000, "verification.reported");
+    expect(report).toMatchObject({ folder: "evidence", summary: "the tests pass", files: [{ path: "test.log", bytes: 2 }], truncated: false, services: [] });
+    expect((await events(id)).find((e) => e.flow === "agent:verify")?.message).toBe("verification reported: 1 evidence file(s) in evidence; services: none");
 
     // Coding sessions have no setup-only tools: OpenCode itself refuses the call.
     const missing = await callTool(client, "save_service_commands", { commands: [{ name: "web", command: "npm start" }] });

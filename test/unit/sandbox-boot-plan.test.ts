@@ -85,13 +85,12 @@ describe("phase 1", () => {
   it("setup-only tools only for setup sessions; other sessions get them removed (a setup snapshot must not leak them)", () => {
     const toolDir = `${HOME}/.config/opencode/tool`;
     const coding = step<"files">(planBoot(spec({ sessionType: "coding" })).phase1, "write tools").ops;
-    expect(writtenPaths(coding)).toEqual([`${toolDir}/save_snapshot.ts`, `${toolDir}/request_env_variables.ts`]);
-    // `verify` is retired (issue 25 §4): removed even from a sandbox restored from an older snapshot.
-    expect(removedPaths(coding)).toEqual([`${toolDir}/save_service_commands.ts`, `${toolDir}/save_env_files.ts`, `${toolDir}/verify.ts`]);
+    expect(writtenPaths(coding)).toEqual([`${toolDir}/verify.ts`, `${toolDir}/save_snapshot.ts`, `${toolDir}/request_env_variables.ts`]);
+    expect(removedPaths(coding)).toEqual([`${toolDir}/save_service_commands.ts`, `${toolDir}/save_env_files.ts`]);
 
     const setup = step<"files">(planBoot(spec({ sessionType: "setup" })).phase1, "write tools").ops;
     expect(writtenPaths(setup)).toEqual(AGENT_TOOLS.map((t) => `${toolDir}/${t.name}.ts`));
-    expect(removedPaths(setup)).toEqual([`${toolDir}/verify.ts`]);
+    expect(removedPaths(setup)).toEqual([]);
 
     const terminal = step<"files">(planBoot(spec({ sessionType: "terminal" })).phase1, "write tools").ops;
     expect(writtenPaths(terminal)).toEqual(writtenPaths(coding));

@@ -13,7 +13,9 @@
  *   the snapshot id, `failed`, `skipped`, `superseded`);
  * - PUT /v1/sandbox/service-commands `{commands}` -> 200 `{serviceCommands, savedTo}`;
  * - PUT /v1/sandbox/env-files `{files}` -> 200 `{envFiles, savedTo}` (key names only);
- * - POST /v1/sandbox/env-requests `{keys, reason?}` -> 202 `{envRequest: {id, keys, reason}}`.
+ * - POST /v1/sandbox/env-requests `{keys, reason?}` -> 202 `{envRequest: {id, keys, reason}}`;
+ * - POST /v1/sandbox/verifications `{folder, summary, files, truncated, services}` -> 202
+ *   `{verification: {id}}`.
  */
 import * as z from "zod";
 import { NotFoundError } from "../../domain/errors";
@@ -24,9 +26,11 @@ import {
   EnvFilesBody,
   EnvRequestBody,
   ServiceCommandsBody,
+  VerificationBody,
   agentSnapshotStatus,
   persistEnvFiles,
   persistServiceCommands,
+  reportVerification,
   requestEnvVariables,
   requireNotStopped,
 } from "../../agent-tools/agent-tools";
@@ -86,5 +90,13 @@ export const makeSandboxEnvRequestHandler = httpRoute(
     const session = await callingSession(deps, sandboxSessionId);
     requireNotStopped(session, "request environment variables");
     return { status: 202, body: { envRequest: await requestEnvVariables(deps, session, body) } };
+  },
+);
+
+export const makeSandboxVerificationHandler = httpRoute(
+  { name: "SandboxVerification", auth: "sandbox", body: VerificationBody },
+  async ({ body, sandboxSessionId }, deps) => {
+    const session = await callingSession(deps, sandboxSessionId);
+    return { status: 202, body: { verification: await reportVerification(deps, session, body) } };
   },
 );
