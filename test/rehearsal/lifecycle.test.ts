@@ -222,7 +222,7 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     expect(failedExecutions()).toEqual([]);
   });
 
-  it("the agent's tools (issue 25 §4): a sandbox-signed save_snapshot runs the snapshot state machine, its status names the snapshot, a save and an env request (pushed to a client) land", async () => {
+  it("the agent's tools (issue 25 §4): a sandbox-signed save_snapshot runs the snapshot state machine, its status names the snapshot, a save, an env request and a verification (pushed to a client) land", async () => {
     const doc = DynamoDBDocumentClient.from(world.dynamoClient());
     const masterArn = world.fn("SandboxSaveSnapshot").spec.environment.SANDBOX_ACCESS_KEY_SECRET_ARN ?? "";
     const keyring = staticKeyring(world.secretValues.get(masterArn) ?? "", sessionKeyEpochs(new DynamoSessionStore(doc, world.tableName)));
@@ -246,6 +246,9 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     const asked = await world.http("POST", "/v1/sandbox/env-requests", { token: sandbox, body: { keys: [{ name: "STRIPE_KEY" }] } });
     expect(asked.status).toBe(202);
     expect(world.pushed.get(connectionId)?.map((m) => (m as { type: string }).type)).toContain("env.requested");
+    const report = { folder: "evidence", summary: "rehearsed", files: [{ path: "test.log", bytes: 2 }], truncated: false, services: [] };
+    expect((await world.http("POST", "/v1/sandbox/verifications", { token: sandbox, body: report })).status).toBe(202);
+    expect(world.pushed.get(connectionId)?.map((m) => (m as { type: string }).type)).toContain("verification.reported");
     expect((await world.ws("$disconnect", connectionId)).statusCode).toBe(200);
     await world.settle();
   });
