@@ -358,6 +358,7 @@ export class ControlPlaneStack extends Stack {
       // The idle check when a proxy connection closes (functions/http/handlers/proxy-connections.ts).
       if (route.armsSchedules) allowScheduling(fn);
       if (route.secretAccess) allowSecrets(fn, route.secretAccess);
+      if (route.pushesToClients) allowPush(fn, webSocket);
       const [httpRoute] = this.httpApi.addRoutes({
         path: route.path,
         methods: [HttpMethod[route.method]],

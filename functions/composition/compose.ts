@@ -28,6 +28,7 @@ import { DynamoOrgSettingsStore } from "../store/dynamo-org-settings";
 import { DynamoRelayLeaseStore } from "../store/dynamo-relay-store";
 import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue, DynamoProxyConnectionRegistry } from "../store/dynamo-session-items";
 import { DynamoApiTokenStore, DynamoSessionStore } from "../store/dynamo-session-store";
+import { DynamoSessionSettingsStore } from "../store/dynamo-session-settings";
 import { DynamoTranscriptStore } from "../store/dynamo-transcript";
 import { DynamoWsTicketStore } from "../store/dynamo-ws-tickets";
 import { DynamoSnapshotDeletionQueue } from "../store/dynamo-snapshot-deletions";
@@ -72,6 +73,7 @@ export interface RuntimeStores {
   secrets: DynamoOrgSecretStore;
   orgSettings: DynamoOrgSettingsStore;
   snapshotDeletions: DynamoSnapshotDeletionQueue;
+  sessionSettings: DynamoSessionSettingsStore;
 }
 
 export interface Runtime {
@@ -105,6 +107,7 @@ export function composeStores(doc: DynamoDBDocumentClient, tableName: string, se
     secrets: new DynamoOrgSecretStore(doc, tableName, secretKeys),
     orgSettings: new DynamoOrgSettingsStore(doc, tableName),
     snapshotDeletions: new DynamoSnapshotDeletionQueue(doc, tableName),
+    sessionSettings: new DynamoSessionSettingsStore(doc, tableName),
   };
 }
 
@@ -151,6 +154,9 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
     sandboxKeys,
     secrets: stores.secrets,
     orgSettings: stores.orgSettings,
+    sessionSettings: stores.sessionSettings,
+    connections: stores.connections,
+    push: adapters.push,
     config,
     now,
     newSessionId: adapters.newSessionId ?? newSessionId,

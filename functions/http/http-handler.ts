@@ -26,7 +26,9 @@ import type { FlowRunner } from "../ports/flow-runner";
 import type { OrgSecretStore } from "../ports/org-secrets";
 import type { OrgSettingsStore } from "../ports/org-settings";
 import type { LifecycleScheduler } from "../ports/lifecycle-scheduler";
-import type { LifecycleEventLog, PromptQueue, ProxyConnectionRegistry } from "../ports/session-items";
+import type { ClientPush } from "../ports/client-push";
+import type { ConnectionRegistry, LifecycleEventLog, PromptQueue, ProxyConnectionRegistry } from "../ports/session-items";
+import type { SessionSettingsStore } from "../ports/session-settings";
 import type { TranscriptStore } from "../ports/transcript";
 import type { RelayLeaseStore } from "../ports/relay";
 import type { ApiTokenStore, SessionStore } from "../ports/session-store";
@@ -59,6 +61,11 @@ export interface HttpDeps {
   secrets: OrgSecretStore;
   /** The org's settings: its default model (`/v1/org/model`). */
   orgSettings: OrgSettingsStore;
+  /** What the agent saves from its sandbox (its service commands and env files). */
+  sessionSettings: SessionSettingsStore;
+  /** The session's WebSocket clients, for what the agent asks of them (`env.requested`). */
+  connections: ConnectionRegistry;
+  push: ClientPush;
   config: Config;
   now: () => Date;
   newSessionId: () => string;

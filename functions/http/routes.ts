@@ -25,6 +25,14 @@ import { makeGetSecretHandler } from "./handlers/get-secret";
 import { makeDeleteSecretHandler } from "./handlers/delete-secret";
 import { makeGetOrgModelHandler, makePutOrgModelHandler } from "./handlers/org-model";
 import { makeSandboxEnvValuesHandler, makeSandboxGitCredentialHandler } from "./handlers/sandbox-credentials";
+import {
+  makeSandboxEnvFilesHandler,
+  makeSandboxEnvRequestHandler,
+  makeSandboxSaveSnapshotHandler,
+  makeSandboxServiceCommandsHandler,
+  makeSandboxSnapshotStatusHandler,
+  makeSandboxVerificationHandler,
+} from "./handlers/sandbox-agent-tools";
 
 export type TableAccess = "none" | "read" | "readwrite";
 
@@ -55,6 +63,8 @@ export interface HttpRouteDefinition {
    * `encrypt` stores values (kms:Encrypt); `decrypt` reveals them (kms:Decrypt).
    */
   secretAccess?: SecretAccess;
+  /** Pushes to the session's WebSocket clients (the agent's `env.requested`): the Management API endpoint and grant. */
+  pushesToClients?: boolean;
 }
 
 export type SecretAccess = "metadata" | "encrypt" | "decrypt";
@@ -85,6 +95,13 @@ export const HTTP_ROUTES: readonly HttpRouteDefinition[] = [
   // Called by sandboxes (their sidecar signs with the session's sandbox key), never by people.
   { id: "SandboxGitCredential", method: "POST", path: "/v1/sandbox/git-credential", entry: "functions/http/handlers/sandbox-git-credential.ts", make: makeSandboxGitCredentialHandler, tableAccess: "read", verifiesSandboxes: true, secretAccess: "decrypt" },
   { id: "SandboxEnvValues", method: "POST", path: "/v1/sandbox/env-values", entry: "functions/http/handlers/sandbox-env-values.ts", make: makeSandboxEnvValuesHandler, tableAccess: "read", verifiesSandboxes: true, secretAccess: "decrypt" },
+  // The agent's own tools (issue 25 §4), through the sidecar: functions/agent-tools/agent-tools.ts.
+  { id: "SandboxSaveSnapshot", method: "POST", path: "/v1/sandbox/snapshots", entry: "functions/http/handlers/sandbox-save-snapshot.ts", make: makeSandboxSaveSnapshotHandler, tableAccess: "read", verifiesSandboxes: true, startsFlows: ["snapshot"] },
+  { id: "SandboxSnapshotStatus", method: "GET", path: "/v1/sandbox/snapshots/{execution}", entry: "functions/http/handlers/sandbox-snapshot-status.ts", make: makeSandboxSnapshotStatusHandler, tableAccess: "read", verifiesSandboxes: true },
+  { id: "SandboxServiceCommands", method: "PUT", path: "/v1/sandbox/service-commands", entry: "functions/http/handlers/sandbox-service-commands.ts", make: makeSandboxServiceCommandsHandler, tableAccess: "readwrite", verifiesSandboxes: true },
+  { id: "SandboxEnvFiles", method: "PUT", path: "/v1/sandbox/env-files", entry: "functions/http/handlers/sandbox-env-files.ts", make: makeSandboxEnvFilesHandler, tableAccess: "readwrite", verifiesSandboxes: true },
+  { id: "SandboxEnvRequest", method: "POST", path: "/v1/sandbox/env-requests", entry: "functions/http/handlers/sandbox-env-request.ts", make: makeSandboxEnvRequestHandler, tableAccess: "readwrite", verifiesSandboxes: true, secretAccess: "metadata", pushesToClients: true },
+  { id: "SandboxVerification", method: "POST", path: "/v1/sandbox/verifications", entry: "functions/http/handlers/sandbox-verification.ts", make: makeSandboxVerificationHandler, tableAccess: "readwrite", verifiesSandboxes: true, pushesToClients: true },
 ];
 
 /**

@@ -54,6 +54,8 @@ export const LifecycleEvent = z.object({
   message: z.string().nullable(),
   /** Milliseconds per flow step, in execution order. */
   timings: z.record(z.string(), z.number()),
+  /** The snapshot the flow took (snapshot, pause, migration), so a caller can tell which one was its. */
+  snapshotId: z.string().nullable().optional(),
 });
 export type LifecycleEvent = z.infer<typeof LifecycleEvent>;
 
@@ -62,6 +64,8 @@ export interface LifecycleEventLog {
   append(event: LifecycleEvent): Promise<LifecycleEvent>;
   /** Oldest first; `cursor` from a previous page. */
   list(sessionId: string, options: { limit: number; cursor?: string | null }): Promise<{ items: LifecycleEvent[]; nextCursor: string | null }>;
+  /** The event of one execution (`eventId`) recorded at or after `notBefore`, or null (not finished yet). */
+  findByExecution(sessionId: string, execution: string, notBefore: Date): Promise<LifecycleEvent | null>;
 }
 
 export const ClientConnection = z.object({

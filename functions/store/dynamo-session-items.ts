@@ -115,6 +115,27 @@ export class DynamoLifecycleEventLog implements LifecycleEventLog {
     return listPartitionPage(this.doc, this.tableName, { sessionId, prefix: "EVENT#", ...options }, (item) => LifecycleEvent.parse(item));
   }
 
+  async findByExecution(sessionId: string, execution: string, notBefore: Date): Promise<LifecycleEvent | null> {
+    // Events sort by their time: only the window since `notBefore` is read, not the whole log.
+    let startKey: Record<string, unknown> | undefined;
+    do {
+      const out = await this.doc.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          KeyConditionExpression: "PK = :pk AND SK BETWEEN :from AND :to",
+          FilterExpression: "eventId = :eventId",
+          ConsistentRead: true,
+          ExpressionAttributeValues: { ":pk": keys.sessionPartition(sessionId), ":from": `EVENT#${notBefore.toISOString()}`, ":to": "EVENT#\uffff", ":eventId": execution },
+          ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+        }),
+      );
+      const item = out.Items?.[0];
+      if (item) return LifecycleEvent.parse(stripKeys(item));
+      startKey = out.LastEvaluatedKey;
+    } while (startKey);
+    return null;
+  }
+
 }
 
 export class DynamoConnectionRegistry implements ConnectionRegistry {

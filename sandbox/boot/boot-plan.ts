@@ -288,6 +288,9 @@ function phase1(spec: BootSpec, secrets: BootSecrets): BootStep[] {
       ...homeEnv(layout.home),
       OPENCODE_CONFIG_CONTENT: JSON.stringify(config),
       ...(secrets.agentPassword ? { [AGENT_PASSWORD_ENV]: secrets.agentPassword } : {}),
+      // The agent's own tools call the sidecar's socket (issue 25 §4). A path, not a credential:
+      // the socket's mode is the auth, and the agent's shell runs as its owner anyway.
+      ...(layout.sidecar?.socket && request.controlPlaneUrl ? { SIDECAR_SOCKET: layout.sidecar.socket } : {}),
     },
     log: `${layout.logDir}/opencode.log`,
   });

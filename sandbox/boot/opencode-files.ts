@@ -71,69 +71,134 @@ export interface AgentTool {
 }
 
 /**
- * A tool the control plane acts on: the sandbox side only validates the arguments and
- * acknowledges; the relay sees the completed call (name + input) in the SSE stream.
+ * What every tool file shares: one call of the sidecar's Unix socket (`SIDECAR_SOCKET`, in
+ * OpenCode's environment; sandbox/sidecar/socket-api.ts), which signs the control plane call with
+ * the sandbox key the agent never holds. A 4xx or 503 answer becomes the tool's error, with the
+ * message that names the field or the state, so the model can correct its call.
  */
-function controlPlaneTool(name: string, description: string, args: string): string {
-  return `// Written by the sandbox boot (sandbox/boot/opencode-files.ts); the control plane acts on calls to this tool.
-import * as z from "zod";
+const SIDECAR_CALL = `import { request } from "node:http";
 
+function callSidecarOnce(socketPath, route, payload, signal) {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { socketPath, path: route, method: "POST", headers: { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }, signal },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk) => (text += chunk));
+        res.on("end", () => {
+          let answer = null;
+          try { answer = JSON.parse(text); } catch {}
+          if (res.statusCode >= 200 && res.statusCode < 300) resolve(answer);
+          else reject(new Error(answer?.error?.message ?? "the sidecar answered " + res.statusCode));
+        });
+      },
+    );
+    req.on("error", (err) => reject(Object.assign(new Error("the sidecar is unreachable: " + (err.code ?? err.message)), { connect: err.code === "ENOENT" || err.code === "ECONNREFUSED" })));
+    req.end(payload);
+  });
+}
+
+// The sidecar starts in the boot's second phase, beside the agent: a call in the first seconds
+// waits for its socket (up to 30 s, the boot's readiness budget).
+async function callSidecar(route, body, signal) {
+  const socketPath = process.env.SIDECAR_SOCKET;
+  if (!socketPath) throw new Error("this sandbox has no sidecar socket (SIDECAR_SOCKET is not set): the control plane cannot be reached");
+  const payload = JSON.stringify(body);
+  const deadline = Date.now() + 30000;
+  for (let wait = 200; ; wait = Math.min(2000, wait * 1.5)) {
+    try {
+      return await callSidecarOnce(socketPath, route, payload, signal);
+    } catch (err) {
+      if (!err.connect || Date.now() + wait > deadline || signal?.aborted) throw err;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+}
+`;
+
+/** A tool file: its arguments (zod, as OpenCode reads them) and the body of `execute(args, context)`. */
+function sidecarTool(description: string, args: string, execute: string): string {
+  return `// Written by the sandbox boot (sandbox/boot/opencode-files.ts): the sidecar forwards this tool to the control plane.
+import * as z from "zod";
+${SIDECAR_CALL}
 export default {
   description: ${JSON.stringify(description)},
   args: {${args}},
-  async execute(args) {
-    return JSON.stringify({ tool: ${JSON.stringify(name)}, status: "requested", request: args });
+  async execute(args, context) {
+${execute}
   },
 };
 `;
 }
 
-const KEY_FIELDS = `name: z.string().min(1).describe("Environment variable name"), required: z.boolean().optional().describe("Whether the value must be provided (default true)")`;
+const KEY_NAME = `z.string().min(1).max(128).describe("Environment variable name")`;
 
 export const AGENT_TOOLS: readonly AgentTool[] = [
   {
     name: "verify",
     setupOnly: false,
-    source: controlPlaneTool(
-      "verify",
-      "Ask for your work to be verified. Put evidence (screenshots, logs, test output) in a folder of the workspace and pass it; the result is reported to the user.",
-      `\n    folder: z.string().optional().describe("Workspace-relative folder holding the evidence"),\n  `,
+    source: sidecarTool(
+      "Report your work to the user for review. Put evidence (screenshots, logs, test output) in a workspace folder and pass it with a short summary: the user is shown the summary, the list of evidence files (names and sizes; their contents stay in this sandbox, where the user can open them) and the state of the session's services. This runs no tests itself: run them first.",
+      `\n    folder: z.string().max(1024).optional().describe("Workspace-relative folder holding the evidence"),\n    summary: z.string().max(4000).optional().describe("What you did and how you checked it"),\n  `,
+      `    const r = await callSidecar("/agent/verify", args, context?.abort);
+    const report = r.report;
+    const files = report.files.map((f) => f.path + " (" + f.bytes + " bytes)");
+    const services = report.services.map((s) => s.name + " " + s.status + (s.exitCode === null ? "" : " (exit " + s.exitCode + ")"));
+    return [
+      "Reported to the user for review (verification " + r.verification?.id + ").",
+      report.folder ? "Evidence in " + report.folder + ": " + (files.length ? files.join(", ") + (report.truncated ? " and more" : "") : "no files") + "." : "No evidence folder was given.",
+      "Services: " + (services.length ? services.join(", ") : "none") + ".",
+    ].join(" ");`,
     ),
   },
   {
     name: "save_snapshot",
     setupOnly: false,
-    source: controlPlaneTool(
-      "save_snapshot",
-      "Save a snapshot of this sandbox (files, installed dependencies, agent history) so later sessions start from it.",
-      `\n    message: z.string().optional().describe("What the snapshot contains"),\n  `,
+    source: sidecarTool(
+      "Save a snapshot of this sandbox (files, installed dependencies, agent history): resuming this session restores it. Waits until the snapshot is committed (up to 2 minutes) and returns its id.",
+      `\n    message: z.string().max(500).optional().describe("What the snapshot contains"),\n  `,
+      `    const r = await callSidecar("/agent/save-snapshot", args.message ? { message: args.message } : {}, context?.abort);
+    if (r.status === "committed") return "Snapshot saved: " + r.snapshotId;
+    if (r.status === "pending") return "The snapshot is still being taken (flow " + r.execution + "); it is recorded on the session when it completes. Do not call save_snapshot again for it.";
+    throw new Error("The snapshot was not saved (" + r.status + ")" + (r.message ? ": " + r.message : ""));`,
     ),
   },
   {
     name: "request_env_variables",
     setupOnly: false,
-    source: controlPlaneTool(
-      "request_env_variables",
-      "Ask the user for environment variables (secrets, configuration) this task needs. The values are provided to the sandbox; never ask for them in chat.",
-      `\n    keys: z.array(z.object({ ${KEY_FIELDS}, description: z.string().optional() })).min(1),\n  `,
+    source: sidecarTool(
+      "Ask the user for environment variables (secrets, configuration) this task needs. The user is shown the request and stores each value as an organization secret of that name; values never pass through the chat, so never ask for them there. Returns which keys are already available.",
+      `\n    keys: z.array(z.object({ name: ${KEY_NAME}, required: z.boolean().optional().describe("Whether the task cannot run without it (default true)"), description: z.string().max(500).optional().describe("What the value is for") })).min(1).max(50),\n    reason: z.string().max(1000).optional().describe("Why the task needs them"),\n  `,
+      `    const r = await callSidecar("/agent/env-request", args, context?.abort);
+    const keys = r.envRequest.keys;
+    const missing = keys.filter((k) => !k.available).map((k) => k.name);
+    const available = keys.filter((k) => k.available).map((k) => k.name);
+    return [
+      missing.length ? "Asked the user for " + missing.join(", ") + " (request " + r.envRequest.id + "); they will store the values as organization secrets." : "Nothing to ask: every key is already an organization secret.",
+      available.length ? "Already available as organization secrets: " + available.join(", ") + "." : "",
+      "Values reach this sandbox through the session's env files (save_env_files in a setup session) when they are generated at boot. Do not wait for them: go on with what you can do.",
+    ].filter(Boolean).join(" ");`,
     ),
   },
   {
     name: "save_service_commands",
     setupOnly: true,
-    source: controlPlaneTool(
-      "save_service_commands",
-      "Save the commands that start this project's services (dev servers, databases). Sessions started from this setup run them on boot.",
-      `\n    commands: z.array(z.object({ name: z.string().min(1), command: z.string().min(1), cwd: z.string().optional() })).min(1),\n  `,
+    source: sidecarTool(
+      "Save the commands that start this project's services (dev servers, databases). They are saved on this session, replacing earlier ones: every later boot of the session defines and starts them.",
+      `\n    commands: z.array(z.object({ name: z.string().min(1).max(63).describe("Service name: letters, digits, '.', '_' or '-'"), command: z.string().min(1).max(8192), cwd: z.string().max(1024).optional().describe("Workspace-relative directory") })).min(1).max(20),\n  `,
+      `    const r = await callSidecar("/agent/service-commands", args, context?.abort);
+    return "Saved " + r.serviceCommands.length + " service command(s) (" + r.serviceCommands.map((c) => c.name).join(", ") + ") to the " + r.savedTo.join(" and ") + ": they start at every boot from now on.";`,
     ),
   },
   {
     name: "save_env_files",
     setupOnly: true,
-    source: controlPlaneTool(
-      "save_env_files",
-      "Save which env files this project needs (path, format, keys). Sessions started from this setup generate them on boot from the provided values.",
-      `\n    files: z.array(z.object({ path: z.string().min(1), format: z.enum(["dotenv", "json"]).optional(), keys: z.array(z.object({ ${KEY_FIELDS} })).min(1) })).min(1),\n  `,
+    source: sidecarTool(
+      "Save which env files this project needs (workspace-relative path, format, key names; never values). They are saved on this session, replacing earlier ones: every later boot generates them from the organization's secrets of those names.",
+      `\n    files: z.array(z.object({ path: z.string().min(1).max(1024), format: z.enum(["dotenv", "json"]).optional(), keys: z.array(z.object({ name: ${KEY_NAME}, required: z.boolean().optional().describe("Whether the value must be provided (default true)") })).min(1).max(200) })).min(1).max(50),\n  `,
+      `    const r = await callSidecar("/agent/env-files", args, context?.abort);
+    return "Saved " + r.envFiles.length + " env file(s) (" + r.envFiles.map((f) => f.path).join(", ") + ") to the " + r.savedTo.join(" and ") + ": they are generated at every boot from now on.";`,
     ),
   },
 ];

@@ -3,7 +3,8 @@
  * server that lets the local sandbox run a real OpenCode agent with no LLM key and no network.
  * A turn streams back `echo: <prompt>`; a prompt containing `sleep <N>s` first makes a real
  * `bash` tool call (`sleep N`), so the agent stays busy for N seconds like a long tool call; a
- * prompt line `$ <command>` makes it run that command with the same tool (tests: an agent commit).
+ * prompt line `$ <command>` makes it run that command with the same tool (tests: an agent commit);
+ * a prompt line `/tool <name> <JSON>` calls that tool and answers with its result (tool-keyword.ts).
  * OpenCode talks to it through `@ai-sdk/openai-compatible`, so the wire shape must stay the
  * OpenAI one: SSE `data: {chunk}` lines ending in `data: [DONE]`, tool calls as streamed
  * `tool_calls` deltas and `finish_reason: "tool_calls"`.
@@ -11,6 +12,7 @@
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { toolKeywordReply } from "./tool-keyword";
 
 export const DEV_MODEL_ID = "echo";
 
@@ -70,6 +72,9 @@ export function planReply(messages: ChatMessage[]): DevModelReply {
   const prompt = user ? promptText(user) : "";
   // A tool result after the last user message means this turn already ran its tool call.
   const toolDone = messages.slice(lastUser + 1).some((m) => m.role === "tool");
+  // `/tool <name> <json>`: call that tool, then answer with its result (./tool-keyword.ts).
+  const named = toolKeywordReply(prompt, messages.slice(lastUser + 1));
+  if (named) return named;
   const run = RUN_PATTERN.exec(prompt);
   if (run?.[1] && !toolDone) {
     return { kind: "tool_call", name: "bash", arguments: { command: run[1], description: "Run the requested command" } };

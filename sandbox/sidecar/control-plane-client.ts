@@ -56,6 +56,17 @@ const CredentialAnswerSchema = z.object({
 
 const EnvValuesAnswerSchema = z.object({ values: z.record(z.string(), z.string()) });
 
+/** API.md's error shape, as the control plane answers a 4xx. */
+const ErrorAnswerSchema = z.object({ error: z.object({ code: z.string(), message: z.string() }) });
+
+/** A 404 the caller accepts as "none" (git credentials). */
+class NotFoundAnswer extends Error {
+  constructor() {
+    super("not found");
+    this.name = "NotFoundAnswer";
+  }
+}
+
 const notConfigured = (what: string) => new SidecarError(503, "not_configured", `${what} is not set: the sidecar cannot reach the control plane`);
 const unavailable = (message: string) => new SidecarError(503, "control_plane_unavailable", message);
 
@@ -98,6 +109,17 @@ export class ControlPlaneClient {
     return parsed.data.values;
   }
 
+  /**
+   * One call of an agent-tool route (sandbox/sidecar/agent-tools.ts): the answer's JSON on 2xx.
+   * Unlike the credential routes, a 4xx is relayed with the control plane's own error code and
+   * message (they name the field or the state for the agent; they never carry a value), bounded
+   * in length; 401/403 and 5xx stay 503 naming only the status.
+   */
+  async agentToolCall(method: "GET" | "POST" | "PUT", route: string, body?: unknown): Promise<unknown> {
+    const res = await this.send(method, route, body, { relayClientErrors: true });
+    return this.json(route, res);
+  }
+
   private accessToken(): string {
     const { sandboxKey, sessionId } = this.opts;
     if (!sandboxKey) throw notConfigured("SIDECAR_TOKEN");
@@ -109,14 +131,23 @@ export class ControlPlaneClient {
   private async post(route: string, body: unknown, opts: { allowNotFound: true }): Promise<Response | null>;
   private async post(route: string, body: unknown, opts: { allowNotFound: false }): Promise<Response>;
   private async post(route: string, body: unknown, opts: { allowNotFound: boolean }): Promise<Response | null> {
+    try {
+      return await this.send("POST", route, body, { relayClientErrors: false, allowNotFound: opts.allowNotFound });
+    } catch (err) {
+      if (err instanceof NotFoundAnswer) return null;
+      throw err;
+    }
+  }
+
+  private async send(method: string, route: string, body: unknown, opts: { relayClientErrors: boolean; allowNotFound?: boolean }): Promise<Response> {
     if (!this.opts.url) throw notConfigured("CONTROL_PLANE_URL");
     const token = this.accessToken();
     let res: Response;
     try {
       res = await this.fetch(`${this.opts.url.replace(/\/+$/, "")}${route}`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "application/json" },
-        body: JSON.stringify(body),
+        method,
+        headers: { authorization: `Bearer ${token}`, accept: "application/json", ...(body === undefined ? {} : { "content-type": "application/json" }) },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         signal: AbortSignal.timeout(this.opts.timeoutMs ?? CONTROL_PLANE_TIMEOUT_MS),
       });
     } catch (err) {
@@ -126,9 +157,14 @@ export class ControlPlaneClient {
     }
     this.log("control plane answered", { route, status: res.status });
     if (res.ok) return res;
+    if (opts.relayClientErrors && res.status >= 400 && res.status < 500 && res.status !== 401 && res.status !== 403) {
+      const answer = ErrorAnswerSchema.safeParse(await res.json().catch(() => null));
+      const error = answer.success ? answer.data.error : { code: "rejected", message: `the control plane answered ${res.status} to ${route}` };
+      throw new SidecarError(res.status, error.code.slice(0, 64), error.message.slice(0, 1_000));
+    }
     // The control plane's error body is not relayed: only its status says what happened.
     await res.body?.cancel().catch(() => undefined);
-    if (res.status === 404 && opts.allowNotFound) return null;
+    if (res.status === 404 && opts.allowNotFound) throw new NotFoundAnswer();
     if (res.status === 401 || res.status === 403) throw unavailable(`the control plane refused the sidecar's access token (${res.status})`);
     throw unavailable(`the control plane answered ${res.status} to ${route}`);
   }

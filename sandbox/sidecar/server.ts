@@ -19,6 +19,7 @@ import { WebSocketServer } from "ws";
 import * as z from "zod";
 import { authenticate, whenAccessExpires, type AuthConfig } from "./auth";
 import { ControlPlaneClient } from "./control-plane-client";
+import { AgentTools } from "./agent-tools";
 import { CredentialBroker } from "./credential-broker";
 import { SidecarError, unauthorized } from "./errors";
 import { sendError, sendJson } from "./http-io";
@@ -47,6 +48,8 @@ export interface SidecarOptions {
   controlPlaneUrl?: string;
   /** The broker's fetch (tests); default the global `fetch`. */
   controlPlaneFetch?: typeof fetch;
+  /** How long the agent's `save_snapshot` waits for the commit (tests); default agent-tools.ts `SNAPSHOT_WAIT_MS`. */
+  agentSnapshotWaitMs?: number;
   /** Shell argv for the terminal; default `bash -l`. */
   terminalCommand?: string[];
   /** Stop every service on close (tests); in a sandbox services outlive a sidecar restart. */
@@ -203,7 +206,17 @@ export async function startSidecar(options: SidecarOptions): Promise<Sidecar> {
       log,
     });
     try {
-      socketApi = await startSocketApi({ socketPath: options.socketPath, broker: new CredentialBroker(client, now), log });
+      socketApi = await startSocketApi({
+        socketPath: options.socketPath,
+        broker: new CredentialBroker(client, now),
+        agentTools: new AgentTools(client, {
+          now,
+          workspaceDir: options.workspaceDir,
+          services: () => services.list(),
+          ...(options.agentSnapshotWaitMs === undefined ? {} : { snapshotWaitMs: options.agentSnapshotWaitMs }),
+        }),
+        log,
+      });
     } catch (err) {
       server.close();
       await services.close({ stopServices: options.stopServicesOnClose });

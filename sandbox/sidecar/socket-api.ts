@@ -8,6 +8,14 @@
  *                                                 | 404 no_credential | 503 (names why)
  *   GET  /env/values                              -> 200 {values}     | 503
  *
+ * and the agent's own tools (issue 25 §4, agent-tools.ts), called by OpenCode's tool files:
+ *   POST /agent/save-snapshot {message?}          -> 200 {status, execution, snapshotId, message}
+ *   POST /agent/service-commands {commands}       -> 200 the control plane's answer
+ *   POST /agent/env-files {files}                 -> 200 the control plane's answer
+ *   POST /agent/env-request {keys, reason?}       -> 200 the control plane's answer
+ *   POST /agent/verify {folder?, summary?}        -> 200 {verification, report}
+ *   (400 naming the field; the control plane's 4xx relayed; 503 when it cannot be reached)
+ *
  * Called by the in-sandbox CLI: `git-credential get` (git's credential helper) and `env apply`.
  * Logs carry route, host, path and status only: never a password or a value.
  */
@@ -16,6 +24,15 @@ import { chmod, lstat, rm } from "node:fs/promises";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import * as z from "zod";
+import {
+  RequestEnvVariablesRequest,
+  SaveEnvFilesRequest,
+  SaveServiceCommandsRequest,
+  SaveSnapshotRequest,
+  VerifyRequest,
+  describeRequestIssue,
+} from "../shared/agent-tool-requests";
+import type { AgentTools } from "./agent-tools";
 import { credentialCacheKey, type CredentialBroker } from "./credential-broker";
 import { invalidRequest, SidecarError } from "./errors";
 import { readJsonBody, sendError, sendJson } from "./http-io";
@@ -38,6 +55,8 @@ const GitCredentialBodySchema = z.object({
 export interface SocketApiOptions {
   socketPath: string;
   broker: CredentialBroker;
+  /** The agent's tools; undefined: their routes answer 404. */
+  agentTools?: AgentTools;
   log: (message: string, fields?: Record<string, unknown>) => void;
 }
 
@@ -58,7 +77,26 @@ async function removeStaleSocket(path: string): Promise<void> {
 }
 
 export async function startSocketApi(options: SocketApiOptions): Promise<SocketApi> {
-  const { socketPath, broker, log } = options;
+  const { socketPath, broker, agentTools, log } = options;
+
+  /** One agent-tool route: the body checked against the tool's request schema, then forwarded. */
+  const agentTool =
+    <T>(schema: z.ZodType<T>, name: string, run: (tools: AgentTools, request: T) => Promise<unknown>) =>
+    async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+      if (!agentTools) throw new SidecarError(404, "not_found", "the agent's tools are not configured in this sidecar");
+      const parsed = schema.safeParse(await readJsonBody(req));
+      if (!parsed.success) throw invalidRequest(describeRequestIssue(parsed.error));
+      const answer = await run(agentTools, parsed.data);
+      log("agent tool", { tool: name });
+      sendJson(res, 200, answer);
+    };
+  const agentRoutes: Record<string, (req: IncomingMessage, res: ServerResponse) => Promise<void>> = {
+    "/agent/save-snapshot": agentTool(SaveSnapshotRequest, "save_snapshot", (t, r) => t.saveSnapshot(r)),
+    "/agent/service-commands": agentTool(SaveServiceCommandsRequest, "save_service_commands", (t, r) => t.saveServiceCommands(r)),
+    "/agent/env-files": agentTool(SaveEnvFilesRequest, "save_env_files", (t, r) => t.saveEnvFiles(r)),
+    "/agent/env-request": agentTool(RequestEnvVariablesRequest, "request_env_variables", (t, r) => t.requestEnvVariables(r)),
+    "/agent/verify": agentTool(VerifyRequest, "verify", (t, r) => t.verify(r)),
+  };
 
   const gitCredential = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const parsed = GitCredentialBodySchema.safeParse(await readJsonBody(req));
@@ -79,6 +117,8 @@ export async function startSocketApi(options: SocketApiOptions): Promise<SocketA
   const handle = async (req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> => {
     if (url.pathname === "/git/credential" && req.method === "POST") return gitCredential(req, res);
     if (url.pathname === "/env/values" && req.method === "GET") return envValues(req, res);
+    const tool = Object.hasOwn(agentRoutes, url.pathname) ? agentRoutes[url.pathname] : undefined;
+    if (tool && req.method === "POST") return tool(req, res);
     throw new SidecarError(404, "not_found", `no route ${req.method ?? ""} ${url.pathname}`);
   };
 

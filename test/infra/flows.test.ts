@@ -390,10 +390,17 @@ describe("provider credentials", () => {
         "CreateSidecarAccess",
         "SandboxGitCredential",
         "SandboxEnvValues",
+        // The agent's own tools (issue 25 §4): they verify the sidecar's signature too.
+        "SandboxSaveSnapshot",
+        "SandboxSnapshotStatus",
+        "SandboxServiceCommands",
+        "SandboxEnvFiles",
+        "SandboxEnvRequest",
+        "SandboxVerification",
         "WsMessage",
       ].sort(),
     );
-    for (const id of ["SandboxGitCredential", "SandboxEnvValues"]) expect(readers, id).not.toContain(id);
+    for (const id of ["SandboxGitCredential", "SandboxEnvValues", "SandboxSaveSnapshot", "SandboxSnapshotStatus", "SandboxServiceCommands", "SandboxEnvFiles", "SandboxEnvRequest", "SandboxVerification"]) expect(readers, id).not.toContain(id);
     // Neither the sweeper nor schedule-fired talks to an agent (they start flows), nor do the other WebSocket functions.
     for (const id of ["Sweeper", "ScheduleFired", "WsConnect", "WsDisconnect", "SendInit"]) expect(signers, id).not.toContain(id);
     for (const id of Object.keys(stack.functions)) {

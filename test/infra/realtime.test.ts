@@ -15,6 +15,7 @@ import { stateMachineArn } from "../../infra/lifecycle-flows";
 import { HELD_STREAMS_METRIC, HELD_STREAMS_TARGET, RELAY_HEALTH_PORT, RELAY_MAX_SESSIONS, RELAY_MAX_TASKS, RELAY_MIN_TASKS, RELAY_SERVICE_NAME } from "../../infra/relay-service";
 import { createWebSocketApi, createWebSocketStage, WS_STAGE_NAME } from "../../infra/websocket-api";
 import { FLOW_STEPS } from "../../functions/flows/steps";
+import { HTTP_ROUTES } from "../../functions/http/routes";
 import { WS_ROUTES } from "../../functions/ws/routes";
 import { actionsOf, asArray, getAtt, resourcesFor, stackQueries, synthWithoutBundling, type Resources, type Statement } from "./stack-queries";
 
@@ -72,7 +73,13 @@ const connectionsArn = () =>
 
 const deleteConnectionsArn = () =>
   ({ "Fn::Join": ["", ["arn:", { Ref: "AWS::Partition" }, ":execute-api:", { Ref: "AWS::Region" }, ":", { Ref: "AWS::AccountId" }, ":", wsApiRef(), `/${WS_STAGE_NAME}/DELETE/@connections/*`]] });
-const PUSHERS = [...WS_ROUTES.map((r) => r.id), "SendInit", ...FLOW_STEPS.filter((s) => s.push).map((s) => s.id)];
+const PUSHERS = [
+  ...WS_ROUTES.map((r) => r.id),
+  "SendInit",
+  ...FLOW_STEPS.filter((s) => s.push).map((s) => s.id),
+  // The agent's env request pushes `env.requested` (issue 25 §4).
+  ...HTTP_ROUTES.filter((r) => r.pushesToClients).map((r) => r.id),
+];
 const FLOW_STARTING_WS_ROUTES = ["$connect", "$default"];
 
 function relayContainer(): ContainerDefinition {

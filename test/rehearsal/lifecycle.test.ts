@@ -15,7 +15,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoDBDocumentClient, GetCommand } from "@aws-sdk/lib-dynamodb";
-import { DynamoApiTokenStore } from "../../functions/store/dynamo-session-store";
+import { DynamoApiTokenStore, DynamoSessionStore } from "../../functions/store/dynamo-session-store";
+import { sessionKeyEpochs, staticKeyring } from "../../functions/config/sandbox-keyring";
+import { mintAccessToken } from "../../sandbox/shared/access-token";
 import { newApiToken } from "../../functions/domain/ids";
 import { ACCOUNT, REGION, synthesize, type Assembly } from "./support/assembly";
 import { RehearsalWorld } from "./support/rehearsal-world";
@@ -218,6 +220,37 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     expect((await world.ws("$disconnect", connectionId)).statusCode).toBe(200);
     await world.settle();
     expect(failedExecutions()).toEqual([]);
+  });
+
+  it("the agent's tools (issue 25 §4): a sandbox-signed save_snapshot runs the snapshot state machine, its status names the snapshot, a save, an env request and a verification (pushed to a client) land", async () => {
+    const doc = DynamoDBDocumentClient.from(world.dynamoClient());
+    const masterArn = world.fn("SandboxSaveSnapshot").spec.environment.SANDBOX_ACCESS_KEY_SECRET_ARN ?? "";
+    const keyring = staticKeyring(world.secretValues.get(masterArn) ?? "", sessionKeyEpochs(new DynamoSessionStore(doc, world.tableName)));
+    const now = Math.floor(Date.now() / 1000);
+    const sandbox = mintAccessToken(await keyring.sandboxKey(id), { sid: id, iat: now, exp: now + 300 });
+    const started = await world.http("POST", "/v1/sandbox/snapshots", { token: sandbox, body: { message: "rehearsal" } });
+    expect(started.status).toBe(202);
+    const execution = (started.body as { snapshot: { execution: string } }).snapshot.execution;
+    await world.settle();
+    expect(failedExecutions()).toEqual([]);
+    const status = await world.http("GET", `/v1/sandbox/snapshots/${execution}`, { token: sandbox });
+    expect(status.body).toMatchObject({ snapshot: { execution, status: "committed", snapshotId: (await storedSession(id)).snapshotId } });
+
+    const saved = await world.http("PUT", "/v1/sandbox/service-commands", { token: sandbox, body: { commands: [{ name: "web", command: "npm run dev" }] } });
+    expect(saved.status).toBe(200);
+    expect((await storedSession(id)).serviceCommands).toEqual([{ name: "web", command: "npm run dev" }]);
+
+    const connectionId = "rehearsalConn2=";
+    expect((await world.ws("$connect", connectionId, { queryStringParameters: { sessionId: id, token } })).statusCode).toBe(200);
+    await world.settle();
+    const asked = await world.http("POST", "/v1/sandbox/env-requests", { token: sandbox, body: { keys: [{ name: "STRIPE_KEY" }] } });
+    expect(asked.status).toBe(202);
+    expect(world.pushed.get(connectionId)?.map((m) => (m as { type: string }).type)).toContain("env.requested");
+    const report = { folder: "evidence", summary: "rehearsed", files: [{ path: "test.log", bytes: 2 }], truncated: false, services: [] };
+    expect((await world.http("POST", "/v1/sandbox/verifications", { token: sandbox, body: report })).status).toBe(202);
+    expect(world.pushed.get(connectionId)?.map((m) => (m as { type: string }).type)).toContain("verification.reported");
+    expect((await world.ws("$disconnect", connectionId)).statusCode).toBe(200);
+    await world.settle();
   });
 
   it("stop ends the session", async () => {

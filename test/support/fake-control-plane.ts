@@ -26,6 +26,8 @@ export interface FakeControlPlane {
   gitCredential: (body: Record<string, unknown>) => CannedAnswer;
   /** What `POST /v1/sandbox/env-values` answers. */
   envValues: () => CannedAnswer;
+  /** Any other route (the agent tools' routes); null: 404. */
+  other: (method: string, path: string, body: unknown) => CannedAnswer | null;
   close(): Promise<void>;
 }
 
@@ -39,6 +41,7 @@ export async function startFakeControlPlane(): Promise<FakeControlPlane> {
     calls: [],
     gitCredential: () => ({ status: 404, body: { error: { code: "not_found", message: "no credential" } } }),
     envValues: () => ({ status: 200, body: { values: {} } }),
+    other: () => null,
     close: async () => undefined,
   };
   const server = createServer((req, res) => {
@@ -58,7 +61,7 @@ export async function startFakeControlPlane(): Promise<FakeControlPlane> {
           ? fake.gitCredential(body as Record<string, unknown>)
           : req.method === "POST" && req.url === "/v1/sandbox/env-values"
             ? fake.envValues()
-            : { status: 404, body: { error: { code: "not_found", message: "no route" } } };
+            : (fake.other(req.method ?? "", req.url ?? "", body) ?? { status: 404, body: { error: { code: "not_found", message: "no route" } } });
       const payload = answer.body === undefined ? "" : typeof answer.body === "string" ? answer.body : JSON.stringify(answer.body);
       res.writeHead(answer.status, { "content-type": "application/json" });
       res.end(payload);

@@ -185,6 +185,11 @@ describe("git: identity, credential helper, history", () => {
     expect(step<"run">(image({ envFiles, controlPlaneUrl: "https://api.example.test" }).phase2, "apply env files").env.SIDECAR_SOCKET).toBe("/tmp/sandbox/sidecar.sock");
   });
 
+  it("OpenCode gets the sidecar socket (its tools call it, issue 25 §4) only when there is a control plane", () => {
+    expect(step<"spawn">(image({}).phase1, "start opencode").env.SIDECAR_SOCKET).toBeUndefined();
+    expect(step<"spawn">(image({ controlPlaneUrl: "https://api.example.test" }).phase1, "start opencode").env.SIDECAR_SOCKET).toBe("/tmp/sandbox/sidecar.sock");
+  });
+
   it("the development model's key: OpenCode's config names the variable, never the value", () => {
     const local = spec({}, { devModel: { port: 4200 } });
     const withKey = planBoot(local, { agentPassword: null, devModelKey: true });

@@ -146,6 +146,8 @@ export const makeFinishStep = flowStep("finish", async (doc, deps) => {
       previousSandboxId: doc.begin?.sandboxId ?? null,
       message: (doc.superseded?.Cause ?? doc.failure?.Cause ?? doc.standDown?.Cause ?? doc.begin?.skipReason ?? null)?.slice(0, 500) ?? null,
       timings: timingsOf(doc),
+      // Which snapshot this execution took: the agent's save_snapshot waits for exactly this one.
+      snapshotId: outcome === "committed" && doc.snapshot?.method !== "lost" ? (doc.snapshot?.snapshotId ?? null) : null,
     }),
   );
 
