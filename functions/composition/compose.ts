@@ -31,6 +31,8 @@ import { DynamoApiTokenStore, DynamoSessionStore } from "../store/dynamo-session
 import { DynamoTranscriptStore } from "../store/dynamo-transcript";
 import { DynamoWsTicketStore } from "../store/dynamo-ws-tickets";
 import type { WsDeps } from "../ws/ws-deps";
+import type { BuildRunner } from "../ports/build-runner";
+import { DynamoRepoCatalog } from "../store/dynamo-repo-catalog";
 
 /** What differs between runtimes (AWS, local, tests); everything else is built from these. */
 export interface RuntimeAdapters {
@@ -56,6 +58,8 @@ export interface RuntimeAdapters {
   newSessionId?: () => string;
   /** What the flows see of the relay leases (the flow harness pretends a relay watches); the store by default. */
   flowRelayLeases?: (store: DynamoRelayLeaseStore) => FlowDeps["relayLeases"];
+  /** Starts the snapshot builder (API.md "Repositories and prebuilds"); a runtime that builds nothing may leave it out. */
+  builds?: BuildRunner;
 }
 
 export interface RuntimeStores {
@@ -70,6 +74,7 @@ export interface RuntimeStores {
   relayLeases: DynamoRelayLeaseStore;
   secrets: DynamoOrgSecretStore;
   orgSettings: DynamoOrgSettingsStore;
+  catalog: DynamoRepoCatalog;
 }
 
 export interface Runtime {
@@ -89,6 +94,11 @@ export interface Runtime {
   relayDeps: RelayDeps;
 }
 
+/** A runtime without the builder: starting a build fails, naming what is missing. */
+const noBuildRunner: BuildRunner = {
+  start: () => Promise.reject(new Error("this runtime has no snapshot builder (STATE_MACHINE_ARN_BUILD_SNAPSHOT is not set)")),
+};
+
 export function composeStores(doc: DynamoDBDocumentClient, tableName: string, secretKeys: SecretKeyWrapper): RuntimeStores {
   return {
     sessions: new DynamoSessionStore(doc, tableName),
@@ -102,6 +112,7 @@ export function composeStores(doc: DynamoDBDocumentClient, tableName: string, se
     relayLeases: new DynamoRelayLeaseStore(doc, tableName),
     secrets: new DynamoOrgSecretStore(doc, tableName, secretKeys),
     orgSettings: new DynamoOrgSettingsStore(doc, tableName),
+    catalog: new DynamoRepoCatalog(doc, tableName),
   };
 }
 
@@ -130,6 +141,7 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
     metrics: adapters.flowMetrics,
     now,
     logger: adapters.logger,
+    catalog: stores.catalog,
   };
   const httpDeps: HttpDeps = {
     sessions: stores.sessions,
@@ -152,6 +164,8 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
     newSessionId: adapters.newSessionId ?? newSessionId,
     logger: adapters.logger,
     metrics: adapters.metrics,
+    catalog: stores.catalog,
+    builds: adapters.builds ?? noBuildRunner,
   };
   const wsDeps: WsDeps = {
     ...flowDeps,

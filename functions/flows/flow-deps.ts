@@ -18,6 +18,7 @@ import type { MetricsSink } from "../ports/metrics-sink";
 import type { ConnectionRegistry, LifecycleEventLog, PromptQueue, ProxyConnectionRegistry } from "../ports/session-items";
 import type { RelayLeaseStore } from "../ports/relay";
 import type { SessionStore } from "../ports/session-store";
+import type { RepoCatalog } from "../ports/repo-catalog";
 
 export interface FlowDeps {
   sessions: SessionStore;
@@ -46,4 +47,6 @@ export interface FlowDeps {
   metrics: MetricsSink;
   now: () => Date;
   logger: Logger;
+  /** Repositories, prebuilds and builds: provision resolves their snapshot layers; the builder's steps record builds. */
+  catalog: RepoCatalog;
 }

@@ -155,5 +155,10 @@ export interface SandboxProvider {
   listSandboxes(): Promise<ListedSandbox[]>;
   health(): Promise<boolean>;
   resolveTunnels(sandboxId: string): Promise<SandboxTunnels>;
+  /**
+   * Deletes a filesystem snapshot (superseded prebuild and repo snapshots). Idempotent: a snapshot
+   * that is already gone is success. Optional here until every provider has it (issue 22 §4).
+   */
+  deleteSnapshot?(snapshotId: string): Promise<void>;
   execCommand?(sandboxId: string, argv: string[], opts?: { cwd?: string; timeoutMs?: number }): Promise<ExecResult>;
 }

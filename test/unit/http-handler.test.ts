@@ -26,6 +26,8 @@ function deps(overrides: Partial<HttpDeps> = {}): HttpDeps {
     sandboxKeys: { sandboxKey: () => Promise.reject(new Error("no keys in this test")), currentEpoch: () => Promise.resolve(0) },
     secrets: {} as HttpDeps["secrets"],
     orgSettings: {} as HttpDeps["orgSettings"],
+    catalog: {} as HttpDeps["catalog"],
+    builds: {} as HttpDeps["builds"],
     wsTickets: {} as HttpDeps["wsTickets"],
     tokens: { resolveToken: async () => ({ userId: "u", orgId: "o", role: "member" }), putToken: async () => undefined },
     config: parseConfig({ TABLE_NAME: "t" }),
