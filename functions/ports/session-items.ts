@@ -54,6 +54,9 @@ export const LifecycleEvent = z.object({
   message: z.string().nullable(),
   /** Milliseconds per flow step, in execution order. */
   timings: z.record(z.string(), z.number()),
+  /** The snapshot layer a provisioned sandbox started from (seed 003 §6.5) and its id; absent when nothing was provisioned. */
+  snapshotLayer: z.enum(["session", "prebuild", "repo", "base", "none"]).nullable().optional(),
+  startedFrom: z.string().nullable().optional(),
 });
 export type LifecycleEvent = z.infer<typeof LifecycleEvent>;
 

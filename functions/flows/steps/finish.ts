@@ -141,6 +141,7 @@ export const makeFinishStep = flowStep("finish", async (doc, deps) => {
       previousSandboxId: doc.begin?.sandboxId ?? null,
       message: (doc.superseded?.Cause ?? doc.failure?.Cause ?? doc.standDown?.Cause ?? doc.begin?.skipReason ?? null)?.slice(0, 500) ?? null,
       timings: timingsOf(doc),
+      ...(doc.provision?.layer ? { snapshotLayer: doc.provision.layer, startedFrom: doc.provision.startedFrom ?? null } : {}),
     }),
   );
 

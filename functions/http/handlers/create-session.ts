@@ -23,6 +23,8 @@ import { API_WORKSPACE_ROOT, ClientType, ProviderType, RepoSpec, SessionEnvFiles
 import { httpRoute, type HttpDeps } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
 import { requirePrincipal } from "../session-access";
+import { RepoId } from "../../domain/repos-prebuilds";
+import { resolveSessionSource } from "../session-repos";
 
 /**
  * Why a repository URL is refused beyond its shape, or null. User-info is a credential in the
@@ -54,7 +56,7 @@ export function repoUrlProblem(url: string): string | null {
   return null;
 }
 
-const RepoUrl = z
+export const RepoUrl = z
   .string()
   .max(2048)
   .regex(/^(https?:\/\/|ssh:\/\/|git@|file:\/\/|\/)\S+$/, "must be an https://, ssh://, git@, file:// URL or an absolute path")
@@ -64,7 +66,7 @@ const RepoUrl = z
   });
 
 /** Where a repo is cloned, relative to the workspace ("." is the workspace itself). */
-const WorkspacePath = z
+export const WorkspacePath = z
   .string()
   .min(1)
   .max(1024)
@@ -86,11 +88,23 @@ function insideWorkspace(path: string): boolean {
 }
 
 /** A git branch name: printable, no whitespace (git's own rules are applied by git at clone). */
-const BranchName = singleLineText(255).refine((b) => !/\s/.test(b), "must be a branch name (no whitespace)");
+export const BranchName = singleLineText(255).refine((b) => !/\s/.test(b), "must be a branch name (no whitespace)");
 
-const CreateRepoSpec = RepoSpec.extend({ url: RepoUrl, branch: BranchName.optional(), workspacePath: WorkspacePath.optional() }).strict();
+/**
+ * A session repo: `{url, ...}`, or `{repoId, ...}` naming a stored repository (`/v1/repos`), whose
+ * URL, default branch and credential it takes (API.md "Repositories and prebuilds").
+ */
+const CreateRepoSpec = RepoSpec.extend({ url: RepoUrl.optional(), repoId: RepoId.optional(), branch: BranchName.optional(), workspacePath: WorkspacePath.optional() })
+  .strict()
+  .superRefine((repo, ctx) => {
+    if (repo.url === undefined && repo.repoId === undefined) ctx.addIssue({ code: "custom", path: ["url"], message: "is required (or name a stored repository with repoId)" });
+    if (repo.url !== undefined && repo.repoId !== undefined) ctx.addIssue({ code: "custom", path: ["repoId"], message: "give either url or repoId, not both" });
+    if (repo.repoId !== undefined && repo.credential !== undefined) {
+      ctx.addIssue({ code: "custom", path: ["credential"], message: "a stored repository brings its own credential (PATCH /v1/repos/{id} to change it)" });
+    }
+  });
 
-const CreateServiceCommand = ServiceCommand.extend({
+export const CreateServiceCommand = ServiceCommand.extend({
   command: z.string().min(1).max(8_192).superRefine(refineMultiLine),
   cwd: WorkspacePath.optional(),
 }).strict();
@@ -128,6 +142,8 @@ export const CreateSessionBody = z
   .superRefine((body, ctx) => {
     const dirs = new Map<string, number>();
     body.repos?.forEach((repo, i) => {
+      // A stored repository's URL is known only once it is loaded: checked then (sessionRepos).
+      if (repo.url === undefined) return;
       if (repo.credential && !/^https?:\/\//.test(repo.url)) {
         ctx.addIssue({ code: "custom", path: ["repos", i, "credential"], message: "only http(s) repository URLs take a credential" });
       }
@@ -136,7 +152,7 @@ export const CreateSessionBody = z
       // boot would refuse on every resume is refused here instead.
       let dir: string;
       try {
-        dir = repoDir(API_WORKSPACE_ROOT, repo);
+        dir = repoDir(API_WORKSPACE_ROOT, { url: repo.url, ...(repo.workspacePath ? { workspacePath: repo.workspacePath } : {}) });
       } catch (err) {
         if (!(err instanceof WorkspacePathError)) throw err;
         const field = repo.workspacePath === undefined ? "url" : "workspacePath";
@@ -186,14 +202,17 @@ export const makeCreateSessionHandler = httpRoute(
   { name: "CreateSession", auth: true, body: CreateSessionBody },
   async ({ body, principal }, deps) => {
     const who = requirePrincipal(principal);
-    const provider = body.provider ?? deps.config.DEFAULT_SANDBOX_PROVIDER;
-    if (!deps.config.SANDBOX_PROVIDERS.includes(provider)) {
+    if (body.provider !== undefined && !deps.config.SANDBOX_PROVIDERS.includes(body.provider)) {
       throw new ValidationError(
-        `body.provider: "${provider}" is not enabled here (enabled: ${deps.config.SANDBOX_PROVIDERS.join(", ")})`,
+        `body.provider: "${body.provider}" is not enabled here (enabled: ${deps.config.SANDBOX_PROVIDERS.join(", ")})`,
         "provider_unavailable",
       );
     }
     await requireSecretsExist(deps.secrets, who.orgId, secretReferences(body));
+    // Repos named by id and the prebuild, resolved in the caller's org (400 naming the field).
+    const source = await resolveSessionSource(deps, who.orgId, body);
+    // A prebuild's sessions run where its snapshot lives unless the body says otherwise.
+    const provider = body.provider ?? (source.provider && deps.config.SANDBOX_PROVIDERS.includes(source.provider) ? source.provider : deps.config.DEFAULT_SANDBOX_PROVIDER);
     await requireOpenSessionQuota(deps, who.orgId);
     const record = newSessionRecord({
       id: deps.newSessionId(),
@@ -203,11 +222,11 @@ export const makeCreateSessionHandler = httpRoute(
       clientType: body.clientType,
       sessionType: body.sessionType,
       provider,
-      repos: body.repos,
-      envFiles: body.envFiles,
+      repos: source.repos,
+      envFiles: body.envFiles ?? source.envFiles,
       model: body.model,
       systemPrompt: body.systemPrompt,
-      serviceCommands: body.serviceCommands,
+      serviceCommands: body.serviceCommands ?? source.serviceCommands,
       sshPublicKey: body.sshPublicKey,
       triggerContext: body.triggerContext,
       gitIdentity: gitIdentityFor(who),

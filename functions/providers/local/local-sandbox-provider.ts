@@ -167,6 +167,16 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
   }
 
+  /** Idempotent: an unknown (or already deleted) snapshot is success; an id that is no snapshot id names nothing. */
+  async deleteSnapshot(snapshotId: string): Promise<void> {
+    if (!/^[A-Za-z0-9_-]+$/.test(snapshotId)) return;
+    try {
+      await removeDir(`${this.dataDir}/snapshots/${snapshotId}`);
+    } catch (err) {
+      throw fail("deleteSnapshot", errorText(err), { cause: err, retryable: true });
+    }
+  }
+
   async pause(_sessionId: string, sandboxId: string): Promise<PauseResult> {
     throw fail("pause", "the local provider cannot pause; take a snapshot and terminate instead", { sandboxId });
   }
