@@ -205,10 +205,11 @@ export class DynamoRepoCatalog implements RepoCatalog {
         new UpdateCommand({
           TableName: this.tableName,
           Key: targetKey(orgId, target),
-          UpdateExpression: "SET snapshot = :snapshot",
+          UpdateExpression: "SET #snapshot = :snapshot",
           // Two builds racing: only the one that started later may replace the snapshot (its
           // clone has the later commits); the target must still exist.
-          ConditionExpression: "attribute_exists(PK) AND (attribute_not_exists(snapshot) OR snapshot = :null OR snapshot.startedAt < :startedAt)",
+          ConditionExpression: "attribute_exists(PK) AND (attribute_not_exists(#snapshot) OR #snapshot = :null OR #snapshot.startedAt < :startedAt)",
+          ExpressionAttributeNames: { "#snapshot": "snapshot" },
           ExpressionAttributeValues: { ":snapshot": snapshot, ":null": null, ":startedAt": snapshot.startedAt },
           ReturnValues: "ALL_OLD",
         }),
