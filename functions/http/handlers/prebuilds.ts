@@ -23,7 +23,7 @@ import { repoSpecOf } from "../../builds/build-plan";
 import { repoDir, WorkspacePathError } from "../../../sandbox/boot/layout";
 import { httpRoute, type HttpDeps } from "../http-handler";
 import { requirePrincipal } from "../session-access";
-import { MAX_REPOS, WorkspacePath } from "./create-session";
+import { MAX_REPOS, WorkspacePath } from "../request-fields";
 import { deleteSnapshotQuietly } from "./repos";
 
 export const PrebuildPathParams = z.object({ id: PrebuildId }).strict();

@@ -25,7 +25,7 @@ import { errorForLog } from "../../observability/logger";
 import { httpRoute, type HttpDeps } from "../http-handler";
 import { requireSecretsExist, type SecretReference } from "../secret-references";
 import { requirePrincipal } from "../session-access";
-import { BranchName, CreateServiceCommand, RepoUrl } from "./create-session";
+import { BranchName, CreateServiceCommand, RepoUrl } from "../request-fields";
 
 export const RepoPathParams = z.object({ id: RepoId }).strict();
 
