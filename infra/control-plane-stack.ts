@@ -149,7 +149,7 @@ export class ControlPlaneStack extends Stack {
   readonly stateMachines: Partial<Record<FlowName, StateMachine>> = {};
   /** The sweeper's rate schedule (EventBridge Scheduler). */
   readonly sweeperSchedule: CfnSchedule;
-  /** The snapshot builder (statemachines/builds/build-snapshot.asl.json). */
+  /** The snapshot builder (statemachines/builds/snapshot-builder.asl.json). */
   readonly snapshotBuilder: StateMachine;
   /** The scheduled prebuild rebuild's rate schedule. */
   readonly prebuildRebuildSchedule: CfnSchedule;
@@ -359,7 +359,7 @@ export class ControlPlaneStack extends Stack {
         reservedConcurrency: reserved(route.id),
       });
       allowStartingFlows(fn, route.startsFlows ?? [], `route ${route.id}`);
-      if (route.agentAccess || route.sandboxAccess) allowProviderSecret(fn);
+      if (route.agentAccess || route.sandboxAccess || route.providerAccess) allowProviderSecret(fn);
       if (route.agentAccess || route.sandboxAccess || route.verifiesSandboxes) allowSandboxKeys(fn);
       // The idle check when a proxy connection closes (functions/http/handlers/proxy-connections.ts).
       if (route.armsSchedules) allowScheduling(fn);

@@ -1,6 +1,6 @@
 /**
  * The snapshot builder in AWS (API.md "Repositories and prebuilds"): one Standard state machine
- * from statemachines/builds/build-snapshot.asl.json with each Task's `${<Step>FunctionArn}`
+ * from statemachines/builds/snapshot-builder.asl.json with each Task's `${<Step>FunctionArn}`
  * substituted by its step's Lambda (functions/builds/build-steps.ts), and the grant that lets a
  * route or the scheduled rebuild start it. The machine has a fixed name, so its ARN is known to
  * the routes before it exists (as for the lifecycle flows, infra/lifecycle-flows.ts).
@@ -32,7 +32,7 @@ export function builderStateMachineArn(stack: Stack): string {
   return stack.formatArn({ service: "states", resource: "stateMachine", resourceName: builderStateMachineName(stack), arnFormat: ArnFormat.COLON_RESOURCE_NAME });
 }
 
-/** `STATE_MACHINE_ARN_BUILD_SNAPSHOT` and `states:StartExecution` on the builder only (executions are named after builds). */
+/** `STATE_MACHINE_ARN_SNAPSHOT_BUILDER` and `states:StartExecution` on the builder only (executions are named after builds). */
 export function allowStartingBuilds(fn: LambdaFunction): void {
   const stack = Stack.of(fn);
   fn.addEnvironment(BUILD_STATE_MACHINE_ARN_ENV, builderStateMachineArn(stack));

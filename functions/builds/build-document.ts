@@ -1,6 +1,6 @@
 /**
  * The JSON document the snapshot builder carries from state to state (the Step Functions state
- * input of statemachines/builds/build-snapshot.asl.json): the execution input, then each Task's
+ * input of statemachines/builds/snapshot-builder.asl.json): the execution input, then each Task's
  * result under its own key. Small on purpose: setup logs go to the build item, not through here.
  */
 import * as z from "zod";

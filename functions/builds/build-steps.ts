@@ -1,6 +1,6 @@
 /**
  * The snapshot builder's step table: one source for the CDK stack (one Lambda per step,
- * substituted into statemachines/builds/build-snapshot.asl.json as `${<id>FunctionArn}`) and for
+ * substituted into statemachines/builds/snapshot-builder.asl.json as `${<id>FunctionArn}`) and for
  * the local build runner (which binds each Task to the same step function in process).
  */
 import type { FlowStepDefinition } from "../flows/steps";
@@ -15,4 +15,4 @@ export const BUILD_STEPS: readonly FlowStepDefinition[] = [
   { id: "BuildTerminateStep", entry: "functions/builds/entries/terminate.ts", make: makeBuildTerminateStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 120 },
 ];
 
-export const BUILD_FLOW = "build-snapshot";
+export const BUILD_FLOW = "snapshot-builder";

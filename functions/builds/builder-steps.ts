@@ -1,5 +1,5 @@
 /**
- * The snapshot builder's steps (statemachines/builds/build-snapshot.asl.json; API.md
+ * The snapshot builder's steps (statemachines/builds/snapshot-builder.asl.json; API.md
  * "Repositories and prebuilds"; seed 003 "Snapshot Layering"): boot a sandbox from the base with
  * the target's repos cloned, run its setup commands, verify its services start, snapshot it,
  * record the snapshot on the prebuild or repo (deleting the one it supersedes), and terminate

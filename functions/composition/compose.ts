@@ -96,7 +96,7 @@ export interface Runtime {
 
 /** A runtime without the builder: starting a build fails, naming what is missing. */
 const noBuildRunner: BuildRunner = {
-  start: () => Promise.reject(new Error("this runtime has no snapshot builder (STATE_MACHINE_ARN_BUILD_SNAPSHOT is not set)")),
+  start: () => Promise.reject(new Error("this runtime has no snapshot builder (STATE_MACHINE_ARN_SNAPSHOT_BUILDER is not set)")),
 };
 
 export function composeStores(doc: DynamoDBDocumentClient, tableName: string, secretKeys: SecretKeyWrapper): RuntimeStores {

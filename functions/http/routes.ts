@@ -49,6 +49,8 @@ export interface HttpRouteDefinition {
   make: (deps: HttpDeps) => HttpHandler;
   /** Least privilege: what the function may do on the table (token lookups are reads). */
   tableAccess: TableAccess;
+  /** Calls a sandbox provider with no session involved (deleting a repo's or prebuild's snapshot): provider credentials only. */
+  providerAccess?: boolean;
   /** Starts the snapshot builder (API.md "Repositories and prebuilds"): `states:StartExecution` on its state machine. */
   startsBuilds?: boolean;
   /** Lifecycle flows the route starts (it needs `states:StartExecution` on their state machines). */
@@ -99,13 +101,13 @@ export const HTTP_ROUTES: readonly HttpRouteDefinition[] = [
   { id: "ListRepos", method: "GET", path: "/v1/repos", entry: "functions/http/handlers/list-repos.ts", make: makeListReposHandler, tableAccess: "read" },
   { id: "GetRepo", method: "GET", path: "/v1/repos/{id}", entry: "functions/http/handlers/get-repo.ts", make: makeGetRepoHandler, tableAccess: "read" },
   { id: "PatchRepo", method: "PATCH", path: "/v1/repos/{id}", entry: "functions/http/handlers/patch-repo.ts", make: makePatchRepoHandler, tableAccess: "readwrite", secretAccess: "metadata" },
-  { id: "DeleteRepo", method: "DELETE", path: "/v1/repos/{id}", entry: "functions/http/handlers/delete-repo.ts", make: makeDeleteRepoHandler, tableAccess: "readwrite", sandboxAccess: true },
+  { id: "DeleteRepo", method: "DELETE", path: "/v1/repos/{id}", entry: "functions/http/handlers/delete-repo.ts", make: makeDeleteRepoHandler, tableAccess: "readwrite", providerAccess: true },
   { id: "RefreshRepo", method: "POST", path: "/v1/repos/{id}/refresh", entry: "functions/http/handlers/refresh-repo.ts", make: makeRefreshRepoHandler, tableAccess: "readwrite", startsBuilds: true },
   { id: "CreatePrebuild", method: "POST", path: "/v1/prebuilds", entry: "functions/http/handlers/create-prebuild.ts", make: makeCreatePrebuildHandler, tableAccess: "readwrite" },
   { id: "ListPrebuilds", method: "GET", path: "/v1/prebuilds", entry: "functions/http/handlers/list-prebuilds.ts", make: makeListPrebuildsHandler, tableAccess: "read" },
   { id: "GetPrebuild", method: "GET", path: "/v1/prebuilds/{id}", entry: "functions/http/handlers/get-prebuild.ts", make: makeGetPrebuildHandler, tableAccess: "read" },
   { id: "PatchPrebuild", method: "PATCH", path: "/v1/prebuilds/{id}", entry: "functions/http/handlers/patch-prebuild.ts", make: makePatchPrebuildHandler, tableAccess: "readwrite" },
-  { id: "DeletePrebuild", method: "DELETE", path: "/v1/prebuilds/{id}", entry: "functions/http/handlers/delete-prebuild.ts", make: makeDeletePrebuildHandler, tableAccess: "readwrite", sandboxAccess: true },
+  { id: "DeletePrebuild", method: "DELETE", path: "/v1/prebuilds/{id}", entry: "functions/http/handlers/delete-prebuild.ts", make: makeDeletePrebuildHandler, tableAccess: "readwrite", providerAccess: true },
   { id: "CreatePrebuildBuild", method: "POST", path: "/v1/prebuilds/{id}/builds", entry: "functions/http/handlers/create-prebuild-build.ts", make: makeCreatePrebuildBuildHandler, tableAccess: "readwrite", startsBuilds: true },
   { id: "ListPrebuildBuilds", method: "GET", path: "/v1/prebuilds/{id}/builds", entry: "functions/http/handlers/list-prebuild-builds.ts", make: makeListPrebuildBuildsHandler, tableAccess: "read" },
   // Called by sandboxes (their sidecar signs with the session's sandbox key), never by people.

@@ -1,5 +1,5 @@
 /**
- * Build runner port: starts the snapshot builder (statemachines/builds/build-snapshot.asl.json)
+ * Build runner port: starts the snapshot builder (statemachines/builds/snapshot-builder.asl.json)
  * for one build. AWS adapter: Step Functions `StartExecution` named after the build id (a
  * second start of the same build joins the first). Local adapter: the same ASL file run by
  * aws-local-stepfunctions with its Tasks bound to the same step functions.

@@ -1,6 +1,6 @@
 /**
  * The build runner over Step Functions: `StartExecution` of the snapshot builder's state machine
- * (`STATE_MACHINE_ARN_BUILD_SNAPSHOT`), named after the build, so a repeated start of one build
+ * (`STATE_MACHINE_ARN_SNAPSHOT_BUILDER`), named after the build, so a repeated start of one build
  * joins it (`ExecutionAlreadyExists` is not an error). The SDK loads on the first start.
  */
 import type { SFNClient } from "@aws-sdk/client-sfn";
@@ -8,7 +8,7 @@ import { InternalError } from "../../domain/errors";
 import { buildExecutionName, type BuildExecutionInput, type BuildRunner } from "../../ports/build-runner";
 import { hasErrorName, onFirstUse, type ClientFactory } from "./sdk-client";
 
-export const BUILD_STATE_MACHINE_ARN_ENV = "STATE_MACHINE_ARN_BUILD_SNAPSHOT";
+export const BUILD_STATE_MACHINE_ARN_ENV = "STATE_MACHINE_ARN_SNAPSHOT_BUILDER";
 
 export class SfnBuildRunner implements BuildRunner {
   private readonly client: () => Promise<SFNClient>;
