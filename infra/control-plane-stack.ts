@@ -32,6 +32,8 @@ import { METRIC_NAMES } from "../functions/ports/metrics-sink";
 import { TABLE_DEFINITION } from "../functions/store/table-layout";
 import { SEND_INIT_ENTRY, WS_ROUTES } from "../functions/ws/routes";
 import { createHandlerFunction } from "./handler-function";
+import { BUILD_STEPS } from "../functions/builds/build-steps";
+import { allowStartingBuilds, createSnapshotBuilder } from "./snapshot-builder";
 import { acknowledgeExecutionWildcards, allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
 import { createRelayService, type RelayService } from "./relay-service";
 import { DEFAULT_STAGE_THROTTLE, HTTP_ROUTE_THROTTLES, RESERVED_CONCURRENCY, WS_ROUTE_THROTTLES, type Throttle } from "./api-throttles";
@@ -147,6 +149,10 @@ export class ControlPlaneStack extends Stack {
   readonly stateMachines: Partial<Record<FlowName, StateMachine>> = {};
   /** The sweeper's rate schedule (EventBridge Scheduler). */
   readonly sweeperSchedule: CfnSchedule;
+  /** The snapshot builder (statemachines/builds/snapshot-builder.asl.json). */
+  readonly snapshotBuilder: StateMachine;
+  /** The scheduled prebuild rebuild's rate schedule. */
+  readonly prebuildRebuildSchedule: CfnSchedule;
   /** Wraps the data keys of org secrets (envelope encryption of their values in the table). */
   readonly secretsKey: Key;
   /** Alarms on the idle-snapshot metrics the functions publish (EMF). */
@@ -353,12 +359,13 @@ export class ControlPlaneStack extends Stack {
         reservedConcurrency: reserved(route.id),
       });
       allowStartingFlows(fn, route.startsFlows ?? [], `route ${route.id}`);
-      if (route.agentAccess || route.sandboxAccess) allowProviderSecret(fn);
+      if (route.agentAccess || route.sandboxAccess || route.providerAccess) allowProviderSecret(fn);
       if (route.agentAccess || route.sandboxAccess || route.verifiesSandboxes) allowSandboxKeys(fn);
       // The idle check when a proxy connection closes (functions/http/handlers/proxy-connections.ts).
       if (route.armsSchedules) allowScheduling(fn);
       if (route.secretAccess) allowSecrets(fn, route.secretAccess);
       if (route.pushesToClients) allowPush(fn, webSocket);
+      if (route.startsBuilds) allowStartingBuilds(fn);
       const [httpRoute] = this.httpApi.addRoutes({
         path: route.path,
         methods: [HttpMethod[route.method]],
@@ -401,6 +408,28 @@ export class ControlPlaneStack extends Stack {
       stepFunctions.set(stepArnVariable(step), fn);
       this.functions[step.id] = fn;
     }
+
+    // The snapshot builder (functions/builds/, statemachines/builds/): one function per step, like
+    // the flow steps; the sandbox steps get the provider credentials (no sandbox key: a build
+    // sandbox belongs to no session).
+    const buildStepFunctions = new Map<string, NodejsFunction>();
+    for (const step of BUILD_STEPS) {
+      const fn = createHandlerFunction(this, {
+        id: step.id,
+        entry: step.entry,
+        purpose: `the ${step.id} snapshot builder step`,
+        alarmDescription: `${step.id} threw in the last 5 minutes (the build retries or is recorded as failed)`,
+        environment: flowEnvironment,
+        memorySize: step.sandboxAccess ? 1024 : 512,
+        timeout: Duration.seconds(step.timeoutSeconds),
+        table: this.table,
+        tableAccess: "readwrite",
+      });
+      if (step.sandboxAccess) allowProviderSecret(fn);
+      buildStepFunctions.set(stepArnVariable(step), fn);
+      this.functions[step.id] = fn;
+    }
+    this.snapshotBuilder = createSnapshotBuilder(this, buildStepFunctions);
 
     const scheduleFired = createHandlerFunction(this, {
       id: "ScheduleFired",
@@ -464,6 +493,33 @@ export class ControlPlaneStack extends Stack {
     // a plain string here, so without this CloudFormation would order them at random).
     this.sweeperSchedule.node.addDependency(schedulerRole);
     this.sweeperSchedule.node.addDependency(maintenanceGroup);
+
+    // The scheduled prebuild rebuild: hourly, each prebuild rebuilt once its latest build is
+    // PREBUILD_REBUILD_INTERVAL_SECONDS old (default a day).
+    const prebuildRebuild = createHandlerFunction(this, {
+      id: "PrebuildRebuild",
+      entry: "functions/builds/entries/rebuild-fired.ts",
+      purpose: "the scheduled prebuild rebuild (EventBridge Scheduler rate schedule)",
+      alarmDescription: "the scheduled prebuild rebuild threw in the last 5 minutes (the next firing tries again)",
+      environment,
+      memorySize: 512,
+      timeout: Duration.seconds(120),
+      table: this.table,
+      tableAccess: "readwrite",
+    });
+    allowStartingBuilds(prebuildRebuild);
+    this.functions.PrebuildRebuild = prebuildRebuild;
+    schedulerRole.addToPrincipalPolicy(new PolicyStatement({ actions: ["lambda:InvokeFunction"], resources: [prebuildRebuild.functionArn] }));
+    this.prebuildRebuildSchedule = new CfnSchedule(this, "PrebuildRebuildSchedule", {
+      groupName: maintenanceGroup.scheduleGroupName,
+      description: "Rebuilds prebuilds whose latest build is PREBUILD_REBUILD_INTERVAL_SECONDS old",
+      scheduleExpression: "rate(1 hour)",
+      flexibleTimeWindow: { mode: "OFF" },
+      state: "ENABLED",
+      target: { arn: prebuildRebuild.functionArn, roleArn: schedulerRole.roleArn, retryPolicy: { maximumRetryAttempts: 2, maximumEventAgeInSeconds: 3600 } },
+    });
+    this.prebuildRebuildSchedule.node.addDependency(schedulerRole);
+    this.prebuildRebuildSchedule.node.addDependency(maintenanceGroup);
 
     // WebSocket handlers build the flow dependencies (functions/ws/lambda-entry.ts), so they get
     // the flow environment, and none needs provider credentials. All of them may push: $default

@@ -17,7 +17,10 @@
  * for the shape, the session rules here on top): the sandbox is untrusted.
  */
 import type * as z from "zod";
+import { posix } from "node:path";
+import { repoDirInWorkspace } from "../builds/build-plan";
 import { ConflictError } from "../domain/errors";
+import type { RepoCatalog, RepoChanges } from "../ports/repo-catalog";
 import { newSortableId } from "../domain/ids";
 import { API_WORKSPACE_ROOT, SessionEnvFiles, type SessionRecord } from "../domain/session";
 import type { ServiceCommand } from "../domain/agent-settings";
@@ -85,6 +88,8 @@ export function requireNotStopped(session: SessionRecord, action: string): void 
 
 export interface AgentToolDeps {
   sessionSettings: SessionSettingsStore;
+  /** The session's registered repository, when it names one by id, gets the save too. */
+  catalog: Pick<RepoCatalog, "updateRepo">;
   events: LifecycleEventLog;
   connections: ConnectionRegistry;
   push: ClientPush;
@@ -93,8 +98,14 @@ export interface AgentToolDeps {
   now: () => Date;
 }
 
-/** Where a save landed: today always the session; the session's repository or prebuild join it (i24). */
-export type SavedTo = "session" | "repo" | "prebuild";
+/**
+ * Where a save landed: always the session (its next boot); also the session's registered
+ * repository (`repos: [{repoId}]`, issue 24) when the session has exactly one repo and it was
+ * named by id, so the repository's next build and every later session naming it get it. A
+ * prebuild holds no service commands or env files of its own (its repos do), so it is never a
+ * target; a session started from a prebuild saves to its repo when it has exactly one.
+ */
+export type SavedTo = "session" | "repo";
 
 async function audit(deps: AgentToolDeps, session: SessionRecord, kind: string, message: string): Promise<string> {
   const now = deps.now();
@@ -127,16 +138,43 @@ async function audit(deps: AgentToolDeps, session: SessionRecord, kind: string, 
 export async function persistServiceCommands(deps: AgentToolDeps, session: SessionRecord, commands: ServiceCommand[]): Promise<SavedTo[]> {
   requireNotStopped(session, "save service commands");
   await deps.sessionSettings.saveAgentSettings(session.id, { serviceCommands: commands });
-  await audit(deps, session, "agent:save_service_commands", `saved service commands: ${commands.map((c) => c.name).join(", ")}`);
-  return ["session"];
+  const toRepo = await saveOnRepo(deps, session, (dir) => {
+    const rebased = commands.map((c) => ({ ...c, cwd: posix.relative(dir, posix.normalize(c.cwd ?? ".")) || "." }));
+    // A command that runs outside the repository's directory is the session's, not the repo's.
+    return rebased.every((c) => !c.cwd.startsWith("..")) ? { serviceCommands: rebased.map((c) => (c.cwd === "." ? omitCwd(c) : c)) } : null;
+  });
+  await audit(deps, session, "agent:save_service_commands", `saved service commands: ${commands.map((c) => c.name).join(", ")}${toRepo ? ` (also on repo ${toRepo})` : ""}`);
+  return toRepo ? ["session", "repo"] : ["session"];
 }
 
 /** Saves the env-file spec (paths and key names, never values) the same way as the service commands. */
 export async function persistEnvFiles(deps: AgentToolDeps, session: SessionRecord, files: SessionEnvFiles): Promise<SavedTo[]> {
   requireNotStopped(session, "save env files");
   await deps.sessionSettings.saveAgentSettings(session.id, { envFiles: files });
-  await audit(deps, session, "agent:save_env_files", `saved env files: ${files.map((f) => `${f.path} (${f.keys.map((k) => k.name).join(", ")})`).join("; ")}`);
-  return ["session"];
+  const toRepo = await saveOnRepo(deps, session, (dir) => {
+    const rebased = files.map((f) => ({ ...f, path: posix.relative(dir, posix.normalize(f.path)) }));
+    return rebased.every((f) => f.path !== "" && !f.path.startsWith("..")) ? { envFiles: rebased } : null;
+  });
+  await audit(deps, session, "agent:save_env_files", `saved env files: ${files.map((f) => `${f.path} (${f.keys.map((k) => k.name).join(", ")})`).join("; ")}${toRepo ? ` (also on repo ${toRepo})` : ""}`);
+  return toRepo ? ["session", "repo"] : ["session"];
+}
+
+function omitCwd(c: ServiceCommand): ServiceCommand {
+  return { name: c.name, command: c.command };
+}
+
+/**
+ * Saves `changes(dir)` on the session's one registered repository (`dir`: its directory relative
+ * to the workspace; the repo stores paths relative to its own directory). Null changes: the save
+ * reaches outside the repo, so it stays the session's. Returns the repo id saved to, else null.
+ */
+async function saveOnRepo(deps: AgentToolDeps, session: SessionRecord, changes: (dir: string) => RepoChanges | null): Promise<string | null> {
+  const [only, ...rest] = session.repos;
+  if (!only?.repoId || rest.length > 0) return null;
+  const change = changes(repoDirInWorkspace(only));
+  if (!change) return null;
+  const saved = await deps.catalog.updateRepo(session.orgId, only.repoId, change, deps.now());
+  return saved ? saved.id : null;
 }
 
 export interface EnvRequest {

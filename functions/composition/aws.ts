@@ -9,6 +9,7 @@ import type { Logger } from "@aws-lambda-powertools/logger";
 import { ApiGatewayClientPush, apiGatewayManagementClient } from "../adapters/aws/apigw-client-push";
 import { lifecycleSchedulerFromEnv, schedulerClient } from "../adapters/aws/eventbridge-lifecycle-scheduler";
 import { SfnFlowRunner, sfnClient, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
+import { BUILD_STATE_MACHINE_ARN_ENV, SfnBuildRunner } from "../adapters/aws/sfn-build-runner";
 import { OpenCodeAgentClient } from "../agent/opencode-agent-client";
 import type { Config } from "../config/config";
 import { keyringFromEnv } from "../config/sandbox-keyring";
@@ -46,6 +47,7 @@ export function composeAwsRuntime(config: Config, env: Readonly<Record<string, s
     push: wsManagementEndpoint ? new ApiGatewayClientPush(() => apiGatewayManagementClient(wsManagementEndpoint)) : noPush,
     scheduler: lifecycleSchedulerFromEnv(env, schedulerClient),
     flows: new SfnFlowRunner(sfnClient, stateMachineArnsFromEnv(env)),
+    builds: new SfnBuildRunner(sfnClient, env[BUILD_STATE_MACHINE_ARN_ENV]?.trim() || undefined),
     provider: adapters.provider,
     agent: new OpenCodeAgentClient(),
     sandboxKeys: (epochs) => keyringFromEnv(env, undefined, epochs),

@@ -33,6 +33,8 @@ import { DynamoTranscriptStore } from "../store/dynamo-transcript";
 import { DynamoWsTicketStore } from "../store/dynamo-ws-tickets";
 import { DynamoSnapshotDeletionQueue } from "../store/dynamo-snapshot-deletions";
 import type { WsDeps } from "../ws/ws-deps";
+import type { BuildRunner } from "../ports/build-runner";
+import { DynamoRepoCatalog } from "../store/dynamo-repo-catalog";
 
 /** What differs between runtimes (AWS, local, tests); everything else is built from these. */
 export interface RuntimeAdapters {
@@ -58,6 +60,8 @@ export interface RuntimeAdapters {
   newSessionId?: () => string;
   /** What the flows see of the relay leases (the flow harness pretends a relay watches); the store by default. */
   flowRelayLeases?: (store: DynamoRelayLeaseStore) => FlowDeps["relayLeases"];
+  /** Starts the snapshot builder (API.md "Repositories and prebuilds"); a runtime that builds nothing may leave it out. */
+  builds?: BuildRunner;
 }
 
 export interface RuntimeStores {
@@ -74,6 +78,7 @@ export interface RuntimeStores {
   orgSettings: DynamoOrgSettingsStore;
   snapshotDeletions: DynamoSnapshotDeletionQueue;
   sessionSettings: DynamoSessionSettingsStore;
+  catalog: DynamoRepoCatalog;
 }
 
 export interface Runtime {
@@ -93,6 +98,11 @@ export interface Runtime {
   relayDeps: RelayDeps;
 }
 
+/** A runtime without the builder: starting a build fails, naming what is missing. */
+const noBuildRunner: BuildRunner = {
+  start: () => Promise.reject(new Error("this runtime has no snapshot builder (STATE_MACHINE_ARN_SNAPSHOT_BUILDER is not set)")),
+};
+
 export function composeStores(doc: DynamoDBDocumentClient, tableName: string, secretKeys: SecretKeyWrapper): RuntimeStores {
   return {
     sessions: new DynamoSessionStore(doc, tableName),
@@ -108,6 +118,7 @@ export function composeStores(doc: DynamoDBDocumentClient, tableName: string, se
     orgSettings: new DynamoOrgSettingsStore(doc, tableName),
     snapshotDeletions: new DynamoSnapshotDeletionQueue(doc, tableName),
     sessionSettings: new DynamoSessionSettingsStore(doc, tableName),
+    catalog: new DynamoRepoCatalog(doc, tableName),
   };
 }
 
@@ -137,6 +148,7 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
     metrics: adapters.flowMetrics,
     now,
     logger: adapters.logger,
+    catalog: stores.catalog,
   };
   const httpDeps: HttpDeps = {
     sessions: stores.sessions,
@@ -162,6 +174,8 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
     newSessionId: adapters.newSessionId ?? newSessionId,
     logger: adapters.logger,
     metrics: adapters.metrics,
+    catalog: stores.catalog,
+    builds: adapters.builds ?? noBuildRunner,
   };
   const wsDeps: WsDeps = {
     ...flowDeps,

@@ -95,6 +95,12 @@ export const ConfigSchema = z.object({
   ORG_MAX_OPEN_SESSIONS: z.coerce.number().int().positive().default(100),
   /** Safety cap: prompts one session may hold queued (not yet sent to the agent); one more is a 429 `quota_exceeded`. */
   MAX_QUEUED_PROMPTS_PER_SESSION: z.coerce.number().int().positive().default(50),
+  /** Snapshot builder (API.md "Repositories and prebuilds"): the longest one setup command may run. */
+  BUILD_COMMAND_TIMEOUT_SECONDS: seconds(1800),
+  /** Snapshot builder: a service command must still run (or have exited 0) this long after it started. */
+  BUILD_SERVICE_VERIFY_SECONDS: seconds(5),
+  /** Scheduled rebuild: a prebuild whose latest build started this long ago is built again; 0 turns the schedule off. */
+  PREBUILD_REBUILD_INTERVAL_SECONDS: z.coerce.number().nonnegative().finite().default(86_400),
   /** Logger and metrics `service` (Powertools' own variable; the stack sets it per function family). */
   POWERTOOLS_SERVICE_NAME: z.string().min(1).default("sandbox-control-plane"),
   /** CloudWatch namespace of the EMF metrics (the stack's alarms read it). */

@@ -81,6 +81,7 @@ export const TRANSITION_CHANGE_FIELDS = [
   "agentBusy",
   "lastKnownAgentIdleAt",
   "idleSnapshotFailures",
+  "snapshotLayer",
 ] as const satisfies readonly (keyof SessionRecord)[];
 
 export type TransitionChanges = Partial<Pick<SessionRecord, (typeof TRANSITION_CHANGE_FIELDS)[number]>>;

@@ -56,6 +56,8 @@ export const RepoSpec = z
     depth: z.number().int().positive().max(1_000_000).optional(),
     /** The org secret sent as the password (user `x-access-token`) for http(s) git (API.md "Secrets"). */
     credential: SecretName.optional(),
+    /** The stored repository (`/v1/repos`) this spec came from, when the session named one by id. */
+    repoId: z.string().min(1).max(64).optional(),
   })
   .strict();
 export type RepoSpec = z.infer<typeof RepoSpec>;
@@ -158,6 +160,11 @@ export const SessionRecord = z.object({
   /** The git author of the agent's commits (the session's user); null for records written before it existed. */
   gitIdentity: GitIdentity.nullable().default(null),
   prebuildId: z.string().nullable(),
+  /**
+   * Which snapshot layer the current sandbox started from (seed 003 §6.5: session, prebuild,
+   * repo, base or none), set by each provision; null before the first.
+   */
+  snapshotLayer: z.enum(["session", "prebuild", "repo", "base", "none"]).nullable().default(null),
   initialPrompt: z.string().nullable(),
   sandboxId: z.string().nullable(),
   snapshotId: z.string().nullable(),
@@ -262,6 +269,7 @@ export function newSessionRecord(input: NewSessionInput): SessionRecord {
     triggerContext: input.triggerContext ?? null,
     gitIdentity: input.gitIdentity ?? null,
     prebuildId: input.prebuildId ?? null,
+    snapshotLayer: null,
     initialPrompt: input.initialPrompt ?? null,
     sandboxId: null,
     snapshotId: null,

@@ -19,6 +19,7 @@ import type { ConnectionRegistry, LifecycleEventLog, PromptQueue, ProxyConnectio
 import type { RelayLeaseStore } from "../ports/relay";
 import type { SessionStore } from "../ports/session-store";
 import type { SnapshotDeletionQueue } from "../ports/snapshot-deletions";
+import type { RepoCatalog } from "../ports/repo-catalog";
 
 export interface FlowDeps {
   sessions: SessionStore;
@@ -49,4 +50,6 @@ export interface FlowDeps {
   metrics: MetricsSink;
   now: () => Date;
   logger: Logger;
+  /** Repositories, prebuilds and builds: provision resolves their snapshot layers; the builder's steps record builds. */
+  catalog: RepoCatalog;
 }

@@ -52,6 +52,10 @@ export const ProvisionResult = z.object({
   codingAgentSessionId: z.string().nullable(),
   /** The key epoch the sandbox's sidecar holds (absent from documents written before epochs). */
   sandboxKeyEpoch: z.number().int().nonnegative().optional(),
+  /** The snapshot layer the sandbox started from (seed 003 §6.5); null when an existing sandbox was recovered. */
+  layer: z.enum(["session", "prebuild", "repo", "base", "none"]).nullable().optional(),
+  /** The snapshot (or base) id it started from. */
+  startedFrom: z.string().nullable().optional(),
   ms: z.number(),
 });
 export type ProvisionResult = z.infer<typeof ProvisionResult>;

@@ -33,6 +33,8 @@ import type { TranscriptStore } from "../ports/transcript";
 import type { RelayLeaseStore } from "../ports/relay";
 import type { ApiTokenStore, SessionStore } from "../ports/session-store";
 import type { WsTicketStore } from "../ports/ws-tickets";
+import type { RepoCatalog } from "../ports/repo-catalog";
+import type { BuildRunner } from "../ports/build-runner";
 
 /** Everything a route function may touch, passed in (STYLE.md 1): no module-level I/O. */
 export interface HttpDeps {
@@ -71,6 +73,10 @@ export interface HttpDeps {
   newSessionId: () => string;
   logger: Logger;
   metrics: Metrics;
+  /** The org's repositories, prebuilds and builds (API.md "Repositories and prebuilds"). */
+  catalog: RepoCatalog;
+  /** Starts the snapshot builder (Step Functions in AWS, the local runner locally). */
+  builds: BuildRunner;
 }
 
 export interface HttpRequest<B, P, Q> {

@@ -33,13 +33,23 @@ import {
   makeSandboxSnapshotStatusHandler,
   makeSandboxVerificationHandler,
 } from "./handlers/sandbox-agent-tools";
+import { makeCreateRepoHandler, makeDeleteRepoHandler, makeGetRepoHandler, makeListReposHandler, makePatchRepoHandler, makeRefreshRepoHandler } from "./handlers/repos";
+import {
+  makeCreatePrebuildBuildHandler,
+  makeCreatePrebuildHandler,
+  makeDeletePrebuildHandler,
+  makeGetPrebuildHandler,
+  makeListPrebuildBuildsHandler,
+  makeListPrebuildsHandler,
+  makePatchPrebuildHandler,
+} from "./handlers/prebuilds";
 
 export type TableAccess = "none" | "read" | "readwrite";
 
 export interface HttpRouteDefinition {
   /** Construct id and function name stem. */
   id: string;
-  method: "GET" | "POST" | "PUT" | "DELETE";
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
   /** API Gateway route path; `{id}` is a path parameter. */
   path: string;
   /** Handler module, relative to the repository root (the Lambda bundle's entry). */
@@ -47,6 +57,10 @@ export interface HttpRouteDefinition {
   make: (deps: HttpDeps) => HttpHandler;
   /** Least privilege: what the function may do on the table (token lookups are reads). */
   tableAccess: TableAccess;
+  /** Calls a sandbox provider with no session involved (deleting a repo's or prebuild's snapshot): provider credentials only. */
+  providerAccess?: boolean;
+  /** Starts the snapshot builder (API.md "Repositories and prebuilds"): `states:StartExecution` on its state machine. */
+  startsBuilds?: boolean;
   /** Lifecycle flows the route starts (it needs `states:StartExecution` on their state machines). */
   startsFlows?: readonly FlowName[];
   /** Talks to the agent inside a sandbox (prompt delivery to a running session). */
@@ -92,6 +106,20 @@ export const HTTP_ROUTES: readonly HttpRouteDefinition[] = [
   { id: "DeleteSecret", method: "DELETE", path: "/v1/secrets/{name}", entry: "functions/http/handlers/delete-secret.ts", make: makeDeleteSecretHandler, tableAccess: "readwrite", secretAccess: "metadata" },
   { id: "GetOrgModel", method: "GET", path: "/v1/org/model", entry: "functions/http/handlers/get-org-model.ts", make: makeGetOrgModelHandler, tableAccess: "read" },
   { id: "PutOrgModel", method: "PUT", path: "/v1/org/model", entry: "functions/http/handlers/put-org-model.ts", make: makePutOrgModelHandler, tableAccess: "readwrite", secretAccess: "metadata" },
+  // Repositories and prebuilds (API.md v1.1). Secret references are checked (metadata reads only).
+  { id: "CreateRepo", method: "POST", path: "/v1/repos", entry: "functions/http/handlers/create-repo.ts", make: makeCreateRepoHandler, tableAccess: "readwrite", secretAccess: "metadata" },
+  { id: "ListRepos", method: "GET", path: "/v1/repos", entry: "functions/http/handlers/list-repos.ts", make: makeListReposHandler, tableAccess: "read" },
+  { id: "GetRepo", method: "GET", path: "/v1/repos/{id}", entry: "functions/http/handlers/get-repo.ts", make: makeGetRepoHandler, tableAccess: "read" },
+  { id: "PatchRepo", method: "PATCH", path: "/v1/repos/{id}", entry: "functions/http/handlers/patch-repo.ts", make: makePatchRepoHandler, tableAccess: "readwrite", secretAccess: "metadata" },
+  { id: "DeleteRepo", method: "DELETE", path: "/v1/repos/{id}", entry: "functions/http/handlers/delete-repo.ts", make: makeDeleteRepoHandler, tableAccess: "readwrite", providerAccess: true },
+  { id: "RefreshRepo", method: "POST", path: "/v1/repos/{id}/refresh", entry: "functions/http/handlers/refresh-repo.ts", make: makeRefreshRepoHandler, tableAccess: "readwrite", startsBuilds: true },
+  { id: "CreatePrebuild", method: "POST", path: "/v1/prebuilds", entry: "functions/http/handlers/create-prebuild.ts", make: makeCreatePrebuildHandler, tableAccess: "readwrite" },
+  { id: "ListPrebuilds", method: "GET", path: "/v1/prebuilds", entry: "functions/http/handlers/list-prebuilds.ts", make: makeListPrebuildsHandler, tableAccess: "read" },
+  { id: "GetPrebuild", method: "GET", path: "/v1/prebuilds/{id}", entry: "functions/http/handlers/get-prebuild.ts", make: makeGetPrebuildHandler, tableAccess: "read" },
+  { id: "PatchPrebuild", method: "PATCH", path: "/v1/prebuilds/{id}", entry: "functions/http/handlers/patch-prebuild.ts", make: makePatchPrebuildHandler, tableAccess: "readwrite" },
+  { id: "DeletePrebuild", method: "DELETE", path: "/v1/prebuilds/{id}", entry: "functions/http/handlers/delete-prebuild.ts", make: makeDeletePrebuildHandler, tableAccess: "readwrite", providerAccess: true },
+  { id: "CreatePrebuildBuild", method: "POST", path: "/v1/prebuilds/{id}/builds", entry: "functions/http/handlers/create-prebuild-build.ts", make: makeCreatePrebuildBuildHandler, tableAccess: "readwrite", startsBuilds: true },
+  { id: "ListPrebuildBuilds", method: "GET", path: "/v1/prebuilds/{id}/builds", entry: "functions/http/handlers/list-prebuild-builds.ts", make: makeListPrebuildBuildsHandler, tableAccess: "read" },
   // Called by sandboxes (their sidecar signs with the session's sandbox key), never by people.
   { id: "SandboxGitCredential", method: "POST", path: "/v1/sandbox/git-credential", entry: "functions/http/handlers/sandbox-git-credential.ts", make: makeSandboxGitCredentialHandler, tableAccess: "read", verifiesSandboxes: true, secretAccess: "decrypt" },
   { id: "SandboxEnvValues", method: "POST", path: "/v1/sandbox/env-values", entry: "functions/http/handlers/sandbox-env-values.ts", make: makeSandboxEnvValuesHandler, tableAccess: "read", verifiesSandboxes: true, secretAccess: "decrypt" },

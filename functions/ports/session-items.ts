@@ -56,6 +56,9 @@ export const LifecycleEvent = z.object({
   timings: z.record(z.string(), z.number()),
   /** The snapshot the flow took (snapshot, pause, migration), so a caller can tell which one was its. */
   snapshotId: z.string().nullable().optional(),
+  /** The snapshot layer a provisioned sandbox started from (seed 003 §6.5) and its id; absent when nothing was provisioned. */
+  snapshotLayer: z.enum(["session", "prebuild", "repo", "base", "none"]).nullable().optional(),
+  startedFrom: z.string().nullable().optional(),
 });
 export type LifecycleEvent = z.infer<typeof LifecycleEvent>;
 

@@ -34,6 +34,8 @@ import { RecordingMetricsSink } from "../../functions/ports/metrics-sink";
 import { errorForLog } from "../../functions/observability/logger";
 import { LocalClientPush } from "./local-client-push";
 import { LocalFlowRunner } from "./local-flow-runner";
+import { LocalBuildRunner } from "./local-build-runner";
+import { rebuildStalePrebuilds } from "../../functions/builds/build-start";
 import { LocalLifecycleScheduler } from "./local-lifecycle-scheduler";
 import { attachLocalWsServer, type LocalWsServer } from "./local-ws-server";
 import type { WsDeps } from "../../functions/ws/ws-deps";
@@ -75,6 +77,10 @@ export interface LocalRuntime {
   /** Idle-snapshot, sweeper and flow figures published so far. */
   metrics: RecordingMetricsSink;
   flows: LocalFlowRunner;
+  /** The snapshot builder's executions (statemachines/builds/). */
+  builds: LocalBuildRunner;
+  /** The scheduled prebuild rebuild now (it also runs every PREBUILD_REBUILD_INTERVAL_SECONDS when that is not 0). */
+  rebuildPrebuilds(): ReturnType<typeof rebuildStalePrebuilds>;
   scheduler: LocalLifecycleScheduler;
   push: LocalClientPush;
   /** The WebSocket API on `/ws` (tests wait on `settled()` for its handlers). */
@@ -210,6 +216,11 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     logger,
     ...(options.retryIntervalScale !== undefined ? { retryIntervalScale: options.retryIntervalScale } : {}),
   });
+  const builds = new LocalBuildRunner({
+    deps: () => runtime().flowDeps,
+    logger,
+    ...(options.retryIntervalScale !== undefined ? { retryIntervalScale: options.retryIntervalScale } : {}),
+  });
   const scheduler = new LocalLifecycleScheduler(
     async (event) => {
       if (built.rt) await makeScheduleFiredHandler(built.rt.flowDeps)(event);
@@ -224,6 +235,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     push,
     scheduler,
     flows,
+    builds,
     provider,
     agent: options.agent ?? new OpenCodeAgentClient(),
     sandboxKeys: (epochs) => staticKeyring(masterKey, epochs),
@@ -266,6 +278,16 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     runSweep().catch((err: unknown) => logger.error("startup sweep failed", { error: errorForLog(err) }));
   }
 
+  // The scheduled prebuild rebuild (an EventBridge Scheduler rate schedule in AWS).
+  const rebuildPrebuilds = () => rebuildStalePrebuilds({ catalog: rt.stores.catalog, builds, config, now, logger });
+  const rebuildTimer =
+    config.PREBUILD_REBUILD_INTERVAL_SECONDS > 0
+      ? setInterval(() => {
+          rebuildPrebuilds().catch((err: unknown) => logger.error("scheduled rebuild failed", { error: errorForLog(err) }));
+        }, Math.round(Math.min(config.PREBUILD_REBUILD_INTERVAL_SECONDS, 3600) * 1000))
+      : null;
+  rebuildTimer?.unref();
+
   return {
     url,
     wsUrl,
@@ -276,6 +298,8 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     metrics,
     wsDeps,
     flows,
+    builds,
+    rebuildPrebuilds,
     scheduler,
     push,
     websocket: ws,
@@ -296,12 +320,14 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     },
     close: async () => {
       clearInterval(sweeperTimer);
+      if (rebuildTimer) clearInterval(rebuildTimer);
       await sweeping.current?.catch(() => undefined);
       await ws.close();
       await relay.drain();
       await http.close();
       await scheduler.close();
       await flows.whenIdle();
+      await builds.whenIdle();
       if (!options.dataDir) {
         // In-memory mode: nothing can refer to these sandboxes after exit, so none may outlive it.
         const local = providers.has("local") ? await provider("local") : null;

@@ -33,6 +33,7 @@
  *     npx tsx -e 'import("./test/bench/idle-lag.ts").then((m) => m.benchIdleLag())'
  */
 import { DynamoOrgSettingsStore } from "../../functions/store/dynamo-org-settings";
+import { DynamoRepoCatalog } from "../../functions/store/dynamo-repo-catalog";
 import { fork, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import os from "node:os";
@@ -251,6 +252,7 @@ function startBench(endpoint: string, tableName: string): Bench {
     sandboxKeys: staticKeyring("bench-master-key-0123456789abcdefghijklmnop"),
     secrets: new DynamoOrgSecretStore(doc, tableName, new LocalSecretKeyWrapper(randomBytes(32))),
     orgSettings: new DynamoOrgSettingsStore(doc, tableName),
+    catalog: new DynamoRepoCatalog(doc, tableName),
     config,
     metrics,
     now: () => new Date(),

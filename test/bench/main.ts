@@ -7,7 +7,9 @@
  *   5. the streaming relay: streams held by one process, fan-out latency (beside the figures before issue 21), memory per held stream;
  *   6. idle-detection lag: grace expiry -> idle snapshot start over the event-driven idle checks (p50, p99), checks per session;
  *   7. local sandbox start with and without the sidecar, and the sandbox credentials' cost per call;
- *   8. org secrets: cost per secret per month, KMS envelope in the table vs Secrets Manager (measured ops, list prices).
+ *   8. org secrets: cost per secret per month, KMS envelope in the table vs Secrets Manager (measured ops, list prices);
+ *   9. prebuilds: new session to running from the base vs from a prebuild snapshot, and the builder's duration.
+ * `BENCH_ONLY=<section name>[,...]` (e.g. `BENCH_ONLY=prebuilds npm run bench`) runs only those sections.
  * layers/README.md records the packaging decision drawn from section 2.
  */
 // Quiet the runtime before anything loads it: static imports are hoisted, so the rest is imported dynamically.
@@ -27,7 +29,10 @@ let failed = false;
 
 console.log(`sandbox-control-plane bench — node ${process.version}, ${os.cpus().length} CPU(s) ${os.cpus()[0]?.model ?? ""}, ${os.platform()}/${os.arch()}`);
 
+const only = process.env.BENCH_ONLY?.split(",").map((s) => s.trim()).filter(Boolean) ?? [];
+
 async function section(name: string, run: () => Promise<unknown>): Promise<void> {
+  if (only.length > 0 && !only.includes(name)) return;
   try {
     await run();
   } catch (err) {
@@ -46,6 +51,7 @@ try {
   await section("idle lag", async () => (await import("./idle-lag")).benchIdleLag());
   await section("sandbox start", async () => (await import("./sandbox-start")).benchSandboxStart());
   await section("org secrets", async () => (await import("./org-secrets")).benchOrgSecrets());
+  await section("prebuilds", async () => (await import("./prebuilds")).benchPrebuilds());
 } finally {
   rmSync(tmpDir, { recursive: true, force: true });
 }

@@ -7,6 +7,7 @@ import { Match, Template } from "aws-cdk-lib/assertions";
 import { buildApp } from "../../infra/app";
 import { HTTP_ROUTES } from "../../functions/http/routes";
 import { FLOW_STEPS } from "../../functions/flows/steps";
+import { BUILD_STEPS } from "../../functions/builds/build-steps";
 import { WS_ROUTES } from "../../functions/ws/routes";
 import { deployableFlows } from "../../infra/lifecycle-flows";
 import { GSI_BY_ORG, GSI_BY_STATUS } from "../../functions/store/table-layout";
@@ -99,8 +100,9 @@ describe("HTTP API", () => {
   });
 });
 
-// One function per HTTP route, per flow step, the schedule target, the sweeper, one per WebSocket route, and send-init.
-const FUNCTION_COUNT = HTTP_ROUTES.length + FLOW_STEPS.length + 1 + 1 + WS_ROUTES.length + 1;
+// One function per HTTP route, per flow step, the schedule target, the sweeper, one per WebSocket route, send-init,
+// one per snapshot builder step and the scheduled prebuild rebuild.
+const FUNCTION_COUNT = HTTP_ROUTES.length + FLOW_STEPS.length + 1 + 1 + WS_ROUTES.length + 1 + BUILD_STEPS.length + 1;
 // The idle snapshot circuit breaker and the orphan sessions the sweeper finds (flows.test.ts).
 const METRIC_ALARM_COUNT = 2;
 
@@ -134,7 +136,7 @@ describe("functions", () => {
       if (!entry) throw new Error(`no function ${id}`);
       return readFileSync(path.join(outdir, `asset.${entry[1].Properties.Code.S3Key.replace(/\.zip$/, "")}`, "index.mjs"), "utf8");
     };
-    const small = [...HTTP_ROUTES.filter((r) => !r.sandboxAccess).map((r) => r.id), ...WS_ROUTES.map((r) => r.id), "SendInit"];
+    const small = [...HTTP_ROUTES.filter((r) => !r.sandboxAccess && !r.providerAccess).map((r) => r.id), ...WS_ROUTES.map((r) => r.id), "SendInit"];
     expect(small.length).toBeGreaterThan(20);
     for (const id of small) {
       const bundle = bundleOf(id);
@@ -208,7 +210,8 @@ describe("functions", () => {
   });
 
   it("each has an error alarm (and each state machine two: failed, timed out; plus the idle-snapshot metric alarms)", () => {
-    template.resourceCountIs("AWS::CloudWatch::Alarm", FUNCTION_COUNT + 2 * deployableFlows().length + METRIC_ALARM_COUNT);
+    // The snapshot builder's machine: one alarm (failed executions).
+    template.resourceCountIs("AWS::CloudWatch::Alarm", FUNCTION_COUNT + 2 * deployableFlows().length + 1 + METRIC_ALARM_COUNT);
     const errorAlarms = Object.values(template.findResources("AWS::CloudWatch::Alarm", { Properties: { MetricName: "Errors", Namespace: "AWS/Lambda" } }));
     expect(errorAlarms).toHaveLength(FUNCTION_COUNT);
   });

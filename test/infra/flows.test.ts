@@ -22,6 +22,8 @@ import {
 import { deployableFlows, executionArnPattern, flowDefinitionPath, stateMachineArn, taskResources } from "../../infra/lifecycle-flows";
 import { stateMachineArnEnvName } from "../../functions/adapters/aws/sfn-flow-runner";
 import { FLOW_STEPS, stepArnVariable } from "../../functions/flows/steps";
+import { BUILD_STEPS } from "../../functions/builds/build-steps";
+import { builderStateMachineArn } from "../../infra/snapshot-builder";
 import { HTTP_ROUTES } from "../../functions/http/routes";
 import { FLOW_NAMES, type FlowName } from "../../functions/ports/flow-runner";
 import { METRIC_NAMES } from "../../functions/ports/metrics-sink";
@@ -107,7 +109,8 @@ describe("state machines", () => {
     const names = machines.map((m) => m.Properties.StateMachineName).sort();
     const expected = FLOW_NAMES.filter((flow) => existsSync(flowDefinitionPath(flow)));
     expect(expected).toEqual(deployableFlows());
-    expect(names).toEqual(expected.map((flow) => `${stack.stackName}-${flow}`).sort());
+    // Plus the snapshot builder (statemachines/builds/, not a lifecycle flow).
+    expect(names).toEqual([...expected.map((flow) => `${stack.stackName}-${flow}`), `${stack.stackName}-snapshot-builder`].sort());
   });
 
   it("are Standard, traced, logged at ALL without execution data, and time out after three hours (above the worst path: limits.test.ts)", () => {
@@ -262,7 +265,11 @@ describe("EventBridge Scheduler", () => {
     const statements = statementsOfRole(roleId);
     expect([...new Set(actionsOf(statements))]).toEqual(["lambda:InvokeFunction"]);
     // Unqualified ARNs only: no version or alias wildcard.
-    sameSet(resourcesFor(statements, "lambda:InvokeFunction"), [getAtt(logicalIdOf(stack.functions.ScheduleFired)), getAtt(logicalIdOf(stack.functions.Sweeper))]);
+    sameSet(resourcesFor(statements, "lambda:InvokeFunction"), [
+      getAtt(logicalIdOf(stack.functions.ScheduleFired)),
+      getAtt(logicalIdOf(stack.functions.Sweeper)),
+      getAtt(logicalIdOf(stack.functions.PrebuildRebuild)),
+    ]);
   });
 
   it("schedule-fired reads the table, starts migrate (expiry) and idle-snapshot (idle check), and re-arms idle checks", () => {
@@ -329,15 +336,17 @@ describe("HTTP routes that start flows", () => {
     for (const route of HTTP_ROUTES) {
       const flows = route.startsFlows ?? [];
       const statements = statementsOfFunction(route.id);
+      // Routes that start builds may also start the snapshot builder, and only it (infra/snapshot-builder.ts).
+      const builder = route.startsBuilds ? [JSON.stringify(stack.resolve(builderStateMachineArn(stack)))] : [];
       expect(new Set(resourcesFor(statements, "states:StartExecution").map((r) => JSON.stringify(r))), route.id).toEqual(
-        new Set(flows.map((f) => JSON.stringify(resolvedMachineArn(f)))),
+        new Set([...flows.map((f) => JSON.stringify(resolvedMachineArn(f))), ...builder]),
       );
       // A taken execution name is joined only while that execution runs (SfnFlowRunner describes it).
       expect(new Set(resourcesFor(statements, "states:DescribeExecution").map((r) => JSON.stringify(r))), route.id).toEqual(
         new Set(flows.map((f) => JSON.stringify(stack.resolve(executionArnPattern(stack, f))))),
       );
       const envArns = Object.keys(envOf(route.id)).filter((k) => k.startsWith("STATE_MACHINE_ARN_")).sort();
-      expect(envArns, route.id).toEqual(flows.map(stateMachineArnEnvName).sort());
+      expect(envArns, route.id).toEqual([...flows.map(stateMachineArnEnvName), ...(route.startsBuilds ? ["STATE_MACHINE_ARN_SNAPSHOT_BUILDER"] : [])].sort());
     }
   });
 });
@@ -345,9 +354,11 @@ describe("HTTP routes that start flows", () => {
 describe("provider credentials", () => {
   const secretReaders = (): string[] => [
     ...FLOW_STEPS.filter((s) => s.sandboxAccess).map((s) => s.id),
-    ...HTTP_ROUTES.filter((r) => r.agentAccess || r.sandboxAccess).map((r) => r.id),
+    ...HTTP_ROUTES.filter((r) => r.agentAccess || r.sandboxAccess || r.providerAccess).map((r) => r.id),
     // Lists and terminates sandboxes at the providers.
     "Sweeper",
+    // The snapshot builder's sandbox steps (functions/builds/build-steps.ts).
+    ...BUILD_STEPS.filter((s) => s.sandboxAccess).map((s) => s.id),
   ];
   const secretId = (prefix: string): string => Object.entries(resources).find(([id, r]) => r.Type === "AWS::SecretsManager::Secret" && id.startsWith(prefix))?.[0] ?? "";
   /**
@@ -484,9 +495,10 @@ describe("idle snapshotting (seed 002)", () => {
   it("a rate schedule (every SWEEPER_INTERVAL_SECONDS, default 10 minutes, no flexible window) invokes the sweeper with the scheduler role", () => {
     expect(DEFAULT_SWEEPER_INTERVAL_SECONDS).toBe(parseConfig({ TABLE_NAME: "t" }).SWEEPER_INTERVAL_SECONDS);
     const schedules = Object.values(resources).filter((r) => r.Type === "AWS::Scheduler::Schedule");
-    expect(schedules).toHaveLength(1);
-    const schedule = schedules[0];
-    expect(schedule).toEqual(resources[logicalIdOf(stack.sweeperSchedule)]);
+    // The sweeper's and the prebuild rebuild's.
+    expect(schedules).toHaveLength(2);
+    const schedule = resources[logicalIdOf(stack.sweeperSchedule)];
+    expect(schedules).toContainEqual(schedule);
     expect(schedule?.Properties).toMatchObject({
       ScheduleExpression: "rate(10 minutes)",
       FlexibleTimeWindow: { Mode: "OFF" },

@@ -21,6 +21,8 @@ import { mintAccessToken } from "../../sandbox/shared/access-token";
 import { newApiToken } from "../../functions/domain/ids";
 import { ACCOUNT, REGION, synthesize, type Assembly } from "./support/assembly";
 import { RehearsalWorld } from "./support/rehearsal-world";
+import { rmSync } from "node:fs";
+import { gitOrigin } from "../support/git-origin";
 
 const ORG_SECRET_VALUE = "s3cr3t-rehearsal-value";
 
@@ -260,6 +262,37 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     expect(failedExecutions()).toEqual([]);
     await expectStatus(id, "stopped");
     expect((await storedSession(id)).status).toBe("stopped");
+  });
+
+  it("the template's snapshot builder builds a prebuild (route -> StartExecution -> builder steps), and a new session starts from its snapshot", async () => {
+    const origin = gitOrigin("rehearsal-prebuild-");
+    try {
+      const repo = await world.http("POST", "/v1/repos", { token, body: { url: origin.url, setupCommands: ["echo built > .setup-marker"] } });
+      expect(repo.status, JSON.stringify(repo.body)).toBe(201);
+      const repoId = (repo.body as { repo: { id: string } }).repo.id;
+      const prebuild = await world.http("POST", "/v1/prebuilds", { token, body: { name: "rehearsal", repos: [{ repoId }] } });
+      expect(prebuild.status, JSON.stringify(prebuild.body)).toBe(201);
+      const prebuildId = (prebuild.body as { prebuild: { id: string } }).prebuild.id;
+      const started = await world.http("POST", `/v1/prebuilds/${prebuildId}/builds`, { token });
+      expect(started.status, JSON.stringify(started.body)).toBe(202);
+      await world.settle();
+      expect(failedExecutions()).toEqual([]);
+      const view = (await world.http("GET", `/v1/prebuilds/${prebuildId}`, { token })).body as { prebuild: { snapshot: { id: string } | null; latestBuild: { status: string; error: string | null } } };
+      expect(view.prebuild.latestBuild, JSON.stringify({ view, denied: world.denied.map((c) => `${c.function}: ${c.action}`) })).toMatchObject({ status: "succeeded" });
+      expect(view.prebuild.snapshot?.id).toMatch(/^lsnap_/);
+      const created = await world.http("POST", "/v1/sessions", { token, body: { prebuildId } });
+      expect(created.status).toBe(201);
+      const sid = (created.body as { session: SessionView }).session.id;
+      expect((await world.http("POST", `/v1/sessions/${sid}/resume`, { token })).status).toBe(202);
+      await world.settle();
+      await expectStatus(sid, "running");
+      expect((await storedSession(sid)).snapshotLayer).toBe("prebuild");
+      expect((await world.http("DELETE", `/v1/sessions/${sid}`, { token })).status).toBe(202);
+      await world.settle();
+      await expectStatus(sid, "stopped");
+    } finally {
+      rmSync(origin.dir, { recursive: true, force: true });
+    }
   });
 
   it("every AWS call every function made is allowed by its role (IAM simulator)", () => {

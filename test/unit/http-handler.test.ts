@@ -29,6 +29,8 @@ function deps(overrides: Partial<HttpDeps> = {}): HttpDeps {
     sessionSettings: {} as HttpDeps["sessionSettings"],
     connections: {} as HttpDeps["connections"],
     push: {} as HttpDeps["push"],
+    catalog: {} as HttpDeps["catalog"],
+    builds: {} as HttpDeps["builds"],
     wsTickets: {} as HttpDeps["wsTickets"],
     tokens: { resolveToken: async () => ({ userId: "u", orgId: "o", role: "member" }), putToken: async () => undefined },
     config: parseConfig({ TABLE_NAME: "t" }),

@@ -26,6 +26,8 @@ function runtimeChanges(p: NonNullable<FlowDocument["provision"]>) {
     codingAgentSessionId: p.codingAgentSessionId,
     // The new runtime's key: from now on every caller derives this epoch's (sandbox-keyring.ts).
     ...(p.sandboxKeyEpoch === undefined ? {} : { sandboxKeyEpoch: p.sandboxKeyEpoch }),
+    // Which snapshot layer the new runtime started from (seed 003 §6.5; kept when a sandbox was recovered).
+    ...(p.layer ? { snapshotLayer: p.layer } : {}),
     // A fresh (or restored) runtime's agent state is unknown until the relay sees it (seed 002 §3h).
     agentBusy: false,
     lastKnownAgentIdleAt: null,

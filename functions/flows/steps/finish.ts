@@ -148,6 +148,7 @@ export const makeFinishStep = flowStep("finish", async (doc, deps) => {
       timings: timingsOf(doc),
       // Which snapshot this execution took: the agent's save_snapshot waits for exactly this one.
       snapshotId: outcome === "committed" && doc.snapshot?.method !== "lost" ? (doc.snapshot?.snapshotId ?? null) : null,
+      ...(doc.provision?.layer ? { snapshotLayer: doc.provision.layer, startedFrom: doc.provision.startedFrom ?? null } : {}),
     }),
   );
 

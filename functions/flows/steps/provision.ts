@@ -20,7 +20,7 @@ import { resolveModel, type ResolvedModel } from "../../domain/agent-settings";
 import type { SessionRecord } from "../../domain/session";
 import type { FlowDeps } from "../flow-deps";
 import type { Config } from "../../config/config";
-import { resolveSnapshot } from "../../domain/snapshot-resolution";
+import { resolveSnapshot, type SnapshotResolutionInput } from "../../domain/snapshot-resolution";
 import { resolveRestoreSource } from "../../domain/restore-source";
 import { NotFoundError, SessionSettingsError } from "../../domain/errors";
 import { errorForLog } from "../../observability/logger";
@@ -37,10 +37,14 @@ export const makeProvisionStep = flowStep("provision", async (doc, deps) => {
   const migrating = doc.flow === "migrate";
   // issue 22 §3: the session's snapshot while it is valid, its durable filesystem snapshot after.
   const restore = migrating ? null : resolveRestoreSource(session, deps.now());
+  const sessionSnapshotId = migrating ? (doc.snapshot?.snapshotId ?? null) : (restore?.snapshotId ?? null);
+  // seed 003 §6.5: session > prebuild > repo (Modal, single repo at the root) > base. The base
+  // itself is the provider's own (MODAL_BASE_SNAPSHOT_ID, the E2B template, the local image).
   const layers = resolveSnapshot({
     provider: session.provider,
     repos: session.repos,
-    sessionSnapshotId: migrating ? (doc.snapshot?.snapshotId ?? null) : (restore?.snapshotId ?? null),
+    sessionSnapshotId,
+    ...(sessionSnapshotId ? {} : await builtLayers(session, deps)),
   });
   // issue 14 §2: a freshly booted sandbox gets the next key epoch, so a key leaked from an earlier
   // sandbox stops working once this one is committed; one that resumes its processes keeps the
@@ -57,6 +61,9 @@ export const makeProvisionStep = flowStep("provision", async (doc, deps) => {
     baseSnapshotId: layers.baseSnapshotId,
     snapshotHasDeps: layers.snapshotHasDeps,
     currentSandboxId: migrating ? null : session.sandboxId,
+    // A prebuild or repo snapshot was not built from this session: it is pulled up to date on
+    // every restore, whatever the session-snapshot cadence says.
+    ...(layers.layer === "prebuild" || layers.layer === "repo" ? { gitFreshness: { enabled: true, cadenceSeconds: 0 } } : {}),
   };
   const result = migrating ? { ...(await provider.createSandbox(opts)), recovered: false } : await provider.ensureSandbox(opts);
   try {
@@ -73,6 +80,9 @@ export const makeProvisionStep = flowStep("provision", async (doc, deps) => {
       recovered: result.recovered,
       codingAgentSessionId,
       sandboxKeyEpoch: epoch,
+      // Recovered: the sandbox kept the layer it started from (unknown here).
+      layer: result.recovered ? null : layers.layer,
+      startedFrom: result.recovered ? null : (layers.snapshotId ?? layers.baseSnapshotId),
     };
   } catch (err) {
     if (!result.recovered) {
@@ -83,6 +93,26 @@ export const makeProvisionStep = flowStep("provision", async (doc, deps) => {
     throw err;
   }
 });
+
+/**
+ * The built layers a session may start from: its prebuild's last good snapshot (when built on the
+ * session's provider) and, for a single stored repository, that repository's snapshot. A build
+ * in progress never shows here: only a recorded (succeeded) snapshot does.
+ */
+async function builtLayers(session: SessionRecord, deps: FlowDeps): Promise<Pick<SnapshotResolutionInput, "prebuild" | "repoSnapshot">> {
+  const out: Pick<SnapshotResolutionInput, "prebuild" | "repoSnapshot"> = {};
+  if (session.prebuildId) {
+    const prebuild = await deps.catalog.getPrebuild(session.orgId, session.prebuildId);
+    const snap = prebuild?.snapshot;
+    if (snap && snap.provider === session.provider) out.prebuild = { snapshotId: snap.id, status: "ready" };
+  }
+  const [only, ...rest] = session.repos;
+  if (only?.repoId && rest.length === 0) {
+    const snap = (await deps.catalog.getRepo(session.orgId, only.repoId))?.snapshot;
+    if (snap) out.repoSnapshot = { snapshotId: snap.id, status: "ready", provider: snap.provider };
+  }
+  return out;
+}
 
 /** The model the session resolves to: its own, else its org's (read only when needed). */
 async function sessionModel(session: SessionRecord, deps: FlowDeps): Promise<ResolvedModel> {

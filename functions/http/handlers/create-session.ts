@@ -14,89 +14,33 @@
  */
 import * as z from "zod";
 import { QuotaExceededError, ValidationError } from "../../domain/errors";
-import { ServiceCommand, SshPublicKey, SupportedAgentModel, gitIdentityFor } from "../../domain/agent-settings";
-import { refineMultiLine, refineSingleLine, singleLineProblem, singleLineText, workspacePathTextProblem } from "../../domain/text";
+import { SshPublicKey, SupportedAgentModel, gitIdentityFor } from "../../domain/agent-settings";
+import { refineMultiLine, refineSingleLine, singleLineText } from "../../domain/text";
 import { repoDir, WorkspacePathError } from "../../../sandbox/boot/layout";
-import { OutsideWorkspaceError, resolveInsideWorkspaceLexically } from "../../../sandbox/shared/workspace-path";
 import { requireSecretsExist, type SecretReference } from "../secret-references";
 import { API_WORKSPACE_ROOT, ClientType, ProviderType, RepoSpec, SessionEnvFiles, SessionType, newSessionRecord, toSessionView } from "../../domain/session";
 import { httpRoute, type HttpDeps } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
 import { requirePrincipal } from "../session-access";
+import { RepoId } from "../../domain/repos-prebuilds";
+import { resolveSessionSource } from "../session-repos";
+import { BranchName, CreateServiceCommand, MAX_REPOS, RepoUrl, WorkspacePath } from "../request-fields";
+
+export { MAX_REPOS, repoUrlProblem } from "../request-fields";
 
 /**
- * Why a repository URL is refused beyond its shape, or null. User-info is a credential in the
- * URL: it would be stored and echoed to every client of the session (API.md: credentials are
- * org secrets named by `credential`). http(s) and file URLs take none; ssh URLs a user name
- * (`ssh://git@host/...`, `git@host:path`) but never a password. The message never quotes the URL.
+ * A session repo: `{url, ...}`, or `{repoId, ...}` naming a stored repository (`/v1/repos`), whose
+ * URL, default branch and credential it takes (API.md "Repositories and prebuilds").
  */
-export function repoUrlProblem(url: string): string | null {
-  const text = singleLineProblem(url);
-  if (text) return text;
-  if (url.startsWith("git@")) {
-    // scp-like `git@host:path`: everything up to the first ':' is `git@host`.
-    const host = url.slice(4, url.indexOf(":") < 0 ? undefined : url.indexOf(":"));
-    return host.includes("@") || host.includes("/") ? "must not carry credentials: name an org secret in `credential` instead" : null;
-  }
-  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(url)) return null;
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    return "must be a valid URL";
-  }
-  const ssh = parsed.protocol === "ssh:";
-  if (parsed.password || (!ssh && parsed.username) || /^[a-z0-9+.-]+:\/\/[^/]*@[^/]*@/i.test(url)) {
-    return ssh
-      ? "must not carry a password: ssh URLs take a user name only (use an SSH key or an org secret in `credential`)"
-      : "must not carry credentials (user:password@): name an org secret in `credential` instead";
-  }
-  return null;
-}
-
-const RepoUrl = z
-  .string()
-  .max(2048)
-  .regex(/^(https?:\/\/|ssh:\/\/|git@|file:\/\/|\/)\S+$/, "must be an https://, ssh://, git@, file:// URL or an absolute path")
-  .superRefine((url, ctx) => {
-    const problem = repoUrlProblem(url);
-    if (problem) ctx.addIssue({ code: "custom", message: problem });
+const CreateRepoSpec = RepoSpec.extend({ url: RepoUrl.optional(), repoId: RepoId.optional(), branch: BranchName.optional(), workspacePath: WorkspacePath.optional() })
+  .strict()
+  .superRefine((repo, ctx) => {
+    if (repo.url === undefined && repo.repoId === undefined) ctx.addIssue({ code: "custom", path: ["url"], message: "is required (or name a stored repository with repoId)" });
+    if (repo.url !== undefined && repo.repoId !== undefined) ctx.addIssue({ code: "custom", path: ["repoId"], message: "give either url or repoId, not both" });
+    if (repo.repoId !== undefined && repo.credential !== undefined) {
+      ctx.addIssue({ code: "custom", path: ["credential"], message: "a stored repository brings its own credential (PATCH /v1/repos/{id} to change it)" });
+    }
   });
-
-/** Where a repo is cloned, relative to the workspace ("." is the workspace itself). */
-const WorkspacePath = z
-  .string()
-  .min(1)
-  .max(1024)
-  .superRefine((path, ctx) => {
-    const problem = workspacePathTextProblem(path) ?? (path.startsWith("/") ? "must be relative to the workspace (its absolute path differs per provider)" : null);
-    if (problem) ctx.addIssue({ code: "custom", message: problem });
-    else if (!insideWorkspace(path)) ctx.addIssue({ code: "custom", message: "must stay inside the workspace" });
-  });
-
-/** The lexical rule the boot and the sidecar apply (sandbox/shared/workspace-path.ts). */
-function insideWorkspace(path: string): boolean {
-  try {
-    resolveInsideWorkspaceLexically(API_WORKSPACE_ROOT, path);
-    return true;
-  } catch (err) {
-    if (err instanceof OutsideWorkspaceError) return false;
-    throw err;
-  }
-}
-
-/** A git branch name: printable, no whitespace (git's own rules are applied by git at clone). */
-const BranchName = singleLineText(255).refine((b) => !/\s/.test(b), "must be a branch name (no whitespace)");
-
-const CreateRepoSpec = RepoSpec.extend({ url: RepoUrl, branch: BranchName.optional(), workspacePath: WorkspacePath.optional() }).strict();
-
-const CreateServiceCommand = ServiceCommand.extend({
-  command: z.string().min(1).max(8_192).superRefine(refineMultiLine),
-  cwd: WorkspacePath.optional(),
-}).strict();
-
-/** At most this many repositories per session. */
-export const MAX_REPOS = 10;
 
 export const CreateSessionBody = z
   .object({
@@ -128,6 +72,8 @@ export const CreateSessionBody = z
   .superRefine((body, ctx) => {
     const dirs = new Map<string, number>();
     body.repos?.forEach((repo, i) => {
+      // A stored repository's URL is known only once it is loaded: checked then (sessionRepos).
+      if (repo.url === undefined) return;
       if (repo.credential && !/^https?:\/\//.test(repo.url)) {
         ctx.addIssue({ code: "custom", path: ["repos", i, "credential"], message: "only http(s) repository URLs take a credential" });
       }
@@ -136,7 +82,7 @@ export const CreateSessionBody = z
       // boot would refuse on every resume is refused here instead.
       let dir: string;
       try {
-        dir = repoDir(API_WORKSPACE_ROOT, repo);
+        dir = repoDir(API_WORKSPACE_ROOT, { url: repo.url, ...(repo.workspacePath ? { workspacePath: repo.workspacePath } : {}) });
       } catch (err) {
         if (!(err instanceof WorkspacePathError)) throw err;
         const field = repo.workspacePath === undefined ? "url" : "workspacePath";
@@ -186,14 +132,17 @@ export const makeCreateSessionHandler = httpRoute(
   { name: "CreateSession", auth: true, body: CreateSessionBody },
   async ({ body, principal }, deps) => {
     const who = requirePrincipal(principal);
-    const provider = body.provider ?? deps.config.DEFAULT_SANDBOX_PROVIDER;
-    if (!deps.config.SANDBOX_PROVIDERS.includes(provider)) {
+    if (body.provider !== undefined && !deps.config.SANDBOX_PROVIDERS.includes(body.provider)) {
       throw new ValidationError(
-        `body.provider: "${provider}" is not enabled here (enabled: ${deps.config.SANDBOX_PROVIDERS.join(", ")})`,
+        `body.provider: "${body.provider}" is not enabled here (enabled: ${deps.config.SANDBOX_PROVIDERS.join(", ")})`,
         "provider_unavailable",
       );
     }
     await requireSecretsExist(deps.secrets, who.orgId, secretReferences(body));
+    // Repos named by id and the prebuild, resolved in the caller's org (400 naming the field).
+    const source = await resolveSessionSource(deps, who.orgId, body);
+    // A prebuild's sessions run where its snapshot lives unless the body says otherwise.
+    const provider = body.provider ?? (source.provider && deps.config.SANDBOX_PROVIDERS.includes(source.provider) ? source.provider : deps.config.DEFAULT_SANDBOX_PROVIDER);
     await requireOpenSessionQuota(deps, who.orgId);
     const record = newSessionRecord({
       id: deps.newSessionId(),
@@ -203,11 +152,11 @@ export const makeCreateSessionHandler = httpRoute(
       clientType: body.clientType,
       sessionType: body.sessionType,
       provider,
-      repos: body.repos,
-      envFiles: body.envFiles,
+      repos: source.repos,
+      envFiles: body.envFiles ?? source.envFiles,
       model: body.model,
       systemPrompt: body.systemPrompt,
-      serviceCommands: body.serviceCommands,
+      serviceCommands: body.serviceCommands ?? source.serviceCommands,
       sshPublicKey: body.sshPublicKey,
       triggerContext: body.triggerContext,
       gitIdentity: gitIdentityFor(who),
