@@ -89,6 +89,12 @@ export const CaughtError = z.object({ Error: z.string(), Cause: z.string().trans
 
 export const FlowDocument = FlowInput.extend({
   execution: z.string().min(1),
+  /**
+   * When the execution started (`$$.Execution.StartTime`; the pausing flows' Init adds it): a
+   * client that connects, or a resume asked for, after this moment wakes the session the flow
+   * pauses (issue 25 §1, `wake-waiters.ts`).
+   */
+  executionStartedAt: z.string().optional(),
   begin: BeginResult.optional(),
   provision: ProvisionResult.optional(),
   quiesce: QuiesceResult.optional(),

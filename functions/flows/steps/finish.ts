@@ -19,6 +19,7 @@ import type { FlowDeps } from "../flow-deps";
 import { finalClientStatus } from "../plan";
 import { deliverQueuedPrompts } from "../../services/prompt-delivery";
 import { flowStep } from "../step";
+import { wakeWaiters } from "../wake-waiters";
 import { stepEntry } from "../lambda-entry";
 
 /** In the order the flows run them. */
@@ -150,6 +151,9 @@ export const makeFinishStep = flowStep("finish", async (doc, deps) => {
   if (outcome === "committed" || (outcome === "failed" && !doc.recorded && shownProgress)) {
     await isolated(deps, "push", doc.sessionId, () => broadcastStatus(deps, doc.sessionId, finalClientStatus(session.status), session.errorMessage ?? undefined));
   }
+
+  // Issue 25 §1: clients that connected, or a resume asked for, while this flow paused the session.
+  if (outcome === "committed") await isolated(deps, "wake", doc.sessionId, () => wakeWaiters(deps, doc, session));
 
   let delivery = "none";
   await isolated(deps, "prompts", doc.sessionId, async () => {

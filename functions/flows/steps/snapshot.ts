@@ -14,7 +14,8 @@
 import { agentEndpoint } from "../../agent/agent-endpoint";
 import { NotFoundError } from "../../domain/errors";
 import type { SessionRecord } from "../../domain/session";
-import { idleModeOf } from "../../idle/idle-predicate";
+import { readIdleFacts } from "../../idle/idle-check";
+import { evaluateIdle, idleModeOf } from "../../idle/idle-predicate";
 import type { SandboxProvider } from "../../ports/sandbox-provider";
 import type { FlowDeps } from "../flow-deps";
 import { snapshotMethod } from "../plan";
@@ -49,6 +50,14 @@ export const makeSnapshotStep = flowStep("snapshot", async (doc, deps) => {
   const provider = await deps.provider(session.provider);
   if (doc.flow === "idle-snapshot") {
     const mode = idleModeOf(doc.reason);
+    if (mode !== "sandbox_lost") {
+      // The last safe point (issue 25 §1): after this the sandbox is snapshotted and goes away.
+      // A client, proxy, prompt or touch that arrived since Begin checked makes the flow stand
+      // down with the sandbox untouched (seed 002 constraints 2, 3: the grace is part of it).
+      const facts = await readIdleFacts(deps, session.id, session);
+      const verdict = facts ? evaluateIdle(facts, mode, deps.config) : null;
+      if (verdict && !verdict.idle) throw new StepError(STEP_ERRORS.notIdle, `session ${session.id}: not idle any more (${verdict.reason ?? "unknown"})`);
+    }
     const agent = mode === "sandbox_lost" ? "unreachable" : await probeAgent(deps, session);
     if (agent === "busy") throw new StepError(STEP_ERRORS.notIdle, `session ${session.id}: the agent is busy`);
     if (agent === "unreachable" && !(await sandboxAlive(provider, sandboxId))) {
