@@ -35,7 +35,7 @@ export const BeginResult = z.object({
   graceExpiresAt: z.string().nullable().optional(),
   /** The sandbox's expiry when the lease was taken (idle sandbox-seconds avoided). */
   sandboxExpiresAt: z.string().nullable().optional(),
-  /** Idle snapshots: the relay lease this flow took from the relay while it works (released by finish). */
+  /** Idle snapshots and user pauses: the relay lease this flow took from the relay while it works (released by finish). */
   relayLease: LeaseDoc.nullable().optional(),
   startedAt: z.string(),
   ms: z.number(),

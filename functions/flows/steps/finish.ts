@@ -125,6 +125,14 @@ export const makeFinishStep = flowStep("finish", async (doc, deps) => {
     });
   }
   if (doc.flow === "idle-snapshot") await isolated(deps, "idle", doc.sessionId, () => settleIdleSnapshot(doc, deps, session, outcome));
+  if (doc.flow === "migrate" && doc.begin?.proceed && !doc.commit && !doc.superseded && session.status === "running" && session.sandboxId) {
+    // Issue 25 §7: the migration did not happen (its old sandbox would not terminate, say), and the
+    // schedule that fired it is spent: try again in a fifth of the lead, until the sandbox expires
+    // (if it dies first, the relay's stream-failure check pauses the session on its snapshot).
+    await isolated(deps, "expiry retry", doc.sessionId, () =>
+      deps.scheduler.arm({ sessionId: session.id, purpose: "expiry" }, new Date(deps.now().getTime() + (deps.config.EXPIRY_MIGRATION_LEAD_SECONDS * 1000) / 5)),
+    );
+  }
 
   await isolated(deps, "audit", doc.sessionId, () =>
     deps.events.append({

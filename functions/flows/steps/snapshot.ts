@@ -18,6 +18,7 @@ import { readIdleFacts } from "../../idle/idle-check";
 import { evaluateIdle, idleModeOf } from "../../idle/idle-predicate";
 import type { SandboxProvider } from "../../ports/sandbox-provider";
 import type { FlowDeps } from "../flow-deps";
+import type { FlowDocument } from "../flow-document";
 import { snapshotMethod } from "../plan";
 import { STEP_ERRORS, StepError } from "../step-errors";
 import { flowStep, leaseOf } from "../step";
@@ -68,13 +69,30 @@ export const makeSnapshotStep = flowStep("snapshot", async (doc, deps) => {
   }
   const method = snapshotMethod(doc.flow, doc.begin?.branch ?? null, provider);
   await deps.sessions.verifyLease(lease, deps.now());
-  const { snapshotId } =
-    method === "pause"
-      ? await provider.pause(session.id, sandboxId)
-      : method === "memory"
-        ? await provider.memorySnapshot(session.id, sandboxId)
-        : await provider.snapshot(session.id, sandboxId);
-  return { snapshotId, method };
+  try {
+    const { snapshotId } =
+      method === "pause"
+        ? await provider.pause(session.id, sandboxId)
+        : method === "memory"
+          ? await provider.memorySnapshot(session.id, sandboxId)
+          : await provider.snapshot(session.id, sandboxId);
+    return { snapshotId, method };
+  } catch (err) {
+    // Issue 25 §7: a sandbox that already exited cannot be snapshotted. A flow that pauses the
+    // session then pauses it on its last snapshot (`lost`) instead of leaving it `running` on a
+    // dead sandbox until the sweeper. A liveness check that fails itself proves nothing.
+    if (pauses(doc) && !(await sandboxAlive(provider, sandboxId).catch(() => true))) {
+      await deps.sessions.verifyLease(lease, deps.now());
+      deps.logger.warn("snapshot failed on a sandbox that is gone: pausing on the last snapshot", { sessionId: session.id, sandboxId, snapshotId: session.snapshotId });
+      return { snapshotId: session.snapshotId, method: "lost" as const };
+    }
+    throw err;
+  }
 });
+
+/** Flows whose snapshot ends the sandbox's life (the commit pauses the session). */
+function pauses(doc: FlowDocument): boolean {
+  return doc.flow === "pause" || doc.flow === "idle-snapshot" || (doc.flow === "migrate" && doc.begin?.branch === "pause");
+}
 
 export const handler = stepEntry(makeSnapshotStep, awsProviders);
