@@ -589,10 +589,13 @@ export class ControlPlaneStack extends Stack {
     acknowledgeScheduleWildcard(this.relay.taskRole);
     this.relay.service.node.addDependency(scheduleGroup);
     const relayPush = pushGrant(webSocket);
-    const relayFlows = flowStartGrant(this, ["ensure-runtime"], "the relay");
+    // ensure-runtime: waking a session for its prompts; idle-snapshot (`sandbox_lost`): a stream
+    // that failed hands the sandbox liveness check to the flow (functions/relay/stream-loss.ts).
+    const relayStartsFlows = ["ensure-runtime", "idle-snapshot"] as const;
+    const relayFlows = flowStartGrant(this, relayStartsFlows, "the relay");
     for (const [name, value] of Object.entries({ ...relayPush.environment, ...relayFlows.environment })) this.relay.container.addEnvironment(name, value);
     for (const statement of [relayPush.statement, ...relayFlows.statements]) this.relay.taskDefinition.addToTaskRolePolicy(statement);
-    acknowledgeExecutionWildcards(this.relay.taskRole, ["ensure-runtime"]);
+    acknowledgeExecutionWildcards(this.relay.taskRole, relayStartsFlows);
     acknowledgePushWildcard(this.relay.taskRole, webSocket);
     // The relay streams from every session's agent and delivers prompts: it derives their passwords.
     this.relay.container.addEnvironment("SANDBOX_ACCESS_KEY_SECRET_ARN", sandboxAccessKey.secretArn);

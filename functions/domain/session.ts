@@ -34,7 +34,7 @@ export type ProviderType = z.infer<typeof ProviderType>;
 
 /** Why a session is paused. Open vocabulary: the known reasons plus provider-specific ones. */
 export const PauseReason = z.union([
-  z.enum(["inactivity", "user", "orphaned", "credit_limit", "restore_failed", "migration_failed"]),
+  z.enum(["inactivity", "user", "orphaned", "sandbox_lost", "credit_limit", "restore_failed", "migration_failed"]),
   z.string().min(1).max(64),
 ]);
 export type PauseReason = z.infer<typeof PauseReason>;

@@ -37,7 +37,7 @@ export const BeginResult = z.object({
   graceExpiresAt: z.string().nullable().optional(),
   /** The sandbox's expiry when the lease was taken (idle sandbox-seconds avoided). */
   sandboxExpiresAt: z.string().nullable().optional(),
-  /** Idle snapshots: the relay lease this flow took from the relay while it works (released by finish). */
+  /** Idle snapshots and user pauses: the relay lease this flow took from the relay while it works (released by finish). */
   relayLease: LeaseDoc.nullable().optional(),
   startedAt: z.string(),
   ms: z.number(),
@@ -100,6 +100,12 @@ export const CaughtError = z.object({ Error: z.string(), Cause: z.string().trans
 
 export const FlowDocument = FlowInput.extend({
   execution: z.string().min(1),
+  /**
+   * When the execution started (`$$.Execution.StartTime`; the pausing flows' Init adds it): a
+   * client that connects, or a resume asked for, after this moment wakes the session the flow
+   * pauses (issue 25 §1, `wake-waiters.ts`).
+   */
+  executionStartedAt: z.string().optional(),
   begin: BeginResult.optional(),
   provision: ProvisionResult.optional(),
   quiesce: QuiesceResult.optional(),

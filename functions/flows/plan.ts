@@ -96,7 +96,9 @@ export function terminatesSandbox(flow: FlowName, branch: MigrateBranch | null, 
   return method !== "pause";
 }
 
-export function pauseReasonFor(flow: FlowName, reason: string | null | undefined): string {
+export function pauseReasonFor(flow: FlowName, reason: string | null | undefined, method?: SnapshotOutcome): string {
+  // Whatever was asked for, a sandbox found gone pauses on an older snapshot: say so (issue 25 §7).
+  if (method === "lost") return "sandbox_lost";
   if (flow === "pause") return reason ?? "user";
   // Idle snapshots carry their mode: inactivity, orphaned (sweeper), sandbox_lost (sweeper).
   if (flow === "idle-snapshot") return idleModeOf(reason);

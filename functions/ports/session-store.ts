@@ -96,6 +96,15 @@ export interface SessionStore {
    * sandbox's agent. Returns false when that condition failed (nothing written).
    */
   recordAgentState(sessionId: string, sandboxId: string, state: { busy: boolean; at: Date }): Promise<boolean>;
+  /**
+   * Records that someone asked for the session to run at `now` (issue 25 §1: a resume that finds
+   * the session still `running` while a pause, idle snapshot or migration is under way). A flow
+   * that then commits `paused` resumes the session for it (`wake-waiters.ts`). Monotonic, never
+   * bumps `version` (a lifecycle write in flight is not made stale). `NotFoundError` if missing.
+   */
+  requestResume(sessionId: string, now: Date): Promise<void>;
+  /** When `requestResume` last recorded a request (strongly consistent); null if never. */
+  readResumeRequest(sessionId: string): Promise<Date | null>;
 }
 
 /** What a new token is issued for: the role is optional (default `member`), the name is a label. */

@@ -37,6 +37,7 @@ import type { TranscriptStore } from "../ports/transcript";
 import { OpenCodeMessageReader, type AgentMessage, type AgentMessageSource } from "./agent-messages";
 import { EventTranslator, type Translation } from "./event-translator";
 import { SessionStream, type StreamSnapshot } from "./session-stream";
+import { StreamLossReporter } from "./stream-loss";
 
 export interface RelayDeps {
   sessions: SessionStore;
@@ -82,6 +83,8 @@ export interface RelayOptions {
    */
   strandedPromptMs?: number;
   strandedCheckMs?: number;
+  /** At most one sandbox liveness check per session this often when its stream fails (stream-loss.ts). */
+  streamLossReportIntervalMs?: number;
 }
 
 /** What a watch streams from: changes to any of these mean another runtime (reopen). */
@@ -159,6 +162,7 @@ export class StreamingRelay {
   private readonly ttlSeconds: number;
   private readonly agentMessages: AgentMessageSource;
   private readonly actor: string;
+  private readonly streamLoss: StreamLossReporter;
   private scanTimer: ReturnType<typeof setInterval> | null = null;
   private renewTimer: ReturnType<typeof setInterval> | null = null;
   private scanning: Promise<void> | null = null;
@@ -173,6 +177,7 @@ export class StreamingRelay {
     this.ttlSeconds = options.leaseTtlSeconds ?? 30;
     this.agentMessages = deps.agentMessages ?? new OpenCodeMessageReader();
     this.actor = `relay:${options.ownerId}`;
+    this.streamLoss = new StreamLossReporter(deps, { actor: this.actor, minIntervalMs: options.streamLossReportIntervalMs });
   }
 
   get ownerId(): string {
@@ -326,10 +331,16 @@ export class StreamingRelay {
       backoffMs: this.options.backoffMs,
       heartbeatTimeoutMs: this.options.heartbeatTimeoutMs,
       handler: {
-        onConnected: (snapshot) => this.guarded(watch, () => this.connected(watch, snapshot)),
+        onConnected: (snapshot) => {
+          this.streamLoss.streamConnected(sessionId);
+          return this.guarded(watch, () => this.connected(watch, snapshot));
+        },
         onEvent: (event) => this.guarded(watch, () => this.event(watch, event)),
-        onDisconnected: ({ reason, error, retryInMs }) =>
-          this.deps.logger.info("relay stream lost: reconnecting", { sessionId, reason, retryInMs, ...(error ? { error: errorForLog(error) } : {}) }),
+        onDisconnected: ({ reason, error, retryInMs }) => {
+          this.deps.logger.info("relay stream lost: reconnecting", { sessionId, reason, retryInMs, ...(error ? { error: errorForLog(error) } : {}) });
+          // Issue 25 §5: the sandbox may be dead; a flow with provider bindings finds out (stream-loss.ts).
+          if (this.watches.get(sessionId) === watch) void this.streamLoss.streamFailed(sessionId);
+        },
         // Seed 002 constraint 12: revalidate after the backoff, before reconnecting. The renewal
         // re-reads the lease and the session: a lease an idle snapshot took, or a session no
         // longer running (or on another sandbox), drops this watch instead of reconnecting it.

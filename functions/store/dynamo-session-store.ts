@@ -426,6 +426,38 @@ export class DynamoSessionStore implements SessionStore {
       if (!stored) throw new NotFoundError(`session ${sessionId} not found`, { cause: err });
     }
   }
+
+  /** `resumeRequestedAt` is outside `SessionRecord` (internal, never in the session view). */
+  async requestResume(sessionId: string, now: Date): Promise<void> {
+    const at = now.toISOString();
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(sessionId),
+          UpdateExpression: "SET resumeRequestedAt = :now",
+          ConditionExpression: conditions({
+            exists: "attribute_exists(PK)",
+            // Only forward: a delayed request must not hide a newer one from a flow comparing times.
+            monotonic: "attribute_not_exists(resumeRequestedAt) OR resumeRequestedAt < :now",
+          }),
+          ExpressionAttributeValues: { ":now": at },
+        }),
+      );
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+      const stored = await this.getSession(sessionId);
+      if (!stored) throw new NotFoundError(`session ${sessionId} not found`, { cause: err });
+    }
+  }
+
+  async readResumeRequest(sessionId: string): Promise<Date | null> {
+    const out = await this.doc.send(
+      new GetCommand({ TableName: this.tableName, Key: keys.session(sessionId), ConsistentRead: true, ProjectionExpression: "resumeRequestedAt" }),
+    );
+    const at = out.Item?.resumeRequestedAt;
+    return typeof at === "string" ? new Date(at) : null;
+  }
 }
 
 export function hashToken(token: string): string {

@@ -34,7 +34,7 @@ export type FileOp =
   | { op: "symlink"; path: string; target: string }
   | { op: "remove"; path: string };
 
-/** Long-running processes the boot starts; the sandbox lives as long as `opencode` does. */
+/** Long-running processes the boot starts; the sandbox lives as long as `opencode` does (restarts included, supervisor.ts). */
 export type ProcessId = "opencode" | "caddy" | "sidecar";
 
 export type BootStep =

@@ -103,6 +103,20 @@ export class ProcessTable {
     return this.entries.get(id)?.exit ?? null;
   }
 
+  /** The pid of a started process while it runs; null otherwise. */
+  pidOf(id: ProcessId): number | null {
+    const entry = this.entries.get(id);
+    return entry && entry.exit === null ? (entry.child.pid ?? null) : null;
+  }
+
+  /** SIGKILLs one process (a restart whose readiness failed) and waits for its exit. */
+  async stop(id: ProcessId): Promise<void> {
+    const entry = this.entries.get(id);
+    if (!entry || entry.exit !== null) return;
+    entry.child.kill("SIGKILL");
+    await entry.exited;
+  }
+
   waitExit(id: ProcessId): Promise<Exit> {
     const entry = this.entries.get(id);
     if (!entry) return Promise.resolve({ code: null, signal: null });

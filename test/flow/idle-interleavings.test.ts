@@ -6,7 +6,9 @@
  *
  * Invariants, checked at every snapshot the provider is asked for and at the end:
  * - never snapshot while the agent is busy, nor with a client that was connected before the
- *   idle snapshot decided (a client arriving during the snapshot waits and resumes, seed 002
+ *   idle snapshot decided;
+ * - every client still connected when the random steps end, whenever it arrived, ends on a
+ *   running session (issue 25 §1: one arriving during the snapshot resumes it, seed 002
  *   verification 13);
  * - never leave a sandbox running with no client and an idle agent past the grace plus a bound;
  * - never lose a prompt: each one reaches the agent exactly once, in the order sent.
@@ -52,7 +54,8 @@ async function runScenario(seed: number, steps: number): Promise<void> {
   const inner = new InstantSandboxProvider({ supportsPause: false, supportsMemorySnapshot: true });
   const violations: string[] = [];
   const harness = await startFlowHarness({
-    provider: new FaultInjectingProvider(inner),
+    // Snapshots take a while, so clients, prompts and resumes land in the middle of them.
+    provider: new FaultInjectingProvider(inner).delay("memorySnapshot", 250),
     agent,
     env: {
       IDLE_SNAPSHOT_DELAY_SECONDS: String(GRACE_S),
@@ -130,6 +133,20 @@ async function runScenario(seed: number, steps: number): Promise<void> {
     scheduleFire: async (id: string) => {
       await runIdleCheck(deps, { sessionId: id, at: deps.now() });
     },
+    // The issue 25 §1 race: the grace runs out and a client comes back moments later, while
+    // the idle snapshot it started may be anywhere between deciding and committing.
+    fireThenConnect: async (id: string) => {
+      while ((open.get(id) ?? []).length > 0) await actions.disconnect(id);
+      await actions.agentIdle(id);
+      await new Promise((resolve) => setTimeout(resolve, GRACE_S * 1000));
+      await runIdleCheck(deps, { sessionId: id, at: deps.now() });
+      await new Promise((resolve) => setTimeout(resolve, Math.floor(random() * 400)));
+      await actions.connect(id);
+      // Once the flows in flight settle, the client is on a running session, whatever the timing.
+      await harness.runner.whenIdle();
+      const status = (await deps.sessions.getSession(id))?.status;
+      if ((open.get(id) ?? []).length > 0 && status !== "running") violations.push(`${seed}: ${id} is ${status ?? "missing"} with a client connected`);
+    },
     sweep: async () => {
       await sweep(deps);
     },
@@ -151,6 +168,19 @@ async function runScenario(seed: number, steps: number): Promise<void> {
     if (violations.length > 0) break;
   }
   expect(violations).toEqual([]);
+
+  // Issue 25 §1: every client still connected, whenever it arrived (before, during or after an
+  // idle snapshot), ends on a running session once the flows in flight have settled.
+  for (const s of sessions) {
+    if ((open.get(s.id) ?? []).length === 0) continue;
+    await waitFor(
+      async () => {
+        await harness.runner.whenIdle();
+        return (await deps.sessions.getSession(s.id))?.status === "running";
+      },
+      { message: `${s.id} running for its ${open.get(s.id)?.length ?? 0} connected client(s) (seed ${seed})`, timeoutMs: 30_000 },
+    );
+  }
 
   // Quiesce: every client leaves; turns end as the agent finishes them; prompts all get answered.
   for (const s of sessions) while ((open.get(s.id) ?? []).length > 0) await actions.disconnect(s.id);

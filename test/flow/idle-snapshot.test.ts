@@ -443,7 +443,12 @@ describe("verification 16: the reconnect race", () => {
       expect(fake.subscriberCount()).toBe(0);
       expect(relay.heldSessions()).not.toContain(s.id);
       expect(await h.session(s.id)).toMatchObject({ status: "paused", sandboxId: null });
-      expect([...h.runner.executions.values()].map((e) => e.flow)).toEqual(["ensure-runtime", "idle-snapshot"]);
+      // The dropped stream also had the relay ask whether the sandbox was lost (issue 25 §5):
+      // it was alive, so that check stood down and changed nothing.
+      const executions = [...h.runner.executions.values()];
+      expect(executions.filter((e) => e.input.reason !== "sandbox_lost").map((e) => e.flow)).toEqual(["ensure-runtime", "idle-snapshot"]);
+      const lostChecks = (await idleEvents(s.id)).filter((e) => e.reason === "sandbox_lost");
+      expect(lostChecks.map((e) => e.outcome)).toEqual(executions.filter((e) => e.input.reason === "sandbox_lost").map(() => "skipped"));
       expect(inner.live()).toEqual([]);
     } finally {
       await relay.kill();
@@ -454,7 +459,10 @@ describe("verification 16: the reconnect race", () => {
 describe("the sweeper", () => {
   it("a sandbox that died under a running session: paused on its last snapshot, the in-flight prompt requeued and run after the resume", async () => {
     await setup();
-    const s = await runningSession();
+    const started = await runningSession();
+    // A checkpoint to pause on (without one the session is stopped: see the next test).
+    const s = await h.run("snapshot", started.id);
+    expect(s.snapshotId).toMatch(/^isnap_/);
     await h.addClient(s.id);
     await submitPrompt(h.deps, await h.session(s.id), { content: "build it", source: "user:u" });
     expect((await h.deps.prompts.list(s.id, "processing")).map((p) => p.content)).toEqual(["build it"]);
@@ -466,7 +474,18 @@ describe("the sweeper", () => {
     expect(resumed.sandboxId).not.toBeNull();
     const lost = (await idleEvents(s.id))[0];
     expect(lost).toMatchObject({ outcome: "committed", to: "paused", reason: "sandbox_lost" });
+    expect(inner.sandbox(resumed.sandboxId ?? "")?.restoredFrom).toBe(s.snapshotId);
     await waitFor(() => Promise.resolve(agent.prompts.filter((p) => p.text === "build it").length), { until: (n) => n === 2, message: "the prompt sent again" });
+  });
+
+  it("a sandbox that died before any snapshot: nothing to resume from, so the session is stopped (sandbox_lost) saying so", async () => {
+    await setup();
+    const s = await runningSession();
+    expect(s.snapshotId).toBeNull();
+    inner.kill(s.sandboxId ?? "");
+    const report = await sweep(h.deps);
+    await h.runner.executions.get(report.started[0]?.execution ?? "")?.done;
+    expect(await h.session(s.id)).toMatchObject({ status: "stopped", stopReason: "sandbox_lost", sandboxId: null, errorMessage: expect.stringMatching(/no snapshot/) });
   });
 
   it("terminates a sandbox no session references, and a leftover a stop could not terminate", async () => {

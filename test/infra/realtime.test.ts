@@ -292,7 +292,9 @@ describe("streaming relay", () => {
     expect(env.SANDBOX_ACCESS_KEY_SECRET_ARN).toEqual({ Ref: sandboxAccessKeyId() });
     expect(Object.keys(env).filter((k) => k.startsWith("SCHEDULE_")).sort()).toEqual(["SCHEDULE_GROUP_NAME", "SCHEDULE_ROLE_ARN", "SCHEDULE_TARGET_ARN"]);
     for (const name of ["SCHEDULE_GROUP_NAME", "SCHEDULE_TARGET_ARN", "SCHEDULE_ROLE_ARN"]) expect(env[name], name).toEqual(stepEnv[name]);
-    expect(Object.keys(env).filter((k) => k.startsWith("STATE_MACHINE_ARN_"))).toEqual(["STATE_MACHINE_ARN_ENSURE_RUNTIME"]);
+    // ensure-runtime: waking sessions for prompts; idle-snapshot: a failed stream's sandbox liveness check (issue 25 §5).
+    expect(env.STATE_MACHINE_ARN_IDLE_SNAPSHOT).toEqual(resolve(stateMachineArn(stack, "idle-snapshot")));
+    expect(Object.keys(env).filter((k) => k.startsWith("STATE_MACHINE_ARN_")).sort()).toEqual(["STATE_MACHINE_ARN_ENSURE_RUNTIME", "STATE_MACHINE_ARN_IDLE_SNAPSHOT"]);
   });
 
   it("runs in public subnets of two AZs without NAT, with a public IP and nothing allowed in", () => {
@@ -346,7 +348,7 @@ describe("streaming relay", () => {
     expect(HELD_STREAMS_TARGET).toBeLessThan(RELAY_MAX_SESSIONS);
   });
 
-  it("task role: this table only (no dynamodb:*), push, ensure-runtime, idle-check schedules, its own metrics; nothing else", () => {
+  it("task role: this table only (no dynamodb:*), push, ensure-runtime and idle-snapshot, idle-check schedules, its own metrics; nothing else", () => {
     const statements = relayStatements();
     const table = q.logicalIdOf(stack.table);
     const ownTable = new Set([JSON.stringify(getAtt(table)), JSON.stringify({ "Fn::Join": ["", [getAtt(table), "/index/*"]] })]);
@@ -358,7 +360,7 @@ describe("streaming relay", () => {
     const actions = actionsOf(statements);
     expect(actions.filter((a) => a.endsWith(":*") || a === "*")).toEqual([]);
     expect(actions).toEqual(expect.arrayContaining(["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"]));
-    expect(resourcesFor(statements, "states:StartExecution")).toEqual([resolve(stateMachineArn(stack, "ensure-runtime"))]);
+    expect(resourcesFor(statements, "states:StartExecution")).toEqual([resolve(stateMachineArn(stack, "ensure-runtime")), resolve(stateMachineArn(stack, "idle-snapshot"))]);
     expect(statements.filter((s) => asArray(s.Action).includes("cloudwatch:PutMetricData"))).toEqual([
       expect.objectContaining({ Resource: "*", Condition: { StringEquals: { "cloudwatch:namespace": "SandboxControlPlane" } } }),
     ]);

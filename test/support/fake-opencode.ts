@@ -18,6 +18,8 @@ export class FakeOpenCode implements AgentClient, AgentMessageSource {
   requireAuthorization = false;
   /** Calls refused for a missing or wrong authorization. */
   refused = 0;
+  /** On: the server is gone (its sandbox died): every new event stream fails as a refused connection. */
+  unreachable = false;
   private readonly authorizations = new Map<string, string>();
   private readonly subscribers = new Set<(event: AgentEvent) => void>();
   /** Ends every open event stream (the server side of an SSE connection dropping). */
@@ -103,6 +105,7 @@ export class FakeOpenCode implements AgentClient, AgentMessageSource {
   async *events(endpoint: AgentEndpoint, signal: AbortSignal): AsyncIterable<AgentEvent> {
     const refused = this.refusal(endpoint, "events");
     if (refused) throw refused;
+    if (this.unreachable) throw new AgentUnavailableError("OpenCode events failed: connect ECONNREFUSED", { retryable: true });
     const queue: AgentEvent[] = [];
     let wake: (() => void) | null = null;
     let ended = false;

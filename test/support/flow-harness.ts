@@ -9,6 +9,8 @@ import { parseConfig, type Config } from "../../functions/config/config";
 import { newSessionId } from "../../functions/domain/ids";
 import { newSessionRecord, type SessionRecord } from "../../functions/domain/session";
 import type { FlowDeps } from "../../functions/flows/flow-deps";
+import type { HttpDeps } from "../../functions/http/http-handler";
+import type { WsDeps } from "../../functions/ws/ws-deps";
 import { createLogger } from "../../functions/observability/logger";
 import type { AgentClient } from "../../functions/ports/agent-client";
 import type { FlowName, StartFlowResult } from "../../functions/ports/flow-runner";
@@ -53,6 +55,9 @@ export interface FlowHarness {
   addClient(sessionId: string, connectionId?: string): Promise<string>;
   /** Moves the flows' clock forward (lease expiry without waiting). */
   advance(ms: number): void;
+  /** The composition's HTTP and WebSocket handler deps over the same stores (route handlers in flow tests). */
+  httpDeps: HttpDeps;
+  wsDeps: WsDeps;
   close(): Promise<void>;
 }
 
@@ -136,6 +141,8 @@ export async function startFlowHarness(options: { provider: SandboxProvider; age
     advance: (ms) => {
       offsetMs += ms;
     },
+    httpDeps: rt.httpDeps,
+    wsDeps: rt.wsDeps,
     close: async () => {
       await runner.whenIdle();
       await scheduler.close();

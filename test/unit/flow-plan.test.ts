@@ -241,6 +241,13 @@ describe("pauseReasonFor and finalClientStatus", () => {
     expect(pauseReasonFor("migrate", null)).toBe("inactivity");
   });
 
+  it("a sandbox found gone pauses on an older snapshot, whatever was asked for: sandbox_lost (issue 25 §7)", () => {
+    for (const [flow, reason] of [["pause", "user"], ["pause", "credit_limit"], ["idle-snapshot", "inactivity"], ["migrate", null]] as const) {
+      expect(pauseReasonFor(flow, reason, "lost"), `${flow} ${reason}`).toBe("sandbox_lost");
+    }
+    expect(pauseReasonFor("pause", "user", "memory")).toBe("user");
+  });
+
   it("maps stored statuses to what clients see at the end of a flow", () => {
     expect(SESSION_STATUSES.map(finalClientStatus)).toEqual(["creating", "running", "paused", "stopped", "error"]);
   });

@@ -25,9 +25,11 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
     const plan = planFlow(doc.flow, session, { connectedClients, idle });
     // Constraint 12: take the relay lease before anything is snapshotted. The relay's next
     // renewal fails, so it closes the stream and cancels its reconnects, and no relay claims the
-    // session until finish releases it.
-    const relayLease =
-      plan.proceed && doc.flow === "idle-snapshot" ? await deps.relayLeases.seize(doc.sessionId, `flow:${doc.execution}`, deps.now(), deps.config.LEASE_TTL_SECONDS) : null;
+    // session until finish releases it. A user pause terminates the sandbox too, so it does the
+    // same (issue 25 §7). A `sandbox_lost` check leaves the relay alone: the sandbox may well be
+    // alive (the flow then stands down), and the relay goes on reconnecting to it.
+    const seizesRelay = doc.flow === "pause" || (doc.flow === "idle-snapshot" && idleModeOf(doc.reason) !== "sandbox_lost");
+    const relayLease = plan.proceed && seizesRelay ? await deps.relayLeases.seize(doc.sessionId, `flow:${doc.execution}`, deps.now(), deps.config.LEASE_TTL_SECONDS) : null;
     if (plan.proceed && plan.progressStatus) {
       await broadcastStatus(deps, doc.sessionId, plan.progressStatus, plan.progressStatus === "migrating" ? "Extending session..." : undefined);
     }

@@ -58,6 +58,25 @@ async function write(doc: FlowDocument, deps: FlowDeps, session: SessionRecord):
     }
     case "paused": {
       const s = required(doc.snapshot, "snapshot result");
+      if (s.method === "lost" && s.snapshotId === null) {
+        // Issue 25 §5, §7: the sandbox is gone and there is no snapshot to pause on: nothing
+        // could ever be resumed, so the session ends (`stopped`, `sandbox_lost`), saying so.
+        return deps.sessions.transition(
+          session,
+          "stopped",
+          now,
+          {
+            stopReason: "sandbox_lost",
+            sandboxId: null,
+            openCodeUrl: null,
+            sandboxExpiresAt: null,
+            agentBusy: false,
+            lastKnownAgentIdleAt: null,
+            errorMessage: "The sandbox was lost and there was no snapshot to resume from",
+          },
+          guard,
+        );
+      }
       return deps.sessions.transition(
         session,
         "paused",
@@ -68,7 +87,7 @@ async function write(doc: FlowDocument, deps: FlowDeps, session: SessionRecord):
             sandboxId: foundSandbox,
             method: s.method,
             terminated: doc.terminate?.terminated ?? false,
-            pauseReason: pauseReasonFor(doc.flow, doc.reason),
+            pauseReason: pauseReasonFor(doc.flow, doc.reason, s.method),
             now,
           }),
           // A lost sandbox keeps the snapshots the session had (and their expiries).

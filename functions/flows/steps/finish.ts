@@ -20,6 +20,7 @@ import type { FlowDeps } from "../flow-deps";
 import { finalClientStatus } from "../plan";
 import { deliverQueuedPrompts } from "../../services/prompt-delivery";
 import { flowStep } from "../step";
+import { wakeWaiters } from "../wake-waiters";
 import { stepEntry } from "../lambda-entry";
 import { retireSupersededSnapshots } from "../snapshot-retirement";
 
@@ -129,6 +130,14 @@ export const makeFinishStep = flowStep("finish", async (doc, deps) => {
   // flow that never committed can leave snapshots unreferenced too.
   await isolated(deps, "snapshots", doc.sessionId, () => retireSupersededSnapshots(deps, doc, session));
   if (doc.flow === "idle-snapshot") await isolated(deps, "idle", doc.sessionId, () => settleIdleSnapshot(doc, deps, session, outcome));
+  if (doc.flow === "migrate" && doc.begin?.proceed && !doc.commit && !doc.superseded && session.status === "running" && session.sandboxId) {
+    // Issue 25 §7: the migration did not happen (its old sandbox would not terminate, say), and the
+    // schedule that fired it is spent: try again in a fifth of the lead, until the sandbox expires
+    // (if it dies first, the relay's stream-failure check pauses the session on its snapshot).
+    await isolated(deps, "expiry retry", doc.sessionId, () =>
+      deps.scheduler.arm({ sessionId: session.id, purpose: "expiry" }, new Date(deps.now().getTime() + (deps.config.EXPIRY_MIGRATION_LEAD_SECONDS * 1000) / 5)),
+    );
+  }
 
   await isolated(deps, "audit", doc.sessionId, () =>
     deps.events.append({
@@ -158,6 +167,9 @@ export const makeFinishStep = flowStep("finish", async (doc, deps) => {
   if (outcome === "committed" || (outcome === "failed" && !doc.recorded && shownProgress)) {
     await isolated(deps, "push", doc.sessionId, () => broadcastStatus(deps, doc.sessionId, finalClientStatus(session.status), session.errorMessage ?? undefined));
   }
+
+  // Issue 25 §1: clients that connected, or a resume asked for, while this flow paused the session.
+  if (outcome === "committed") await isolated(deps, "wake", doc.sessionId, () => wakeWaiters(deps, doc, session));
 
   let delivery = "none";
   await isolated(deps, "prompts", doc.sessionId, async () => {

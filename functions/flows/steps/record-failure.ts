@@ -8,6 +8,8 @@
  * - a migration whose old sandbox is already gone (terminated before the new one is created)
  *   pauses the session on the snapshot it took, `pauseReason: "migration_failed"`: resumable,
  *   and `paused` keeps a usable snapshot (ARCHITECTURE.md §4);
+ * - a migration whose old sandbox could not be terminated keeps running there, with the snapshot
+ *   it took recorded (finish re-arms the expiry schedule to try again);
  * - every other flow leaves the session as it was (still running) and tells clients why.
  */
 import { errorForLog } from "../../observability/logger";
@@ -85,6 +87,16 @@ export const makeRecordFailureStep = flowStep("record-failure", async (doc, deps
     }
     await broadcastStatus(deps, doc.sessionId, "paused", "Moving to a new sandbox failed; resume restores the saved state");
     return {};
+  }
+  if (doc.flow === "migrate" && doc.snapshot?.snapshotId && !doc.terminate?.terminated && session.status === "running" && session.sandboxId === (doc.begin?.sandboxId ?? null)) {
+    // Issue 25 §7: the old sandbox could not be terminated, so no new one was created and the
+    // session goes on running there. The snapshot it took is kept (the newest resumable state if
+    // that sandbox dies before the next attempt); finish re-arms the expiry schedule for it.
+    try {
+      await deps.sessions.update(session, { snapshotId: doc.snapshot.snapshotId }, deps.now(), leaseOf(doc));
+    } catch (err) {
+      deps.logger.warn("migration snapshot not kept: session moved on", { sessionId: doc.sessionId, error: errorForLog(err) });
+    }
   }
   await broadcast(deps, doc.sessionId, { type: "error", code: `${doc.flow}_failed`, message: `${doc.flow} failed: ${detail}` });
   return {};

@@ -25,9 +25,11 @@
 import { agentEndpoint } from "../../agent/agent-endpoint";
 import { NotFoundError } from "../../domain/errors";
 import type { SessionRecord } from "../../domain/session";
-import { idleModeOf } from "../../idle/idle-predicate";
-import type { SandboxProvider } from "../../ports/sandbox-provider";
+import { readIdleFacts } from "../../idle/idle-check";
+import { evaluateIdle, idleModeOf } from "../../idle/idle-predicate";
+import type { PauseResult, SandboxProvider, SnapshotResult } from "../../ports/sandbox-provider";
 import type { FlowDeps } from "../flow-deps";
+import type { FlowDocument } from "../flow-document";
 import { snapshotMethod } from "../plan";
 import { STEP_ERRORS, StepError } from "../step-errors";
 import { flowStep, leaseOf } from "../step";
@@ -61,6 +63,14 @@ export const makeSnapshotStep = flowStep("snapshot", async (doc, deps) => {
   const provider = await deps.provider(session.provider);
   if (doc.flow === "idle-snapshot") {
     const mode = idleModeOf(doc.reason);
+    if (mode !== "sandbox_lost") {
+      // The last safe point (issue 25 §1): after this the sandbox is snapshotted and goes away.
+      // A client, proxy, prompt or touch that arrived since Begin checked makes the flow stand
+      // down with the sandbox untouched (seed 002 constraints 2, 3: the grace is part of it).
+      const facts = await readIdleFacts(deps, session.id, session);
+      const verdict = facts ? evaluateIdle(facts, mode, deps.config) : null;
+      if (verdict && !verdict.idle) throw new StepError(STEP_ERRORS.notIdle, `session ${session.id}: not idle any more (${verdict.reason ?? "unknown"})`);
+    }
     const agent = mode === "sandbox_lost" ? "unreachable" : await probeAgent(deps, session);
     if (agent === "busy") throw new StepError(STEP_ERRORS.notIdle, `session ${session.id}: the agent is busy`);
     if (agent === "unreachable" && !(await sandboxAlive(provider, sandboxId))) {
@@ -71,12 +81,27 @@ export const makeSnapshotStep = flowStep("snapshot", async (doc, deps) => {
   }
   const method = snapshotMethod(doc.flow, doc.begin?.branch ?? null, provider);
   await deps.sessions.verifyLease(lease, deps.now());
-  const taken =
-    method === "pause"
-      ? await provider.pause(session.id, sandboxId)
-      : method === "memory"
-        ? await provider.memorySnapshot(session.id, sandboxId)
-        : await provider.snapshot(session.id, sandboxId);
+  let taken: PauseResult | SnapshotResult;
+  try {
+    taken =
+      method === "pause"
+        ? await provider.pause(session.id, sandboxId)
+        : method === "memory"
+          ? await provider.memorySnapshot(session.id, sandboxId)
+          : await provider.snapshot(session.id, sandboxId);
+  } catch (err) {
+    // Issue 25 §7: a sandbox that already exited cannot be snapshotted. A flow that pauses the
+    // session then pauses it on its last snapshot (`lost`) instead of leaving it `running` on a
+    // dead sandbox until the sweeper. A liveness check that fails itself proves nothing.
+    if (pauses(doc) && !(await sandboxAlive(provider, sandboxId).catch(() => true))) {
+      await deps.sessions.verifyLease(lease, deps.now());
+      deps.logger.warn("snapshot failed on a sandbox that is gone: pausing on the last snapshot", { sessionId: session.id, sandboxId, snapshotId: session.snapshotId });
+      return { snapshotId: session.snapshotId, method: "lost" as const };
+    }
+    throw err;
+  }
+  // Issue 22 §3: a snapshot that expires (a Modal memory snapshot) gets a durable filesystem
+  // snapshot beside it, so a paused session never silently expires.
   const expiresAt = "expiresAt" in taken ? (taken.expiresAt ?? null) : null;
   if (expiresAt === null || method === "filesystem") return { snapshotId: taken.snapshotId, method, expiresAt };
   try {
@@ -87,5 +112,10 @@ export const makeSnapshotStep = flowStep("snapshot", async (doc, deps) => {
     throw err;
   }
 });
+
+/** Flows whose snapshot ends the sandbox's life (the commit pauses the session). */
+function pauses(doc: FlowDocument): boolean {
+  return doc.flow === "pause" || doc.flow === "idle-snapshot" || (doc.flow === "migrate" && doc.begin?.branch === "pause");
+}
 
 export const handler = stepEntry(makeSnapshotStep, awsProviders);

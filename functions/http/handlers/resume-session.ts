@@ -1,12 +1,32 @@
 /**
  * POST /v1/sessions/{id}/resume: provisions or restores the sandbox through `ensure-runtime`
- * (the same flow as first connect). 202 at once; a running session is already there (202, no
- * flow); a stopped one is 409. Activity is touched before the flow starts (seed 002 constraint
- * 3), so an idle snapshot that is deciding right now sees the fresh activity and stands down.
+ * (the same flow as first connect). 202 at once; a stopped session is 409. Activity is touched
+ * before the flow starts (seed 002 constraint 3), so an idle snapshot that is deciding right now
+ * sees the fresh activity and stands down.
+ *
+ * A running session may be on its way out (a pause, idle snapshot or migration holds it): the
+ * request is recorded first and the session read again (issue 25 §1). Still running: nothing to
+ * start, and a flow that commits `paused` later resumes it for this request (flows/wake-waiters.ts);
+ * paused by now: this starts `ensure-runtime` itself.
  */
+import { toSessionView } from "../../domain/session";
+import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
-import { lifecycleActionRoute } from "../session-actions";
+import { requireStatus, startSessionFlow } from "../session-actions";
+import { loadOwnedSession, requirePrincipal, SessionPathParams } from "../session-access";
 
-export const makeResumeSessionHandler = lifecycleActionRoute({ name: "ResumeSession", flow: "ensure-runtime", allowed: ["starting", "running", "paused", "error"], action: "resume", reason: "resume", alreadyDone: ["running"], touchActivity: true });
+export const makeResumeSessionHandler = httpRoute({ name: "ResumeSession", auth: true, params: SessionPathParams }, async ({ params, principal }, deps) => {
+  const caller = requirePrincipal(principal);
+  const session = await loadOwnedSession(deps.sessions, caller, params.id);
+  requireStatus(session, ["starting", "running", "paused", "error"], "resume");
+  await deps.sessions.touchActivity(session.id, deps.now());
+  let current = session;
+  if (session.status === "running") {
+    await deps.sessions.requestResume(session.id, deps.now());
+    current = (await deps.sessions.getSession(session.id)) ?? session;
+  }
+  if (current.status !== "running" && current.status !== "stopped") await startSessionFlow(deps, current, "ensure-runtime", `user:${caller.userId}`, "resume");
+  return { status: 202, body: { session: toSessionView(current, deps.now()) } };
+});
 
 export const handler = lambdaEntry(makeResumeSessionHandler);

@@ -5,7 +5,8 @@
  * API token that minted it is still valid). Authenticates,
  * checks the session belongs to the caller's org, registers the connection (idempotent, seed
  * 002 constraint 8), touches activity, and starts `ensure-runtime` when the session is not
- * running (connecting provisions or resumes the sandbox, seed 000 §2). A rejected connect is
+ * running (connecting provisions or resumes the sandbox, seed 000 §2), judged from a read made
+ * after the connection is registered (issue 25 §1: a flow pausing it meanwhile wakes it for us). A rejected connect is
  * the HTTP status of the refusal (401, 403, 404, 409), and registers nothing.
  */
 import * as z from "zod";
@@ -83,7 +84,11 @@ export function makeConnectHandler(deps: WsDeps): (event: WsEvent) => Promise<Ws
       }
       // Before anything that may wait (seed 002 constraint 3).
       await deps.sessions.touchActivity(session.id, now);
-      if (session.status !== "running") await startSessionFlow(deps, session, "ensure-runtime", `user:${caller.userId}`, "connect");
+      // Issue 25 §1: decide on the state read after this connection counts. A pause, idle
+      // snapshot or migration that commits `paused` after this read sees the connection and
+      // resumes the session itself (flows/wake-waiters.ts); one that committed before it is seen here.
+      const current = (await deps.sessions.getSession(session.id)) ?? session;
+      if (current.status !== "running" && current.status !== "stopped") await startSessionFlow(deps, current, "ensure-runtime", `user:${caller.userId}`, "connect");
       await deps.afterConnect({ connectionId, sessionId: session.id });
       deps.logger.info("client connected", { sessionId: session.id, connectionId });
       return { statusCode: 200 };
