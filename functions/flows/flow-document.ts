@@ -50,6 +50,8 @@ export const ProvisionResult = z.object({
   codingAgentSessionId: z.string().nullable(),
   /** The key epoch the sandbox's sidecar holds (absent from documents written before epochs). */
   sandboxKeyEpoch: z.number().int().nonnegative().optional(),
+  /** The sandbox's preview proxy (its exposed ports), when the provider has one. */
+  previewUrl: z.string().nullable().optional(),
   ms: z.number(),
 });
 export type ProvisionResult = z.infer<typeof ProvisionResult>;

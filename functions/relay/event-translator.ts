@@ -272,6 +272,19 @@ export class EventTranslator {
     });
   }
 
+  /**
+   * The relay ends the turn on purpose (a rate-limited turn it aborts to fail over): the turn
+   * ends with this error rather than as a cancel, and clients hear it now.
+   */
+  failTurn(error: AgentError): Translation {
+    return this.step((out) => this.noteError(error, null, out));
+  }
+
+  /** `provider/model` of the newest assistant message seen in the turn in progress. */
+  get model(): string | null {
+    return this.turnModel;
+  }
+
   private step(fn: (out: Out) => void): Translation {
     const before = this.busy;
     const out = emptyOut();
