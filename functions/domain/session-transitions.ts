@@ -73,6 +73,7 @@ export const TRANSITION_CHANGE_FIELDS = [
   "endedAt",
   "sandboxExpiresAt",
   "openCodeUrl",
+  "previewUrl",
   "codingAgentSessionId",
   "sandboxKeyEpoch",
   "agentBusy",

@@ -187,6 +187,12 @@ export class EventTranslator {
   /** The error of the turn in progress (a `session.error`, or the first failed message); reset at its idle boundary. */
   private turnError: AgentError | null = null;
   private turnErrorReported = false;
+  /**
+   * The provider error OpenCode is retrying (`session.status` `retry`), until the turn makes
+   * progress again: a turn that ends meanwhile (aborted during the wait: OpenCode 1.18.33 then
+   * completes the message with no error) ended with it.
+   */
+  private retryError: AgentError | null = null;
   /** The model of the turn's last assistant message. */
   private turnModel: string | null = null;
 
@@ -293,8 +299,10 @@ export class EventTranslator {
     let outcome: TurnOutcome | null = null;
     if (before && !after) {
       this.prune();
-      outcome = { reason: finishReasonOf(this.turnError), error: this.turnError, model: this.turnModel };
+      const error = this.turnError ?? this.retryError;
+      outcome = { reason: finishReasonOf(error), error, model: this.turnModel };
       this.turnError = null;
+      this.retryError = null;
       this.turnErrorReported = false;
       this.turnModel = null;
     }
@@ -326,7 +334,7 @@ export class EventTranslator {
   private setStatus(type: string, out: Out, retryMessage?: string): void {
     if (type === "busy" || type === "retry") {
       this.statusBusy = true;
-      if (type === "retry") out.retry = classifyRetry(retryMessage);
+      if (type === "retry") out.retry = this.retryError = classifyRetry(retryMessage);
     } else if (type === "idle") {
       this.statusBusy = false;
       // The turn is over: whatever is still open ends here, with the text seen so far.
@@ -391,6 +399,8 @@ export class EventTranslator {
     if (known && known.type !== "text") return;
     const part = known ?? this.newPart(m, partId, "text");
     part.text += delta;
+    // The model answers again: whatever was retried is behind us.
+    if (m.role !== "user") this.retryError = null;
     if (m.role === "user") return;
     // Only assistant messages stream.
     m.role = "assistant";
@@ -418,6 +428,7 @@ export class EventTranslator {
 
   private setTool(m: MessageState, partId: string, tool: string, status: ToolStatus, state: ToolState, out: Out): void {
     const part = m.parts.get(partId) ?? this.newPart(m, partId, "tool");
+    this.retryError = null;
     const title = state?.title ?? null;
     // OpenCode sends `{}` while the call's arguments are still streaming in.
     const input = state?.input && Object.keys(state.input).length > 0 ? (clipToolValue(state.input) as Record<string, unknown>) : part.input;
@@ -444,7 +455,7 @@ export class EventTranslator {
     if (this.done.has(m.id)) return;
     this.markDone(m.id);
     // A message the turn's failure left open ends with that failure.
-    m.error ??= this.turnError;
+    m.error ??= this.turnError ?? this.retryError;
     out.client.push({ type: "message.finalize", messageId: m.id, text: textOf(m), reason: finishReasonOf(m.error), ...(m.error ? { error: m.error } : {}) });
     this.record(m, out);
   }
