@@ -66,8 +66,13 @@ export async function onPermissionsAsked(deps: AgentTurnDeps, watch: TurnWatch, 
   const policy = session?.permissionPolicy ?? "auto";
   for (const ask of asks) {
     if (policy === "auto") {
-      await deps.agent.replyPermission(watch.endpoint, ask.permissionId, "once");
-      deps.logger.info("permission approved by policy", { sessionId: watch.sessionId, permissionId: ask.permissionId, permission: ask.permission });
+      try {
+        await deps.agent.replyPermission(watch.endpoint, ask.permissionId, "once");
+        deps.logger.info("permission approved by policy", { sessionId: watch.sessionId, permissionId: ask.permissionId, permission: ask.permission });
+      } catch (err) {
+        // Answered already (a previous relay of the session), or the agent is gone: its stream says what comes next.
+        deps.logger.warn("permission approval failed", { sessionId: watch.sessionId, permissionId: ask.permissionId, error: errorForLog(err) });
+      }
       continue;
     }
     watch.asked.add(ask.permissionId);

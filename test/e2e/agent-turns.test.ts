@@ -112,7 +112,11 @@ describe("agent errors (issue 25 §2)", () => {
       client.send({ type: "prompt", content: `fail ${status}` });
       const failover = await client.waitFor((m) => m.type === "agent.failover" && client.received.indexOf(m) >= from, 60_000, "agent.failover");
       expect(failover).toMatchObject({ from: "dev/echo", to: "dev/echo-backup", reason: code });
-      await client.waitFor((m) => m.type === "message.finalize" && m.text === `echo: fail ${status}` && m.reason === "end_turn", 60_000, "the answer of the backup model");
+      await client
+        .waitFor((m) => m.type === "message.finalize" && m.text === `echo: fail ${status}` && m.reason === "end_turn", 60_000, "the answer of the backup model")
+        .catch((err: unknown) => {
+          throw new Error(`${String(err)}: ${JSON.stringify(after(client, from))}`);
+        });
       await promptStatuses(id, "completed");
       const items = await transcript(id);
       expect(items.find((m) => m.role === "system")?.text).toContain("dev/echo-backup");

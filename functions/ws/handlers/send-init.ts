@@ -38,8 +38,9 @@ async function transcriptOf(deps: WsDeps, sessionId: string): Promise<Transcript
 }
 
 /** Distinct users of the given connections, in order of first connection. */
-export function connectedUsers(connections: Pick<ClientConnection, "userId">[]): { userId: string }[] {
-  return [...new Set(connections.map((c) => c.userId))].map((userId) => ({ userId }));
+export function connectedUsers(connections: Pick<ClientConnection, "userId" | "connectedAt">[]): { userId: string }[] {
+  const byArrival = [...connections].sort((a, b) => a.connectedAt.localeCompare(b.connectedAt));
+  return [...new Set(byArrival.map((c) => c.userId))].map((userId) => ({ userId }));
 }
 
 /** What a client should show now: the stored status, or the flow in progress on it. */
