@@ -43,6 +43,8 @@ export interface TurnWatch {
   asked: Set<string>;
   /** A failover decided before the turn ended (the relay aborted a rate-limited turn for it). */
   failover: Failover | null;
+  /** The last prompt sent again after an abort, until its turn ended once: see `resendInterrupted`. */
+  resentAfterAbort: { promptId: string; model: string; again: boolean } | null;
 }
 
 export interface Failover {
@@ -118,6 +120,7 @@ export async function settleFailedTurn(deps: AgentTurnDeps, watch: TurnWatch, ou
   const to = planned?.to ?? (session ? nextModel(session, from) : null);
   const prompt = (await deps.prompts.list(watch.sessionId, "processing"))[0];
   if (!to || !prompt) return failure;
+  watch.resentAfterAbort = planned ? { promptId: prompt.promptId, model: to, again: false } : null;
   const now = deps.now();
   await deps.transcript.upsert(failoverNote(watch.sessionId, prompt, { from, to, error }, now));
   await send({ type: "agent.failover", promptId: prompt.promptId, from, to, reason: error.code, message: error.message });
@@ -129,6 +132,24 @@ export async function settleFailedTurn(deps: AgentTurnDeps, watch: TurnWatch, ou
   }
   deps.logger.info("model failover", { sessionId: watch.sessionId, promptId: prompt.promptId, from, to, code: error.code });
   return null;
+}
+
+/**
+ * OpenCode 1.18.33 reports a session idle after an abort a moment before its loop has ended: a
+ * prompt sent in that moment joins the dying loop, which ends it at once with an empty answer and
+ * no error (seen under load in test/e2e/agent-turns.test.ts). A failover sent right after the
+ * relay's abort whose turn ended that way is sent once more; true when it was.
+ */
+export async function resendInterrupted(deps: AgentTurnDeps, watch: TurnWatch, outcome: TurnOutcome): Promise<boolean> {
+  const resent = watch.resentAfterAbort;
+  watch.resentAfterAbort = null;
+  if (!resent || resent.again || outcome.reason !== "end_turn" || !outcome.empty) return false;
+  const prompt = (await deps.prompts.list(watch.sessionId, "processing")).find((p) => p.promptId === resent.promptId);
+  if (!prompt) return false;
+  deps.logger.warn("model failover: the turn sent after the abort was cut short; sending it again", { sessionId: watch.sessionId, promptId: prompt.promptId, model: resent.model });
+  await deps.agent.promptAsync(watch.endpoint, watch.agentSessionId, prompt.content, { model: resent.model });
+  watch.resentAfterAbort = { ...resent, again: true };
+  return true;
 }
 
 function failoverNote(sessionId: string, prompt: QueuedPrompt, failover: Failover, now: Date): TranscriptMessage {

@@ -66,6 +66,8 @@ export interface TurnOutcome {
   error: AgentError | null;
   /** `provider/model` of the turn's last assistant message, when seen. */
   model: string | null;
+  /** The turn's assistant messages said nothing and called no tool. */
+  empty: boolean;
 }
 
 export type AgentTransition = "busy" | "idle" | null;
@@ -193,6 +195,8 @@ export class EventTranslator {
    * completes the message with no error) ended with it.
    */
   private retryError: AgentError | null = null;
+  /** The turn in progress produced assistant text or a tool call. */
+  private turnOutput = false;
   /** The model of the turn's last assistant message. */
   private turnModel: string | null = null;
 
@@ -300,7 +304,8 @@ export class EventTranslator {
     if (before && !after) {
       this.prune();
       const error = this.turnError ?? this.retryError;
-      outcome = { reason: finishReasonOf(error), error, model: this.turnModel };
+      outcome = { reason: finishReasonOf(error), error, model: this.turnModel, empty: !this.turnOutput };
+      this.turnOutput = false;
       this.turnError = null;
       this.retryError = null;
       this.turnErrorReported = false;
@@ -400,7 +405,10 @@ export class EventTranslator {
     const part = known ?? this.newPart(m, partId, "text");
     part.text += delta;
     // The model answers again: whatever was retried is behind us.
-    if (m.role !== "user") this.retryError = null;
+    if (m.role !== "user") {
+      this.retryError = null;
+      this.turnOutput = true;
+    }
     if (m.role === "user") return;
     // Only assistant messages stream.
     m.role = "assistant";
@@ -421,6 +429,7 @@ export class EventTranslator {
     part.type = "text";
     part.text = text;
     part.hidden = hidden;
+    if (m.role === "assistant" && !hidden && text !== "") this.turnOutput = true;
     if (m.role === "assistant" && m.announced && !hidden && text.length > before.length && text.startsWith(before)) {
       out.client.push({ type: "message.part.text-delta", messageId: m.id, partId, delta: text.slice(before.length) });
     }
@@ -429,6 +438,7 @@ export class EventTranslator {
   private setTool(m: MessageState, partId: string, tool: string, status: ToolStatus, state: ToolState, out: Out): void {
     const part = m.parts.get(partId) ?? this.newPart(m, partId, "tool");
     this.retryError = null;
+    this.turnOutput = true;
     const title = state?.title ?? null;
     // OpenCode sends `{}` while the call's arguments are still streaming in.
     const input = state?.input && Object.keys(state.input).length > 0 ? (clipToolValue(state.input) as Record<string, unknown>) : part.input;

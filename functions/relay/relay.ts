@@ -36,7 +36,7 @@ import type { SessionStore } from "../ports/session-store";
 import type { TranscriptStore } from "../ports/transcript";
 import { OpenCodeMessageReader, type AgentMessage, type AgentMessageSource } from "./agent-messages";
 import { EventTranslator, type RelayClientMessage, type Translation } from "./event-translator";
-import { onPermissionsAsked, onPermissionsReplied, onRetry, settleFailedTurn, withAuthors, type TurnWatch } from "./agent-turns";
+import { onPermissionsAsked, onPermissionsReplied, onRetry, resendInterrupted, settleFailedTurn, withAuthors, type TurnWatch } from "./agent-turns";
 import { SessionStream, type StreamSnapshot } from "./session-stream";
 
 export interface RelayDeps {
@@ -354,7 +354,7 @@ export class StreamingRelay {
       connections: null,
       busySince: null,
       strandedCheckedAt: this.deps.now().getTime(),
-      turn: { sessionId, endpoint, agentSessionId: target.agentSessionId, asked: new Set(), failover: null },
+      turn: { sessionId, endpoint, agentSessionId: target.agentSessionId, asked: new Set(), failover: null, resentAfterAbort: null },
     };
     this.watches.set(sessionId, watch);
     stream.start();
@@ -490,6 +490,7 @@ export class StreamingRelay {
     // A turn that ended in an error fails its prompt, or sends it again on the next model (the
     // turn goes on: no completion, no idle check).
     let failure = null;
+    if (outcome && (await resendInterrupted(this.deps, watch.turn, outcome))) return;
     if (outcome && outcome.reason !== "end_turn") {
       failure = await settleFailedTurn(this.deps, watch.turn, outcome, (m) => this.fanOut(watch, m));
       if (failure === null) return;

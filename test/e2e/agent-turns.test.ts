@@ -120,7 +120,9 @@ describe("agent errors (issue 25 §2)", () => {
       await promptStatuses(id, "completed");
       const items = await transcript(id);
       expect(items.find((m) => m.role === "system")?.text).toContain("dev/echo-backup");
-      expect(items.filter((m) => m.role === "assistant").map((m) => m.reason)).toEqual(["error", "end_turn"]);
+      const answers = items.filter((m) => m.role === "assistant");
+      expect(answers[0]).toMatchObject({ reason: "error", error: { code } });
+      expect(answers.at(-1)).toMatchObject({ reason: "end_turn", text: `echo: fail ${status}` });
     });
   }
 
