@@ -30,7 +30,7 @@ import { createParser } from "eventsource-parser";
 import * as z from "zod";
 import { AgentUnavailableError } from "../domain/errors";
 import { redactSecrets } from "../observability/redact-secrets";
-import type { AgentClient, AgentEndpoint, AgentEvent } from "../ports/agent-client";
+import type { AgentClient, AgentEndpoint, AgentEvent, PermissionResponse } from "../ports/agent-client";
 import type { OpenCodeSdk } from "./opencode-sdk";
 
 export type { OpenCodeSdk } from "./opencode-sdk";
@@ -238,9 +238,20 @@ export class OpenCodeAgentClient implements AgentClient {
     return api.parse("ensureSession", created, CreatedSession).id;
   }
 
-  async promptAsync(endpoint: AgentEndpoint, agentSessionId: string, text: string): Promise<void> {
+  async promptAsync(endpoint: AgentEndpoint, agentSessionId: string, text: string, options: { model?: string } = {}): Promise<void> {
     const { api } = this;
-    api.ok("promptAsync", await api.call("promptAsync", endpoint, (o, { sdk }) => sdk.session.promptAsync({ sessionID: agentSessionId, parts: [{ type: "text", text }] }, o)));
+    const slash = options.model?.indexOf("/") ?? -1;
+    const model = options.model && slash > 0 ? { providerID: options.model.slice(0, slash), modelID: options.model.slice(slash + 1) } : undefined;
+    api.ok(
+      "promptAsync",
+      await api.call("promptAsync", endpoint, (o, { sdk }) => sdk.session.promptAsync({ sessionID: agentSessionId, parts: [{ type: "text", text }], ...(model ? { model } : {}) }, o)),
+    );
+  }
+
+  /** OpenCode 1.18: `POST /permission/{requestID}/reply {reply}`; an unknown (already answered) request is a 404. */
+  async replyPermission(endpoint: AgentEndpoint, permissionId: string, response: PermissionResponse): Promise<void> {
+    const { api } = this;
+    api.ok("replyPermission", await api.call("replyPermission", endpoint, (o, { sdk }) => sdk.permission.reply({ requestID: permissionId, reply: response }, o)));
   }
 
   async abort(endpoint: AgentEndpoint, agentSessionId: string): Promise<void> {

@@ -76,6 +76,7 @@ export const TRANSITION_CHANGE_FIELDS = [
   "endedAt",
   "sandboxExpiresAt",
   "openCodeUrl",
+  "previewUrl",
   "codingAgentSessionId",
   "sandboxKeyEpoch",
   "agentBusy",

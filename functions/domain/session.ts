@@ -6,7 +6,7 @@ import { posix } from "node:path";
 import * as z from "zod";
 import { EnvFileSchema, type EnvSpec } from "../../sandbox/shared/env-file-schema";
 import { NotAFileError, OutsideWorkspaceError, resolveInsideWorkspaceLexically, splitFilePath } from "../../sandbox/shared/workspace-path";
-import { AgentModel, GitIdentity, SecretName, ServiceCommand } from "./agent-settings";
+import { AgentModel, GitIdentity, ModelId, SecretName, ServiceCommand } from "./agent-settings";
 import { workspacePathTextProblem } from "./text";
 import { resolveRestoreSource, type RestoreSource } from "./restore-source";
 
@@ -31,6 +31,19 @@ export type SessionType = z.infer<typeof SessionType>;
 export const PROVIDER_TYPES = ["local", "modal", "e2b"] as const;
 export const ProviderType = z.enum(PROVIDER_TYPES);
 export type ProviderType = z.infer<typeof ProviderType>;
+
+/**
+ * What answers the agent's permission requests (OpenCode `permission.asked`, issue 25 §3):
+ * `auto` approves each one (the sandbox is the boundary, as seed 004's headless agent does);
+ * `ask` puts the question to the session's clients (`permission.asked` frame) and waits for one
+ * of them to answer (`permission.reply`).
+ */
+export const PERMISSION_POLICIES = ["auto", "ask"] as const;
+export const PermissionPolicy = z.enum(PERMISSION_POLICIES);
+export type PermissionPolicy = z.infer<typeof PermissionPolicy>;
+
+/** At most this many fallback models after the session's own (seed 004 model failover). */
+export const MAX_FALLBACK_MODELS = 5;
 
 /** Why a session is paused. Open vocabulary: the known reasons plus provider-specific ones. */
 export const PauseReason = z.union([
@@ -149,6 +162,13 @@ export const SessionRecord = z.object({
   envFiles: z.array(EnvFileSchema).default([]),
   /** The model (and the secret holding its key) for this session; null: the org's, else the deployment default. */
   model: AgentModel.nullable().default(null),
+  /**
+   * Seed 004 model failover: when a turn fails with a rate-limit, auth or billing error, it is
+   * sent again on the next of these (`provider/model`; their provider's key must reach the
+   * sandbox like the main model's: the deployment's, or the same provider's). `[]`: no failover.
+   */
+  fallbackModels: z.array(ModelId).default([]),
+  permissionPolicy: PermissionPolicy.default("auto"),
   /** Written to the agent's `instructions.md` at every boot. */
   systemPrompt: z.string().nullable().default(null),
   /** Started by the sidecar at every boot (seed 000 "service auto-start"). */
@@ -191,6 +211,11 @@ export const SessionRecord = z.object({
    * grant access to the agent, so the client view never includes it.
    */
   openCodeUrl: z.string().nullable().default(null),
+  /**
+   * The current sandbox's preview proxy (the ports it exposes: seed 003 §4 port 20000 behind
+   * Caddy), when its provider gives one. Clients see it as `preview` while the session runs.
+   */
+  previewUrl: z.string().nullable().default(null),
   /** The OpenCode session inside the sandbox (verified or recreated on every resume). */
   codingAgentSessionId: z.string().nullable(),
   /**
@@ -214,17 +239,19 @@ export const SessionRecord = z.object({
 export type SessionRecord = z.infer<typeof SessionRecord>;
 
 /**
- * What clients see (API.md): the record without tenancy and concurrency internals, plus
+* What clients see (API.md): the record without tenancy and concurrency internals, plus
  * `restoreFrom`: the snapshot a resume at `now` restores (null: a fresh sandbox), with the one
- * after it once it expires (domain/restore-source.ts).
+ * after it once it expires (domain/restore-source.ts), and the sandbox's preview URL as
+ * `preview` (only while it runs; never the agent's tunnel).
  */
-export type SessionView = Omit<SessionRecord, "orgId" | "version" | "runningSince" | "initialPrompt" | "openCodeUrl" | "sandboxKeyEpoch"> & {
+export type SessionView = Omit<SessionRecord, "orgId" | "version" | "runningSince" | "initialPrompt" | "openCodeUrl" | "sandboxKeyEpoch" | "previewUrl"> & {
   restoreFrom: RestoreSource | null;
+  preview: { url: string } | null;
 };
 
 export function toSessionView(record: SessionRecord, now: Date): SessionView {
-  const { orgId: _org, version: _v, runningSince: _r, initialPrompt: _p, openCodeUrl: _u, sandboxKeyEpoch: _k, ...view } = record;
-  return { ...view, restoreFrom: resolveRestoreSource(record, now) };
+  const { orgId: _org, version: _v, runningSince: _r, initialPrompt: _p, openCodeUrl: _u, sandboxKeyEpoch: _k, previewUrl, ...view } = record;
+  return { ...view, restoreFrom: resolveRestoreSource(record, now), preview: record.status === "running" && previewUrl ? { url: previewUrl } : null };
 }
 
 export interface NewSessionInput {
@@ -238,6 +265,8 @@ export interface NewSessionInput {
   repos?: RepoSpec[] | undefined;
   envFiles?: SessionEnvFiles | undefined;
   model?: AgentModel | undefined;
+  fallbackModels?: string[] | undefined;
+  permissionPolicy?: PermissionPolicy | undefined;
   systemPrompt?: string | undefined;
   serviceCommands?: ServiceCommand[] | undefined;
   sshPublicKey?: string | undefined;
@@ -263,6 +292,8 @@ export function newSessionRecord(input: NewSessionInput): SessionRecord {
     repos: input.repos ?? [],
     envFiles: input.envFiles ?? [],
     model: input.model ?? null,
+    fallbackModels: input.fallbackModels ?? [],
+    permissionPolicy: input.permissionPolicy ?? "auto",
     systemPrompt: input.systemPrompt ?? null,
     serviceCommands: input.serviceCommands ?? [],
     sshPublicKey: input.sshPublicKey ?? null,
@@ -286,6 +317,7 @@ export function newSessionRecord(input: NewSessionInput): SessionRecord {
     lastActivityAt: now,
     sandboxExpiresAt: null,
     openCodeUrl: null,
+    previewUrl: null,
     codingAgentSessionId: null,
     agentBusy: false,
     lastKnownAgentIdleAt: null,

@@ -56,6 +56,8 @@ export const ProvisionResult = z.object({
   layer: z.enum(["session", "prebuild", "repo", "base", "none"]).nullable().optional(),
   /** The snapshot (or base) id it started from. */
   startedFrom: z.string().nullable().optional(),
+  /** The sandbox's preview proxy (its exposed ports), when the provider has one. */
+  previewUrl: z.string().nullable().optional(),
   ms: z.number(),
 });
 export type ProvisionResult = z.infer<typeof ProvisionResult>;

@@ -19,11 +19,20 @@ export interface AgentEndpoint {
   authorization: string | null;
 }
 
+/** OpenCode's answers to a permission request: allow this call, allow its pattern for good, refuse. */
+export const PERMISSION_RESPONSES = ["once", "always", "reject"] as const;
+export type PermissionResponse = (typeof PERMISSION_RESPONSES)[number];
+
 export interface AgentClient {
   /** Creates a coding-agent session, or verifies that `existingId` still exists; returns its id. */
   ensureSession(endpoint: AgentEndpoint, existingId?: string | null): Promise<string>;
-  /** Sends a prompt without waiting for the turn (`prompt_async`). */
-  promptAsync(endpoint: AgentEndpoint, agentSessionId: string, text: string): Promise<void>;
+  /**
+   * Sends a prompt without waiting for the turn (`prompt_async`); `options.model`
+   * (`provider/model`) runs this turn on that model instead of the configured one (failover).
+   */
+  promptAsync(endpoint: AgentEndpoint, agentSessionId: string, text: string, options?: { model?: string }): Promise<void>;
+  /** Answers a permission request the agent raised (`permission.asked`, OpenCode `POST /permission/{id}/reply`). */
+  replyPermission(endpoint: AgentEndpoint, permissionId: string, response: PermissionResponse): Promise<void>;
   abort(endpoint: AgentEndpoint, agentSessionId: string): Promise<void>;
   /** True while the agent is working on a turn in that session (OpenCode `GET /session/status`). */
   isBusy(endpoint: AgentEndpoint, agentSessionId: string): Promise<boolean>;

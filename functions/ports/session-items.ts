@@ -5,9 +5,16 @@
  */
 import * as z from "zod";
 
-/** Seed 001 prompt queue FSM: queued -> processing -> completed, processing -> queued on loss. */
-export const PROMPT_STATUSES = ["queued", "processing", "completed"] as const;
+/**
+ * Seed 001 prompt queue FSM: queued -> processing -> completed, processing -> queued on loss;
+ * processing -> failed when the agent's turn ended in an error or was canceled (issue 25 §2).
+ */
+export const PROMPT_STATUSES = ["queued", "processing", "completed", "failed"] as const;
 export type PromptStatus = (typeof PROMPT_STATUSES)[number];
+
+/** Why a prompt `failed`: its turn's finish reason and the agent's error (redacted). */
+export const PromptFailure = z.object({ reason: z.enum(["error", "canceled"]), code: z.string(), message: z.string() });
+export type PromptFailure = z.infer<typeof PromptFailure>;
 
 export const QueuedPrompt = z.object({
   promptId: z.string(),
@@ -18,6 +25,8 @@ export const QueuedPrompt = z.object({
   source: z.string(),
   createdAt: z.iso.datetime(),
   updatedAt: z.iso.datetime(),
+  /** Set when `failed`. */
+  failure: PromptFailure.optional(),
 });
 export type QueuedPrompt = z.infer<typeof QueuedPrompt>;
 
@@ -30,7 +39,7 @@ export interface PromptQueue {
    * Moves a prompt from `from` to `to` if it is still in `from`; false when another actor moved
    * it first (so exactly one dispatcher ever sends a given prompt).
    */
-  move(prompt: Pick<QueuedPrompt, "sessionId" | "promptId" | "createdAt">, from: PromptStatus, to: PromptStatus, now: Date): Promise<boolean>;
+  move(prompt: Pick<QueuedPrompt, "sessionId" | "promptId" | "createdAt">, from: PromptStatus, to: PromptStatus, now: Date, changes?: { failure?: PromptFailure }): Promise<boolean>;
 }
 
 export const LIFECYCLE_OUTCOMES = ["committed", "skipped", "failed", "superseded"] as const;

@@ -12,6 +12,10 @@ export const TranscriptPart = z.object({
   text: z.string().optional(),
   tool: z.string().optional(),
   status: z.string().optional(),
+  /** A tool call's arguments, and its output or error once it ended (bounded, redacted). */
+  input: z.record(z.string(), z.unknown()).optional(),
+  output: z.string().optional(),
+  error: z.string().optional(),
 });
 export type TranscriptPart = z.infer<typeof TranscriptPart>;
 
@@ -19,13 +23,19 @@ export const TranscriptMessage = z.object({
   sessionId: z.string(),
   /** The agent's message id (OpenCode `msg_...`). */
   messageId: z.string(),
-  role: z.enum(["user", "assistant"]),
+  /** `system`: a note of the control plane's own (a model failover), not something the agent said. */
+  role: z.enum(["user", "assistant", "system"]),
   /** The message's full text (text parts joined). */
   text: z.string(),
   parts: z.array(TranscriptPart),
   /** When the agent created the message (ISO). Orders the transcript. */
   createdAt: z.iso.datetime(),
   completedAt: z.iso.datetime().nullable(),
+  /** How an assistant message ended (`message.finalize`'s reason), and the error that ended it. */
+  reason: z.enum(["end_turn", "error", "canceled"]).optional(),
+  error: z.object({ code: z.string(), message: z.string() }).optional(),
+  /** Who sent a user message: the user id of the prompt's author. */
+  authorId: z.string().optional(),
 });
 export type TranscriptMessage = z.infer<typeof TranscriptMessage>;
 

@@ -17,7 +17,15 @@ export const AgentMessagePart = z.object({
   synthetic: z.boolean().optional(),
   ignored: z.boolean().optional(),
   tool: z.string().optional(),
-  state: z.object({ status: z.string().optional(), title: z.string().optional() }).optional(),
+  state: z
+    .object({
+      status: z.string().optional(),
+      title: z.string().optional(),
+      input: z.record(z.string(), z.unknown()).optional(),
+      output: z.string().optional(),
+      error: z.string().optional(),
+    })
+    .optional(),
 });
 export type AgentMessagePart = z.infer<typeof AgentMessagePart>;
 
@@ -27,6 +35,8 @@ export const AgentMessage = z.object({
     id: z.string(),
     role: z.string(),
     time: z.object({ created: z.number(), completed: z.number().optional() }),
+    /** Why an assistant message failed (OpenCode's error object, classified by ./agent-errors.ts). */
+    error: z.unknown().optional(),
   }),
   parts: z.array(AgentMessagePart),
 });

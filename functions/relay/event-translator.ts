@@ -9,11 +9,20 @@
  * boundary is the busy -> idle change of that derived state after an event, whichever event
  * caused it, never a match on an event name such as `session.idle`. An explicit idle status
  * finalizes any message still open, so a turn always ends with a finalize.
+ *
+ * Errors (issue 25 §2, functions/relay/agent-errors.ts): a `session.error` or an assistant
+ * message's `error` becomes an `error` frame (`code: "agent_error"`, never for a cancel), and
+ * the messages it ended are finalized with `reason` `error` (or `canceled`) and the error; the
+ * turn's outcome goes with the idle transition, so the relay can fail (or fail over) its prompt.
+ * Tool updates carry the call's input and, once it ended, its output or error (bounded,
+ * redacted). `permission.asked` / `permission.replied` are handed to the relay, which applies
+ * the session's permission policy.
  */
 import * as z from "zod";
 import type { AgentEvent } from "../ports/agent-client";
 import type { TranscriptMessage, TranscriptPart } from "../ports/transcript";
 import type { AgentMessage } from "./agent-messages";
+import { classifyAgentError, classifyRetry, clipToolText, clipToolValue, finishReasonOf, type AgentError, type FinishReason } from "./agent-errors";
 
 export const TOOL_STATUSES = ["pending", "running", "completed", "error"] as const;
 export type ToolStatus = (typeof TOOL_STATUSES)[number];
@@ -22,8 +31,44 @@ export type ToolStatus = (typeof TOOL_STATUSES)[number];
 export type RelayClientMessage =
   | { type: "message.create"; messageId: string; role: "assistant" }
   | { type: "message.part.text-delta"; messageId: string; partId: string; delta: string }
-  | { type: "message.part.tool-update"; messageId: string; partId: string; tool: string; status: ToolStatus; title?: string }
-  | { type: "message.finalize"; messageId: string; text: string };
+  | {
+      type: "message.part.tool-update";
+      messageId: string;
+      partId: string;
+      tool: string;
+      status: ToolStatus;
+      title?: string;
+      /** The call's arguments (bounded, redacted), once the agent has them. */
+      input?: Record<string, unknown>;
+      /** What a completed call returned (bounded, redacted). */
+      output?: string;
+      /** Why a call in `error` failed. */
+      error?: string;
+    }
+  | { type: "message.finalize"; messageId: string; text: string; reason: FinishReason; error?: AgentError }
+  /** The agent failed (never sent for a cancel): the model provider's or OpenCode's error, redacted. */
+  | { type: "error"; code: "agent_error"; message: string; error: AgentError; messageId?: string };
+
+/** OpenCode asks to run a tool that its permission rules say needs approval (`permission.asked`). */
+export interface PermissionAsk {
+  permissionId: string;
+  permission: string;
+  patterns: string[];
+  /** What may be approved for good with `always`. */
+  always: string[];
+  metadata: Record<string, unknown>;
+  tool: { messageId: string; callId: string } | null;
+}
+
+/** How a turn ended, with the idle transition that ended it. */
+export interface TurnOutcome {
+  reason: FinishReason;
+  error: AgentError | null;
+  /** `provider/model` of the turn's last assistant message, when seen. */
+  model: string | null;
+  /** The turn's assistant messages said nothing and called no tool. */
+  empty: boolean;
+}
 
 export type AgentTransition = "busy" | "idle" | null;
 
@@ -36,14 +81,43 @@ export interface Translation {
   transition: AgentTransition;
   /** True when a finalized message could not be recorded (its creation time was never seen): catch up from the agent. */
   gaps: boolean;
+  /** Set with an `idle` transition. */
+  outcome: TurnOutcome | null;
+  /** OpenCode is waiting out a provider error before retrying (`session.status` `retry`). */
+  retry: AgentError | null;
+  permissionsAsked: PermissionAsk[];
+  permissionsReplied: { permissionId: string; response: string }[];
 }
 
-const SessionStatusProps = z.object({ status: z.object({ type: z.string() }) });
+const SessionStatusProps = z.object({ status: z.object({ type: z.string(), message: z.string().optional() }) });
 const MessageInfo = z.object({
   id: z.string(),
   role: z.string(),
   time: z.object({ created: z.number(), completed: z.number().optional() }),
+  error: z.unknown().optional(),
+  providerID: z.string().optional(),
+  modelID: z.string().optional(),
 });
+const SessionErrorProps = z.object({ error: z.unknown().optional() });
+const PermissionAskedProps = z.object({
+  id: z.string(),
+  permission: z.string(),
+  patterns: z.array(z.string()).default([]),
+  always: z.array(z.string()).default([]),
+  metadata: z.record(z.string(), z.unknown()).default({}),
+  tool: z.object({ messageID: z.string(), callID: z.string() }).optional(),
+});
+const PermissionRepliedProps = z.object({ requestID: z.string(), reply: z.string() });
+const ToolStateSchema = z
+  .object({
+    status: z.string().optional(),
+    title: z.string().optional(),
+    input: z.record(z.string(), z.unknown()).optional(),
+    output: z.string().optional(),
+    error: z.string().optional(),
+  })
+  .optional();
+type ToolState = z.infer<typeof ToolStateSchema>;
 const MessageUpdatedProps = z.object({ info: MessageInfo });
 const PartUpdatedProps = z.object({
   part: z.object({
@@ -54,7 +128,7 @@ const PartUpdatedProps = z.object({
     synthetic: z.boolean().optional(),
     ignored: z.boolean().optional(),
     tool: z.string().optional(),
-    state: z.object({ status: z.string().optional(), title: z.string().optional() }).optional(),
+    state: ToolStateSchema,
   }),
 });
 const PartDeltaProps = z.object({ messageID: z.string(), partID: z.string(), field: z.string(), delta: z.string() });
@@ -69,6 +143,9 @@ interface PartState {
   tool: string | null;
   status: ToolStatus | null;
   title: string | null;
+  input: Record<string, unknown> | null;
+  output: string | null;
+  toolError: string | null;
 }
 
 interface MessageState {
@@ -80,12 +157,22 @@ interface MessageState {
   parts: Map<string, PartState>;
   /** `message.create` was sent. */
   announced: boolean;
+  /** The error that ended it (assistant messages). */
+  error: AgentError | null;
+  model: string | null;
 }
 
 interface Out {
   client: RelayClientMessage[];
   finalized: TranscriptMessage[];
   gaps: boolean;
+  retry: AgentError | null;
+  permissionsAsked: PermissionAsk[];
+  permissionsReplied: { permissionId: string; response: string }[];
+}
+
+function emptyOut(): Out {
+  return { client: [], finalized: [], gaps: false, retry: null, permissionsAsked: [], permissionsReplied: [] };
 }
 
 /** How many finalized message ids are remembered to ignore late updates. */
@@ -99,6 +186,19 @@ export class EventTranslator {
   private readonly done = new Set<string>();
   /** The last record produced per message, so an unchanged one is not persisted again. */
   private readonly recorded = new Map<string, string>();
+  /** The error of the turn in progress (a `session.error`, or the first failed message); reset at its idle boundary. */
+  private turnError: AgentError | null = null;
+  private turnErrorReported = false;
+  /**
+   * The provider error OpenCode is retrying (`session.status` `retry`), until the turn makes
+   * progress again: a turn that ends meanwhile (aborted during the wait: OpenCode 1.18.33 then
+   * completes the message with no error) ended with it.
+   */
+  private retryError: AgentError | null = null;
+  /** The turn in progress produced assistant text or a tool call. */
+  private turnOutput = false;
+  /** The model of the turn's last assistant message. */
+  private turnModel: string | null = null;
 
   constructor(private readonly ids: { sessionId: string; agentSessionId: string }) {}
 
@@ -119,7 +219,7 @@ export class EventTranslator {
       switch (event.type) {
         case "session.status": {
           const parsed = SessionStatusProps.safeParse(event.properties);
-          if (parsed.success) this.setStatus(parsed.data.status.type, out);
+          if (parsed.success) this.setStatus(parsed.data.status.type, out, parsed.data.status.message);
           return;
         }
         case "message.updated": {
@@ -135,6 +235,31 @@ export class EventTranslator {
         case "message.part.delta": {
           const parsed = PartDeltaProps.safeParse(event.properties);
           if (parsed.success && parsed.data.field === "text") this.textDelta(parsed.data.messageID, parsed.data.partID, parsed.data.delta, out);
+          return;
+        }
+        case "session.error": {
+          const parsed = SessionErrorProps.safeParse(event.properties);
+          const error = parsed.success ? classifyAgentError(parsed.data.error) : null;
+          this.noteError(error ?? { code: "agent_error", message: "the agent reported an error" }, null, out);
+          return;
+        }
+        case "permission.asked": {
+          const parsed = PermissionAskedProps.safeParse(event.properties);
+          if (!parsed.success) return;
+          const p = parsed.data;
+          out.permissionsAsked.push({
+            permissionId: p.id,
+            permission: p.permission,
+            patterns: p.patterns,
+            always: p.always,
+            metadata: clipToolValue(p.metadata) as Record<string, unknown>,
+            tool: p.tool ? { messageId: p.tool.messageID, callId: p.tool.callID } : null,
+          });
+          return;
+        }
+        case "permission.replied": {
+          const parsed = PermissionRepliedProps.safeParse(event.properties);
+          if (parsed.success) out.permissionsReplied.push({ permissionId: parsed.data.requestID, response: parsed.data.reply });
           return;
         }
         default:
@@ -157,13 +282,48 @@ export class EventTranslator {
     });
   }
 
+  /**
+   * The relay ends the turn on purpose (a rate-limited turn it aborts to fail over): the turn
+   * ends with this error rather than as a cancel, and clients hear it now.
+   */
+  failTurn(error: AgentError): Translation {
+    return this.step((out) => this.noteError(error, null, out));
+  }
+
+  /** `provider/model` of the newest assistant message seen in the turn in progress. */
+  get model(): string | null {
+    return this.turnModel;
+  }
+
   private step(fn: (out: Out) => void): Translation {
     const before = this.busy;
-    const out: Out = { client: [], finalized: [], gaps: false };
+    const out = emptyOut();
     fn(out);
     const after = this.busy;
-    if (before && !after) this.prune();
-    return { ...out, transition: before === after ? null : after ? "busy" : "idle" };
+    let outcome: TurnOutcome | null = null;
+    if (before && !after) {
+      this.prune();
+      const error = this.turnError ?? this.retryError;
+      outcome = { reason: finishReasonOf(error), error, model: this.turnModel, empty: !this.turnOutput };
+      this.turnOutput = false;
+      this.turnError = null;
+      this.retryError = null;
+      this.turnErrorReported = false;
+      this.turnModel = null;
+    }
+    return { ...out, transition: before === after ? null : after ? "busy" : "idle", outcome };
+  }
+
+  /**
+   * The turn failed: clients hear it once (an `error` frame; a cancel is no failure), and the
+   * messages it ends are finalized with it.
+   */
+  private noteError(error: AgentError, messageId: string | null, out: Out): void {
+    // The first error of a turn is its cause; an abort that follows a failure changes nothing.
+    if (this.turnError === null || (this.turnError.code === "canceled" && error.code !== "canceled")) this.turnError = error;
+    if (error.code === "canceled" || this.turnErrorReported) return;
+    this.turnErrorReported = true;
+    out.client.push({ type: "error", code: "agent_error", message: error.message, error, ...(messageId ? { messageId } : {}) });
   }
 
   private isOurs(event: AgentEvent): boolean {
@@ -176,9 +336,10 @@ export class EventTranslator {
     return sessionId === this.ids.agentSessionId;
   }
 
-  private setStatus(type: string, out: Out): void {
+  private setStatus(type: string, out: Out, retryMessage?: string): void {
     if (type === "busy" || type === "retry") {
       this.statusBusy = true;
+      if (type === "retry") out.retry = this.retryError = classifyRetry(retryMessage);
     } else if (type === "idle") {
       this.statusBusy = false;
       // The turn is over: whatever is still open ends here, with the text seen so far.
@@ -189,7 +350,7 @@ export class EventTranslator {
   private message(id: string): MessageState {
     let m = this.messages.get(id);
     if (!m) {
-      m = { id, role: null, createdAt: null, completedAt: null, parts: new Map(), announced: false };
+      m = { id, role: null, createdAt: null, completedAt: null, parts: new Map(), announced: false, error: null, model: null };
       this.messages.set(id, m);
     }
     return m;
@@ -206,7 +367,13 @@ export class EventTranslator {
       if ([...m.parts.values()].some((p) => p.type === "text")) this.record(m, out);
       return;
     }
+    if (info.providerID && info.modelID) m.model = this.turnModel = `${info.providerID}/${info.modelID}`;
+    const error = info.error === undefined ? null : classifyAgentError(info.error);
     this.announce(m, out);
+    if (error) {
+      m.error = error;
+      this.noteError(error, m.id, out);
+    }
     if (m.completedAt !== null) this.finalize(m, out);
   }
 
@@ -221,7 +388,7 @@ export class EventTranslator {
       if (!status.success) return;
       // Only assistant messages call tools.
       if (m.role === null) m.role = "assistant";
-      this.setTool(m, part.id, part.tool ?? "unknown", status.data, part.state?.title ?? null, out);
+      this.setTool(m, part.id, part.tool ?? "unknown", status.data, part.state, out);
       if (!m.announced) this.announce(m, out);
     } else if (!m.parts.has(part.id)) {
       // Reasoning, step markers, files: remembered by type so their deltas are not taken for text.
@@ -237,6 +404,11 @@ export class EventTranslator {
     if (known && known.type !== "text") return;
     const part = known ?? this.newPart(m, partId, "text");
     part.text += delta;
+    // The model answers again: whatever was retried is behind us.
+    if (m.role !== "user") {
+      this.retryError = null;
+      this.turnOutput = true;
+    }
     if (m.role === "user") return;
     // Only assistant messages stream.
     m.role = "assistant";
@@ -245,7 +417,7 @@ export class EventTranslator {
   }
 
   private newPart(m: MessageState, partId: string, type: string): PartState {
-    const part: PartState = { partId, type, text: "", hidden: false, tool: null, status: null, title: null };
+    const part: PartState = { partId, type, text: "", hidden: false, tool: null, status: null, title: null, input: null, output: null, toolError: null };
     m.parts.set(partId, part);
     return part;
   }
@@ -257,15 +429,23 @@ export class EventTranslator {
     part.type = "text";
     part.text = text;
     part.hidden = hidden;
+    if (m.role === "assistant" && !hidden && text !== "") this.turnOutput = true;
     if (m.role === "assistant" && m.announced && !hidden && text.length > before.length && text.startsWith(before)) {
       out.client.push({ type: "message.part.text-delta", messageId: m.id, partId, delta: text.slice(before.length) });
     }
   }
 
-  private setTool(m: MessageState, partId: string, tool: string, status: ToolStatus, title: string | null, out: Out): void {
+  private setTool(m: MessageState, partId: string, tool: string, status: ToolStatus, state: ToolState, out: Out): void {
     const part = m.parts.get(partId) ?? this.newPart(m, partId, "tool");
-    const changed = part.status !== status || part.title !== title;
-    Object.assign(part, { type: "tool", tool, status, title });
+    this.retryError = null;
+    this.turnOutput = true;
+    const title = state?.title ?? null;
+    // OpenCode sends `{}` while the call's arguments are still streaming in.
+    const input = state?.input && Object.keys(state.input).length > 0 ? (clipToolValue(state.input) as Record<string, unknown>) : part.input;
+    const output = status === "completed" && state?.output !== undefined ? clipToolText(state.output) : null;
+    const toolError = status === "error" ? clipToolText(state?.error ?? "the tool call failed") : null;
+    const changed = part.status !== status || part.title !== title || JSON.stringify(part.input) !== JSON.stringify(input);
+    Object.assign(part, { type: "tool", tool, status, title, input, output, toolError });
     if (m.announced && changed) out.client.push(toolUpdate(m.id, part));
   }
 
@@ -284,7 +464,9 @@ export class EventTranslator {
   private finalize(m: MessageState, out: Out): void {
     if (this.done.has(m.id)) return;
     this.markDone(m.id);
-    out.client.push({ type: "message.finalize", messageId: m.id, text: textOf(m) });
+    // A message the turn's failure left open ends with that failure.
+    m.error ??= this.turnError ?? this.retryError;
+    out.client.push({ type: "message.finalize", messageId: m.id, text: textOf(m), reason: finishReasonOf(m.error), ...(m.error ? { error: m.error } : {}) });
     this.record(m, out);
   }
 
@@ -306,7 +488,17 @@ export class EventTranslator {
     const parts: TranscriptPart[] = [];
     for (const p of m.parts.values()) {
       if (p.type === "text" && !p.hidden) parts.push({ partId: p.partId, type: "text", text: p.text });
-      if (p.type === "tool" && m.role === "assistant") parts.push({ partId: p.partId, type: "tool", tool: p.tool ?? "unknown", ...(p.status ? { status: p.status } : {}) });
+      if (p.type === "tool" && m.role === "assistant") {
+        parts.push({
+          partId: p.partId,
+          type: "tool",
+          tool: p.tool ?? "unknown",
+          ...(p.status ? { status: p.status } : {}),
+          ...(p.input ? { input: p.input } : {}),
+          ...(p.output !== null ? { output: p.output } : {}),
+          ...(p.toolError !== null ? { error: p.toolError } : {}),
+        });
+      }
     }
     const createdAt = new Date(m.createdAt).toISOString();
     const record: TranscriptMessage = {
@@ -318,6 +510,9 @@ export class EventTranslator {
       createdAt,
       // A user message is complete when it is stored.
       completedAt: m.role === "user" ? createdAt : m.completedAt === null ? null : new Date(m.completedAt).toISOString(),
+      // How an assistant message ended, once it did.
+      ...(m.role === "assistant" && this.done.has(m.id) ? { reason: finishReasonOf(m.error) } : {}),
+      ...(m.role === "assistant" && m.error ? { error: m.error } : {}),
     };
     const signature = JSON.stringify(record);
     if (this.recorded.get(m.id) === signature) return;
@@ -338,6 +533,7 @@ export class EventTranslator {
     m.role = role;
     m.createdAt = stored.info.time.created;
     m.completedAt = stored.info.time.completed ?? null;
+    if (role === "assistant" && stored.info.error !== undefined) m.error = classifyAgentError(stored.info.error);
     const finished = this.done.has(m.id);
     // Clients hear about it only when it is in flight here, or belongs to the turn in progress.
     const live = !finished && role === "assistant" && (m.announced || newestTurn);
@@ -361,11 +557,11 @@ export class EventTranslator {
   }
 
   private storedPart(m: MessageState, p: AgentMessage["parts"][number], out: Out | null): void {
-    const sink: Out = out ?? { client: [], finalized: [], gaps: false };
+    const sink: Out = out ?? emptyOut();
     if (p.type === "text") this.setText(m, p.id, p.text ?? "", p.synthetic === true || p.ignored === true, sink);
     else if (p.type === "tool") {
       const status = ToolStatusSchema.safeParse(p.state?.status);
-      if (status.success) this.setTool(m, p.id, p.tool ?? "unknown", status.data, p.state?.title ?? null, sink);
+      if (status.success) this.setTool(m, p.id, p.tool ?? "unknown", status.data, p.state, sink);
     }
   }
 
@@ -385,6 +581,9 @@ function toolUpdate(messageId: string, part: PartState): RelayClientMessage {
     tool: part.tool ?? "unknown",
     status: part.status ?? "pending",
     ...(part.title !== null ? { title: part.title } : {}),
+    ...(part.input !== null ? { input: part.input } : {}),
+    ...(part.output !== null ? { output: part.output } : {}),
+    ...(part.toolError !== null ? { error: part.toolError } : {}),
   };
 }
 

@@ -35,7 +35,8 @@ import type { ClientConnection, ConnectionRegistry, PromptQueue, QueuedPrompt } 
 import type { SessionStore } from "../ports/session-store";
 import type { TranscriptStore } from "../ports/transcript";
 import { OpenCodeMessageReader, type AgentMessage, type AgentMessageSource } from "./agent-messages";
-import { EventTranslator, type Translation } from "./event-translator";
+import { EventTranslator, type RelayClientMessage, type Translation } from "./event-translator";
+import { onPermissionsAsked, onPermissionsReplied, onRetry, resendInterrupted, settleFailedTurn, withAuthors, type TurnWatch } from "./agent-turns";
 import { SessionStream, type StreamSnapshot } from "./session-stream";
 import { StreamLossReporter } from "./stream-loss";
 
@@ -111,6 +112,8 @@ interface Watch {
   busySince: Date | null;
   /** Last stranded-prompt check (epoch ms). */
   strandedCheckedAt: number;
+  /** Permissions put to clients and a failover in progress (./agent-turns.ts). */
+  turn: TurnWatch;
 }
 
 export interface RelayCounters {
@@ -362,6 +365,7 @@ export class StreamingRelay {
       connections: null,
       busySince: null,
       strandedCheckedAt: this.deps.now().getTime(),
+      turn: { sessionId, endpoint, agentSessionId: target.agentSessionId, asked: new Set(), failover: null, resentAfterAbort: null },
     };
     this.watches.set(sessionId, watch);
     stream.start();
@@ -459,21 +463,29 @@ export class StreamingRelay {
   /** Persist, then fan out (a client's `init` either has the message or the client is ready for its finalize), then the transition. */
   private async perform(watch: Watch, t: Translation): Promise<void> {
     if (t.gaps) watch.gaps = true;
-    for (const record of t.finalized) await this.deps.transcript.upsert(record);
-    const fanOut = this.fanOutDeps(watch);
-    for (const message of t.client) {
-      await broadcast(fanOut, watch.sessionId, message);
-      this.counters.clientMessages++;
+    for (const record of await withAuthors(this.deps, watch.sessionId, t.finalized)) await this.deps.transcript.upsert(record);
+    const send = (message: RelayClientMessage | ({ type: string } & Record<string, unknown>)) => this.fanOut(watch, message);
+    for (const message of t.client) await send(message);
+    await onPermissionsAsked(this.deps, watch.turn, t.permissionsAsked, send);
+    await onPermissionsReplied(watch.turn, t.permissionsReplied, send);
+    if (t.retry) {
+      const failing = await onRetry(this.deps, watch.turn, t.retry, watch.translator.model);
+      if (failing) await this.perform(watch, watch.translator.failTurn(failing));
     }
     if (t.transition === "busy") {
       watch.busySince = this.deps.now();
       await this.recordAgentState(watch, true);
     }
-    if (t.transition === "idle") await this.idle(watch);
+    if (t.transition === "idle") await this.idle(watch, t.outcome);
+  }
+
+  private async fanOut(watch: Watch, message: { type: string } & Record<string, unknown>): Promise<void> {
+    await broadcast(this.fanOutDeps(watch), watch.sessionId, message);
+    this.counters.clientMessages++;
   }
 
   /** The idle boundary (seed 002 constraints 9, 10). */
-  private async idle(watch: Watch): Promise<void> {
+  private async idle(watch: Watch, outcome: Translation["outcome"] = null): Promise<void> {
     const now = this.deps.now();
     await this.deps.sessions.touchActivity(watch.sessionId, now);
     await this.recordAgentState(watch, false);
@@ -486,7 +498,15 @@ export class StreamingRelay {
     // deliverer and this boundary) waits for its own turn.
     const startedBefore = watch.busySince ?? new Date(0);
     watch.busySince = null;
-    await completeTurn(this.deps, watch.sessionId, { actor: this.actor, startedBefore });
+    // A turn that ended in an error fails its prompt, or sends it again on the next model (the
+    // turn goes on: no completion, no idle check).
+    let failure = null;
+    if (outcome && (await resendInterrupted(this.deps, watch.turn, outcome))) return;
+    if (outcome && outcome.reason !== "end_turn") {
+      failure = await settleFailedTurn(this.deps, watch.turn, outcome, (m) => this.fanOut(watch, m));
+      if (failure === null) return;
+    } else watch.turn.failover = null;
+    await completeTurn(this.deps, watch.sessionId, { actor: this.actor, startedBefore, failure });
     this.counters.turnsCompleted++;
     // The agent going idle is when a session may become idle (seed 002 §3d).
     await armIdleCheck(this.deps, watch.sessionId, "agent went idle");

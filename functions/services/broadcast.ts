@@ -19,7 +19,8 @@ export interface BroadcastDeps {
   now: () => Date;
 }
 
-export async function broadcast(deps: BroadcastDeps, sessionId: string, message: { type: string } & Record<string, unknown>): Promise<number> {
+/** `options.except`: a connection that is told otherwise (the sender of what is announced). */
+export async function broadcast(deps: BroadcastDeps, sessionId: string, message: { type: string } & Record<string, unknown>, options: { except?: string } = {}): Promise<number> {
   const now = deps.now();
   let sent = 0;
   await Promise.all(
@@ -30,7 +31,7 @@ export async function broadcast(deps: BroadcastDeps, sessionId: string, message:
           return;
         }
         // Connections not yet sent their `init` get the current state with it instead (ws/send-init.ts).
-        if (!c.ready) return;
+        if (!c.ready || c.connectionId === options.except) return;
         const outcome = await deps.push.send(c.connectionId, message);
         if (outcome === "gone") await deps.connections.remove(sessionId, c.connectionId);
         else sent++;

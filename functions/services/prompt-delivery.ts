@@ -18,6 +18,7 @@
 import { agentEndpoint } from "../agent/agent-endpoint";
 import { errorForLog } from "../observability/logger";
 import type { RelayLeaseStore } from "../ports/relay";
+import type { PromptFailure } from "../ports/session-items";
 import type { FlowDeps } from "../flows/flow-deps";
 
 export type DeliveryDeps = Pick<FlowDeps, "sessions" | "prompts" | "flows" | "agent" | "sandboxKeys" | "now" | "logger"> & { relayLeases: Pick<RelayLeaseStore, "watched"> };
@@ -94,17 +95,19 @@ export async function deliverQueuedPrompts(
 
 /**
  * The agent finished a turn (busy -> idle, seen by the relay): the prompt in `processing` is
- * `completed`, and the next queued prompt goes out.
+ * `completed` (or `failed` with `failure`: the turn ended in an error or was canceled, issue 25
+ * §2), and the next queued prompt goes out.
  */
 export async function completeTurn(
   deps: DeliveryDeps,
   sessionId: string,
-  options: { actor: string; startedBefore?: Date },
+  options: { actor: string; startedBefore?: Date; failure?: PromptFailure | null },
 ): Promise<DeliveryResult> {
   for (const prompt of await deps.prompts.list(sessionId, "processing")) {
     // A prompt sent after the turn began is not this turn's: it waits for its own idle boundary.
     if (options.startedBefore && Date.parse(prompt.updatedAt) > options.startedBefore.getTime()) continue;
-    await deps.prompts.move(prompt, "processing", "completed", deps.now());
+    if (options.failure) await deps.prompts.move(prompt, "processing", "failed", deps.now(), { failure: options.failure });
+    else await deps.prompts.move(prompt, "processing", "completed", deps.now());
   }
   return deliverQueuedPrompts(deps, sessionId, { actor: options.actor, wakeFromError: false });
 }

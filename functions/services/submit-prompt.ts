@@ -8,6 +8,11 @@ import type { SessionRecord } from "../domain/session";
 import type { QueuedPrompt } from "../ports/session-items";
 import { deliverQueuedPrompts, type DeliveryDeps, type DeliveryOutcome } from "./prompt-delivery";
 
+/** A prompt's author as clients see it: `user:<id>` -> `<id>`; other sources (`automation`, `slack:<team>:<user>`) as they are. */
+export function authorOf(source: string): string {
+  return source.startsWith("user:") ? source.slice("user:".length) : source;
+}
+
 export interface SubmittedPrompt {
   prompt: QueuedPrompt;
   /** Its status after delivery ran (`processing` when it went straight to the agent). */
@@ -46,7 +51,7 @@ export async function submitPrompt(
   const prompt = await deps.prompts.enqueue({ sessionId: session.id, content: input.content, source: input.source, now });
   await deps.sessions.touchActivity(session.id, now);
   const delivery = await deliverQueuedPrompts(deps, session.id, { actor: input.source, wakeFromError: true });
-  const open = (await deps.prompts.list(session.id)).filter((p) => p.status !== "completed");
+  const open = (await deps.prompts.list(session.id)).filter((p) => p.status === "queued" || p.status === "processing");
   const index = open.findIndex((p) => p.promptId === prompt.promptId);
   return {
     prompt,

@@ -16,6 +16,7 @@ import {
   type ConnectionRegistry,
   type LifecycleEventLog,
   type PromptQueue,
+  type PromptFailure,
   type PromptStatus,
 } from "../ports/session-items";
 import { keys, TTL_ATTRIBUTE } from "./table-layout";
@@ -75,17 +76,24 @@ export class DynamoPromptQueue implements PromptQueue {
     return status ? prompts.filter((p) => p.status === status) : prompts;
   }
 
-  async move(prompt: Pick<QueuedPrompt, "sessionId" | "promptId" | "createdAt">, from: PromptStatus, to: PromptStatus, now: Date): Promise<boolean> {
+  async move(
+    prompt: Pick<QueuedPrompt, "sessionId" | "promptId" | "createdAt">,
+    from: PromptStatus,
+    to: PromptStatus,
+    now: Date,
+    changes: { failure?: PromptFailure } = {},
+  ): Promise<boolean> {
+    const failure = changes.failure ? { ":failure": changes.failure } : {};
     try {
       await this.doc.send(
         new UpdateCommand({
           TableName: this.tableName,
           Key: keys.prompt(prompt.sessionId, prompt.createdAt, prompt.promptId),
-          UpdateExpression: "SET #status = :to, updatedAt = :now",
+          UpdateExpression: changes.failure ? "SET #status = :to, updatedAt = :now, failure = :failure" : "SET #status = :to, updatedAt = :now",
           // Exactly one actor wins each move: a second dispatcher sees 0 items affected.
           ConditionExpression: "attribute_exists(PK) AND #status = :from",
           ExpressionAttributeNames: { "#status": "status" },
-          ExpressionAttributeValues: { ":from": from, ":to": to, ":now": now.toISOString() },
+          ExpressionAttributeValues: { ":from": from, ":to": to, ":now": now.toISOString(), ...failure },
         }),
       );
       return true;

@@ -21,6 +21,8 @@ export const OPENCODE_VERSION = "1.18.33";
 /** Used when the session names no model and no development model runs. */
 export const DEFAULT_MODEL_ID = "anthropic/claude-sonnet-4-5";
 export const DEV_MODEL = { provider: "dev", model: "echo" } as const;
+/** The development model's second model (sandbox/dev-model `echo-backup`): a failover target. */
+export const DEV_BACKUP_MODEL = "echo-backup";
 
 /** The development model's key variable (domain/agent-settings.ts MODEL_KEY_ENV `dev`). */
 export const DEV_MODEL_KEY_ENV = "DEV_MODEL_API_KEY";
@@ -46,7 +48,7 @@ export function openCodeConfig(input: { model: ModelChoice; instructionsPath: st
         name: DEV_MODEL.provider,
         // `{env:NAME}`: OpenCode substitutes the variable, so the key is never in this config or its file.
         options: { baseURL: `http://127.0.0.1:${input.model.port}/v1`, apiKey: input.model.apiKeyEnv ? `{env:${input.model.apiKeyEnv}}` : "dev" },
-        models: { [DEV_MODEL.model]: { name: DEV_MODEL.model, tool_call: true } },
+        models: { [DEV_MODEL.model]: { name: DEV_MODEL.model, tool_call: true }, [DEV_BACKUP_MODEL]: { name: DEV_BACKUP_MODEL, tool_call: true } },
       },
     },
     model: id,

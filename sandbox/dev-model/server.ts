@@ -5,6 +5,9 @@
  * `bash` tool call (`sleep N`), so the agent stays busy for N seconds like a long tool call; a
  * prompt line `$ <command>` makes it run that command with the same tool (tests: an agent commit);
  * a prompt line `/tool <name> <JSON>` calls that tool and answers with its result (tool-keyword.ts).
+ * `read outside <path>` reads a file outside the workspace with the `read` tool (OpenCode asks
+ * permission for it); `fail <status>` makes the model `echo` refuse the request like a provider
+ * (429 rate limit, 401 bad key, 402 billing) while `echo-backup` answers (failover tests).
  * OpenCode talks to it through `@ai-sdk/openai-compatible`, so the wire shape must stay the
  * OpenAI one: SSE `data: {chunk}` lines ending in `data: [DONE]`, tool calls as streamed
  * `tool_calls` deltas and `finish_reason: "tool_calls"`.
@@ -15,6 +18,12 @@ import type { AddressInfo } from "node:net";
 import { toolKeywordReply } from "./tool-keyword";
 
 export const DEV_MODEL_ID = "echo";
+/**
+ * A second model on the same server (OpenCode config: `dev/echo-backup`): it answers like
+ * `echo` but never fails on `fail <status>`, so a failover chain `dev/echo` -> `dev/echo-backup`
+ * can be exercised end to end.
+ */
+export const DEV_BACKUP_MODEL_ID = "echo-backup";
 
 interface ChatMessage {
   role: string;
@@ -32,7 +41,9 @@ interface ChatRequest {
 
 export type DevModelReply =
   | { kind: "text"; text: string }
-  | { kind: "tool_call"; name: string; arguments: Record<string, unknown> };
+  | { kind: "tool_call"; name: string; arguments: Record<string, unknown> }
+  /** The provider refuses the request with this HTTP status and an OpenAI-shaped error body. */
+  | { kind: "error"; status: number; body: { error: { message: string; type: string; code: string } } };
 
 /** Text of a message whose content is a string or an array of `{type: "text", text}` parts. */
 export function messageText(message: ChatMessage): string {
@@ -56,11 +67,25 @@ function promptText(message: ChatMessage): string {
 }
 
 const SLEEP_PATTERN = /\bsleep\s+(\d+(?:\.\d+)?)s\b/i;
+/** `fail 429` (rate limit), `fail 401` (bad key), `fail 402` (billing), `fail 500`: the model `echo` refuses the request. */
+const FAIL_PATTERN = /\bfail (\d{3})\b/i;
+/** `read outside <absolute path>`: a `read` tool call on a file outside the workspace, which OpenCode asks permission for. */
+const READ_OUTSIDE_PATTERN = /\bread outside (\/\S+)/i;
+
+/** The OpenAI-style error bodies a real provider answers with (what OpenCode classifies). */
+export function providerError(status: number): Extract<DevModelReply, { kind: "error" }> {
+  const known: Record<number, { message: string; type: string; code: string }> = {
+    401: { message: "Incorrect API key provided: sk-dev-****. You can find your API key in your account settings.", type: "invalid_request_error", code: "invalid_api_key" },
+    402: { message: "You exceeded your current quota, please check your plan and billing details.", type: "insufficient_quota", code: "insufficient_quota" },
+    429: { message: "Rate limit reached for requests. Please try again later.", type: "rate_limit_error", code: "rate_limit_exceeded" },
+  };
+  return { kind: "error", status, body: { error: known[status] ?? { message: `The development model failed with HTTP ${status}.`, type: "server_error", code: "server_error" } } };
+}
 /** A prompt line `$ <command>` makes the model run that command with the real `bash` tool. */
 const RUN_PATTERN = /^\s*\$ (.+)$/m;
 
 /** Decides the model's answer from the conversation; pure, so the unit tests can read it. */
-export function planReply(messages: ChatMessage[]): DevModelReply {
+export function planReply(messages: ChatMessage[], model: string = DEV_MODEL_ID): DevModelReply {
   let lastUser = -1;
   for (let i = messages.length - 1; i >= 0; i--) {
     if (messages[i]?.role === "user") {
@@ -75,6 +100,10 @@ export function planReply(messages: ChatMessage[]): DevModelReply {
   // `/tool <name> <json>`: call that tool, then answer with its result (./tool-keyword.ts).
   const named = toolKeywordReply(prompt, messages.slice(lastUser + 1));
   if (named) return named;
+  const fail = FAIL_PATTERN.exec(prompt);
+  if (fail?.[1] && model !== DEV_BACKUP_MODEL_ID) return providerError(Number(fail[1]));
+  const outside = READ_OUTSIDE_PATTERN.exec(prompt);
+  if (outside?.[1] && !toolDone) return { kind: "tool_call", name: "read", arguments: { filePath: outside[1] } };
   const run = RUN_PATTERN.exec(prompt);
   if (run?.[1] && !toolDone) {
     return { kind: "tool_call", name: "bash", arguments: { command: run[1], description: "Run the requested command" } };
@@ -108,7 +137,7 @@ export function splitDeltas(text: string, parts = 4): string[] {
 let callCounter = 0;
 
 /** The OpenAI streaming chunks for one reply, in order (without the `[DONE]` terminator). */
-export function replyChunks(reply: DevModelReply, model: string, now = Date.now()): object[] {
+export function replyChunks(reply: Exclude<DevModelReply, { kind: "error" }>, model: string, now = Date.now()): object[] {
   const id = `chatcmpl-dev-${now.toString(36)}-${(callCounter++).toString(36)}`;
   const created = Math.floor(now / 1000);
   const chunk = (delta: object, finish: string | null) => ({
@@ -145,7 +174,7 @@ export function replyChunks(reply: DevModelReply, model: string, now = Date.now(
 }
 
 /** The non-streaming `chat.completion` body for one reply. */
-export function replyCompletion(reply: DevModelReply, model: string, now = Date.now()): object {
+export function replyCompletion(reply: Exclude<DevModelReply, { kind: "error" }>, model: string, now = Date.now()): object {
   const message =
     reply.kind === "text"
       ? { role: "assistant", content: reply.text }
@@ -185,7 +214,12 @@ async function handleChat(req: IncomingMessage, res: ServerResponse): Promise<vo
   }
   const messages = Array.isArray(body.messages) ? body.messages : [];
   const model = typeof body.model === "string" ? body.model : DEV_MODEL_ID;
-  const reply: DevModelReply = isTitleRequest(messages) ? { kind: "text", text: "Echo session" } : planReply(messages);
+  const reply: DevModelReply = isTitleRequest(messages) ? { kind: "text", text: "Echo session" } : planReply(messages, model);
+  if (reply.kind === "error") {
+    // No retry-after header: OpenCode would otherwise wait it out before its next attempt.
+    sendJson(res, reply.status, reply.body);
+    return;
+  }
   if (body.stream !== true) {
     sendJson(res, 200, replyCompletion(reply, model));
     return;

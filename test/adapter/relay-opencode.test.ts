@@ -135,7 +135,7 @@ describe("StreamingRelay against real OpenCode", () => {
     const messageId = answer?.messageId;
     const ofAnswer = turn.filter((m) => m.messageId === messageId);
     expect(ofAnswer[0]).toEqual({ type: "message.create", messageId, role: "assistant" });
-    expect(ofAnswer.at(-1)).toEqual({ type: "message.finalize", messageId, text: "echo: hello relay" });
+    expect(ofAnswer.at(-1)).toEqual({ type: "message.finalize", messageId, text: "echo: hello relay", reason: "end_turn" });
     const deltas = ofAnswer.filter((m) => m.type === "message.part.text-delta").map((m) => String(m.delta));
     expect(deltas.length).toBeGreaterThan(1);
     expect(deltas.join("")).toBe("echo: hello relay");

@@ -207,7 +207,7 @@ async function waitForCompleted(sessionId: string, count: number, timeoutMs = 90
 }
 
 describe("cancel", () => {
-  it("cancel aborts the turn in progress; its prompt completes and the next one runs", async () => {
+  it("cancel aborts the turn in progress: finalize says canceled, its prompt fails as canceled, and the next one runs", async () => {
     const id = await createSession();
     const a = await connect(id);
     await a.waitFor(isStatus("running"), 90_000, "running");
@@ -218,7 +218,18 @@ describe("cancel", () => {
     await a.next((m) => m.type === "prompt.queued" && m.position === 1, 10_000, "queued behind");
     a.send({ type: "cancel" });
     await a.waitFor((m) => m.type === "message.finalize" && String(m.text) === "echo: after cancel", 60_000, "the next prompt's answer");
-    await waitForCompleted(id, 2);
+    // Issue 25 §2: the aborted turn ends with reason `canceled` (no error frame), its prompt `failed` as canceled.
+    const aborted = a.received.slice(from).find((m) => m.type === "message.finalize" && m.reason === "canceled");
+    expect(aborted).toMatchObject({ error: { code: "canceled" } });
+    expect(a.received.slice(from).some((m) => m.type === "error")).toBe(false);
+    expect(a.received.slice(from).find((m) => m.type === "message.finalize" && String(m.text) === "echo: after cancel")).toMatchObject({ reason: "end_turn" });
+    await poll(() => runtime.deps.prompts.list(id), {
+      until: (prompts) => prompts.map((p) => p.status).join() === "failed,completed",
+      message: (prompts) => `statuses ${JSON.stringify(prompts.map((p) => p.status))}`,
+      timeoutMs: 60_000,
+      intervalMs: 200,
+    });
+    expect((await runtime.deps.prompts.list(id))[0]?.failure).toMatchObject({ reason: "canceled", code: "canceled" });
     // The agent recorded the first turn as aborted, not finished.
     const agentMessages = await agentMessagesOf<{ info: { role: string; error?: { name?: string } } }>(id);
     expect(agentMessages.filter((m) => m.info.role === "assistant").map((m) => m.info.error?.name ?? null)).toContain("MessageAbortedError");

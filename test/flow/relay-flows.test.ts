@@ -128,7 +128,7 @@ describe("StreamingRelay", () => {
       { type: "message.create", messageId: "msg_1a", role: "assistant" },
       { type: "message.part.text-delta", messageId: "msg_1a", partId: "prt_1a", delta: "echo: " },
       { type: "message.part.text-delta", messageId: "msg_1a", partId: "prt_1a", delta: "hello" },
-      { type: "message.finalize", messageId: "msg_1a", text: "echo: hello" },
+      { type: "message.finalize", messageId: "msg_1a", text: "echo: hello", reason: "end_turn" },
     ];
     expect(streamed(c1)).toEqual(expected);
     expect(streamed(c2)).toEqual(expected);
@@ -193,7 +193,7 @@ describe("StreamingRelay", () => {
       ["assistant", "echo: long task"],
     ]);
     expect(agent.prompts.map((p) => p.text)).toEqual(["long task"]);
-    expect(streamed(client).filter((m) => m.type === "message.finalize")).toEqual([{ type: "message.finalize", messageId: "msg_1a", text: "echo: long task" }]);
+    expect(streamed(client).filter((m) => m.type === "message.finalize")).toEqual([{ type: "message.finalize", messageId: "msg_1a", text: "echo: long task", reason: "end_turn" }]);
   });
 
   it("takeover after the turn ended unwatched: catch-up persists it, completes it, and delivers the next queued prompt", async () => {

@@ -8,6 +8,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AgentModel } from "../../functions/domain/agent-settings";
 import { DynamoOrgSettingsStore } from "../../functions/store/dynamo-org-settings";
+import { toSessionView } from "../../functions/domain/session";
 import { deriveSandboxKey } from "../../sandbox/shared/access-token";
 import { startFlowHarness, TEST_MASTER_KEY, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";
@@ -102,5 +103,21 @@ describe("session settings in the create call", () => {
     expect(failed.errorMessage).toContain('the model key secret "ANTHROPIC_KEY" no longer exists');
     expect(inner.createCalls).toEqual([]);
     expect(inner.live()).toEqual([]);
+  });
+});
+
+describe("preview URL (issue 25 §7)", () => {
+  it("the provider's preview URL lands on the session and in its view while running, never the agent tunnel", async () => {
+    await h.close();
+    inner = new InstantSandboxProvider({ previewUrl: "https://preview.instant.invalid", tunnelUrl: "https://agent-tunnel.instant.invalid" });
+    h = await startFlowHarness({ provider: inner, agent: new ScriptedAgent() });
+    const s = await h.createSession({ orgId: "org_1" });
+    await h.run("ensure-runtime", s.id);
+    const running = await h.session(s.id);
+    expect(running.previewUrl).toBe("https://preview.instant.invalid");
+    expect(toSessionView(running, new Date()).preview).toEqual({ url: "https://preview.instant.invalid" });
+    expect(JSON.stringify(toSessionView(running, new Date()))).not.toContain("agent-tunnel");
+    await h.run("pause", s.id);
+    expect(toSessionView(await h.session(s.id), new Date()).preview).toBeNull();
   });
 });

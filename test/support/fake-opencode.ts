@@ -46,6 +46,14 @@ export class FakeOpenCode implements AgentClient, AgentMessageSource {
     return Promise.resolve(id);
   }
 
+  readonly permissionReplies: { permissionId: string; response: string }[] = [];
+  replyPermission(endpoint: AgentEndpoint, permissionId: string, response: string): Promise<void> {
+    const refused = this.refusal(endpoint, "replyPermission", null);
+    if (refused) return Promise.reject(refused);
+    this.permissionReplies.push({ permissionId, response });
+    return Promise.resolve();
+  }
+
   promptAsync(endpoint: AgentEndpoint, agentSessionId: string, text: string): Promise<void> {
     const refused = this.refusal(endpoint, "promptAsync", agentSessionId);
     if (refused) return Promise.reject(refused);

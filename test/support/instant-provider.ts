@@ -22,6 +22,8 @@ export interface InstantSandboxProviderOptions {
   type?: ProviderType;
   /** The OpenCode base URL every sandbox reports. Default "http://instant.invalid". */
   tunnelUrl?: string;
+  /** The preview proxy URL every sandbox reports. Default null (none). */
+  previewUrl?: string | null;
   /** `expiresAt` = now + this. Default 3600. */
   timeoutSeconds?: number;
   supportsPause?: boolean;
@@ -61,6 +63,7 @@ export class InstantSandboxProvider implements SandboxProvider {
   readonly supportsMemorySnapshot: boolean;
 
   private readonly tunnelUrl: string;
+  private readonly previewUrl: string | null;
   private readonly timeoutSeconds: number;
   private readonly now: () => number;
   private readonly sandboxes = new Map<string, InstantSandbox>();
@@ -72,6 +75,7 @@ export class InstantSandboxProvider implements SandboxProvider {
   constructor(options: InstantSandboxProviderOptions = {}) {
     this.type = options.type ?? "local";
     this.tunnelUrl = options.tunnelUrl ?? "http://instant.invalid";
+    this.previewUrl = options.previewUrl ?? null;
     this.timeoutSeconds = options.timeoutSeconds ?? 3600;
     this.supportsPause = options.supportsPause ?? true;
     this.supportsAutoPause = options.supportsAutoPause ?? false;
@@ -221,7 +225,7 @@ export class InstantSandboxProvider implements SandboxProvider {
 
   async resolveTunnels(sandboxId: string): Promise<SandboxTunnels> {
     this.running("resolveTunnels", sandboxId);
-    return { openCodeUrl: this.tunnelUrl, previewUrl: null, sidecarUrl: null };
+    return { openCodeUrl: this.tunnelUrl, previewUrl: this.previewUrl, sidecarUrl: null };
   }
 
   private running(operation: string, sandboxId: string): InstantSandbox {
@@ -236,7 +240,7 @@ export class InstantSandboxProvider implements SandboxProvider {
   }
 
   private resultOf(sandbox: InstantSandbox): CreateSandboxResult {
-    return { sandboxId: sandbox.sandboxId, tunnelUrl: this.tunnelUrl, previewUrl: null, expiresAt: sandbox.expiresAt };
+    return { sandboxId: sandbox.sandboxId, tunnelUrl: this.tunnelUrl, previewUrl: this.previewUrl, expiresAt: sandbox.expiresAt };
   }
 
   private fail(operation: string, message: string, sandboxId?: string): ProviderError {

@@ -21,6 +21,11 @@ export class ScriptedAgent implements AgentClient {
     this.prompts.push({ baseUrl: endpoint.url, authorization: endpoint.authorization, agentSessionId, text });
     return Promise.resolve();
   }
+  readonly permissionReplies: { permissionId: string; response: string }[] = [];
+  replyPermission(_endpoint: AgentEndpoint, permissionId: string, response: string): Promise<void> {
+    this.permissionReplies.push({ permissionId, response });
+    return Promise.resolve();
+  }
   abort(_endpoint: AgentEndpoint, agentSessionId: string): Promise<void> {
     this.aborts.push(agentSessionId);
     this.busy.delete(agentSessionId);

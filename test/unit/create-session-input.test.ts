@@ -55,6 +55,12 @@ describe("POST /v1/sessions: bad input is a 400 naming the field, and nothing is
     { name: "service cwd leaving the workspace", body: { serviceCommands: [{ name: "web", command: "npm start", cwd: "../../etc" }] }, field: "body.serviceCommands.0.cwd" },
     { name: "service command with NUL", body: { serviceCommands: [{ name: "web", command: "npm\u0000start" }] }, field: "body.serviceCommands.0.command", mentions: "control" },
     { name: "ssh key comment with NUL", body: { sshPublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBBBB me\u0000x" }, field: "body.sshPublicKey" },
+    // Issue 25: failover chain and permission policy.
+    { name: "a fallback model that is not provider/model", body: { fallbackModels: ["gpt"] }, field: "body.fallbackModels.0", mentions: "provider/model" },
+    { name: "a fallback model of an unknown provider", body: { fallbackModels: ["acme/m1"] }, field: "body.fallbackModels.0", mentions: "provider must be one of" },
+    { name: "the same fallback model twice", body: { fallbackModels: ["dev/echo-backup", "dev/echo-backup"] }, field: "body.fallbackModels", mentions: "at most once" },
+    { name: "too many fallback models", body: { fallbackModels: ["openai/a", "openai/b", "openai/c", "openai/d", "openai/e", "openai/f"] }, field: "body.fallbackModels" },
+    { name: "an unknown permission policy", body: { permissionPolicy: "never" }, field: "body.permissionPolicy" },
   ];
 
   for (const c of cases) {
@@ -81,6 +87,7 @@ describe("POST /v1/sessions: what stays accepted", () => {
     { name: "dotfiles and a path through ..", body: env("app/../.env.local") },
     { name: "titles in any script, with emoji", body: { title: "Ré-parer le bug — 修复 🐛 עברית" } },
     { name: "prompts with newlines, tabs and RTL marks", body: { initialPrompt: "line 1\n\tindented\r\nשלום\u200f" } },
+    { name: "a failover chain and the ask policy", body: { fallbackModels: ["openai/gpt-4o", "dev/echo-backup"], permissionPolicy: "ask" } },
   ];
   for (const c of good) {
     it(`${c.name} -> 201`, async () => {

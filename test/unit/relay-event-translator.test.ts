@@ -43,19 +43,22 @@ const SLEEP_PART = "prt_20092373b0016jc2Gw1y8xxyMF";
 
 const delta = (messageId: string, partId: string, d: string) => ({ type: "message.part.text-delta", messageId, partId, delta: d });
 
+/** The tool call's arguments, as OpenCode streams them once they are complete. */
+const SLEEP_INPUT = { command: "sleep 2", description: "Sleep for 2 seconds" };
+
 const SLEEP_TURN = [
   { transition: "busy" },
   { type: "message.create", messageId: TOOL_MESSAGE, role: "assistant" },
   { type: "message.part.tool-update", messageId: TOOL_MESSAGE, partId: TOOL_PART, tool: "bash", status: "pending" },
-  { type: "message.part.tool-update", messageId: TOOL_MESSAGE, partId: TOOL_PART, tool: "bash", status: "running" },
-  { type: "message.part.tool-update", messageId: TOOL_MESSAGE, partId: TOOL_PART, tool: "bash", status: "completed", title: "sleep 2" },
-  { type: "message.finalize", messageId: TOOL_MESSAGE, text: "" },
+  { type: "message.part.tool-update", messageId: TOOL_MESSAGE, partId: TOOL_PART, tool: "bash", status: "running", input: SLEEP_INPUT },
+  { type: "message.part.tool-update", messageId: TOOL_MESSAGE, partId: TOOL_PART, tool: "bash", status: "completed", title: "sleep 2", input: SLEEP_INPUT, output: "(no output)" },
+  { type: "message.finalize", messageId: TOOL_MESSAGE, text: "", reason: "end_turn" },
   { type: "message.create", messageId: SLEEP_ANSWER, role: "assistant" },
   delta(SLEEP_ANSWER, SLEEP_PART, "echo: "),
   delta(SLEEP_ANSWER, SLEEP_PART, "please"),
   delta(SLEEP_ANSWER, SLEEP_PART, " sleep"),
   delta(SLEEP_ANSWER, SLEEP_PART, " 2s"),
-  { type: "message.finalize", messageId: SLEEP_ANSWER, text: "echo: please sleep 2s" },
+  { type: "message.finalize", messageId: SLEEP_ANSWER, text: "echo: please sleep 2s", reason: "end_turn" },
   { transition: "idle" },
 ];
 
@@ -69,7 +72,7 @@ describe("EventTranslator on recorded OpenCode turns", () => {
       delta(ECHO_ASSISTANT, ECHO_PART, " hell"),
       delta(ECHO_ASSISTANT, ECHO_PART, "o wor"),
       delta(ECHO_ASSISTANT, ECHO_PART, "ld"),
-      { type: "message.finalize", messageId: ECHO_ASSISTANT, text: "echo: hello world" },
+      { type: "message.finalize", messageId: ECHO_ASSISTANT, text: "echo: hello world", reason: "end_turn" },
       { transition: "idle" },
       ...SLEEP_TURN,
     ]);
@@ -101,8 +104,9 @@ describe("EventTranslator on recorded OpenCode turns", () => {
       parts: [{ partId: ECHO_PART, type: "text", text: "echo: hello world" }],
       createdAt: new Date(1795305904947).toISOString(),
       completedAt: new Date(1795305905409).toISOString(),
+      reason: "end_turn",
     });
-    expect(records[3]?.parts).toEqual([{ partId: TOOL_PART, type: "tool", tool: "bash", status: "completed" }]);
+    expect(records[3]?.parts).toEqual([{ partId: TOOL_PART, type: "tool", tool: "bash", status: "completed", input: SLEEP_INPUT, output: "(no output)" }]);
   });
 
   it("the idle boundary is a state change: without any `session.idle` event the output is identical", () => {
@@ -129,13 +133,13 @@ describe("EventTranslator edge cases", () => {
 
   it("an idle status with a message still open (aborted turn) finalizes it with the text so far, then the transition", () => {
     const { log } = replay([...throughDeltas, idleStatus]);
-    expect(log.slice(-2)).toEqual([{ type: "message.finalize", messageId: ECHO_ASSISTANT, text: "echo: hello world" }, { transition: "idle" }]);
+    expect(log.slice(-2)).toEqual([{ type: "message.finalize", messageId: ECHO_ASSISTANT, text: "echo: hello world", reason: "end_turn" }, { transition: "idle" }]);
   });
 
   it("late updates of a finalized message change nothing", () => {
     const { translator } = replay(echo.slice(0, firstIdle + 1));
     const late = echo.filter((e) => e.type === "message.updated" && (e.properties.info as { id: string }).id === ECHO_ASSISTANT);
-    for (const e of late) expect(translator.apply(e)).toEqual({ client: [], finalized: [], transition: null, gaps: false });
+    for (const e of late) expect(translator.apply(e)).toEqual({ client: [], finalized: [], transition: null, gaps: false, outcome: null, retry: null, permissionsAsked: [], permissionsReplied: [] });
   });
 
   it("reasoning deltas are not sent as answer text", () => {
@@ -153,7 +157,7 @@ describe("EventTranslator edge cases", () => {
     const { log } = replay([...echo.slice(0, firstDelta + 1), ...echo.slice(lastDelta + 1, firstIdle + 1)], translator);
     const sent = log.filter((m): m is RelayClientMessage & { delta: string } => "type" in m && m.type === "message.part.text-delta").map((m) => m.delta);
     expect(sent).toEqual(["echo:", " hello world"]);
-    expect(log).toContainEqual({ type: "message.finalize", messageId: ECHO_ASSISTANT, text: "echo: hello world" });
+    expect(log).toContainEqual({ type: "message.finalize", messageId: ECHO_ASSISTANT, text: "echo: hello world", reason: "end_turn" });
   });
 });
 
@@ -186,10 +190,10 @@ describe("EventTranslator.reconnected (catch-up)", () => {
     expect(t.client).toEqual([
       { type: "message.create", messageId: "msg_a2", role: "assistant" },
       delta("msg_a2", "prt_msg_a2", "echo: second"),
-      { type: "message.finalize", messageId: "msg_a2", text: "echo: second" },
+      { type: "message.finalize", messageId: "msg_a2", text: "echo: second", reason: "end_turn" },
     ]);
     // Idempotent: a second catch-up has nothing new.
-    expect(translator.reconnected({ busy: false, messages: history })).toEqual({ client: [], finalized: [], transition: null, gaps: false });
+    expect(translator.reconnected({ busy: false, messages: history })).toEqual({ client: [], finalized: [], transition: null, gaps: false, outcome: null, retry: null, permissionsAsked: [], permissionsReplied: [] });
   });
 
   it("a takeover mid-turn announces the open message with its text so far and reports busy; later deltas continue it", () => {
@@ -201,7 +205,7 @@ describe("EventTranslator.reconnected (catch-up)", () => {
     const next = translator.apply({ type: "message.part.delta", properties: { sessionID: AGENT_SESSION, messageID: "msg_a2", partID: "prt_msg_a2", field: "text", delta: "cond" } });
     expect(next.client).toEqual([delta("msg_a2", "prt_msg_a2", "cond")]);
     const done = translator.apply(idle());
-    expect(done.client).toEqual([{ type: "message.finalize", messageId: "msg_a2", text: "echo: second" }]);
+    expect(done.client).toEqual([{ type: "message.finalize", messageId: "msg_a2", text: "echo: second", reason: "end_turn" }]);
     expect(done.transition).toBe("idle");
   });
 
@@ -209,7 +213,7 @@ describe("EventTranslator.reconnected (catch-up)", () => {
     const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
     translator.reconnected({ busy: true, messages: [...history.slice(0, 3), stored("msg_a2", "assistant", "echo: se", 2100)] });
     const t = translator.reconnected({ busy: false, messages: history });
-    expect(t.client).toEqual([delta("msg_a2", "prt_msg_a2", "cond"), { type: "message.finalize", messageId: "msg_a2", text: "echo: second" }]);
+    expect(t.client).toEqual([delta("msg_a2", "prt_msg_a2", "cond"), { type: "message.finalize", messageId: "msg_a2", text: "echo: second", reason: "end_turn" }]);
     expect(t.finalized.map((r) => [r.messageId, r.text, r.completedAt])).toEqual([["msg_a2", "echo: second", new Date(2200).toISOString()]]);
     expect(t.transition).toBe("idle");
   });
@@ -217,4 +221,112 @@ describe("EventTranslator.reconnected (catch-up)", () => {
   function idle(): AgentEvent {
     return { type: "session.status", properties: { sessionID: AGENT_SESSION, status: { type: "idle" } } };
   }
+});
+
+/** OpenCode 1.18.33's events for a failed turn, as the development model's `fail 401` produces them (trimmed). */
+function failedTurn(error: Record<string, unknown>): AgentEvent[] {
+  const sessionID = AGENT_SESSION;
+  const info = { id: "msg_fail", sessionID, role: "assistant", providerID: "dev", modelID: "echo", time: { created: 1000 } };
+  return [
+    { type: "session.status", properties: { sessionID, status: { type: "busy" } } },
+    { type: "message.updated", properties: { sessionID, info } },
+    { type: "session.error", properties: { sessionID, error } },
+    { type: "session.status", properties: { sessionID, status: { type: "idle" } } },
+    { type: "message.updated", properties: { sessionID, info: { ...info, time: { created: 1000, completed: 1500 }, error } } },
+  ];
+}
+
+const API_401 = {
+  name: "APIError",
+  data: {
+    message: "Incorrect API key provided: sk-live-abcdefghijklmnop1234. You can find your API key in your account settings.",
+    statusCode: 401,
+    isRetryable: false,
+    responseHeaders: { "x-request-id": "req_1" },
+    metadata: { url: "http://127.0.0.1:9/v1/chat/completions" },
+  },
+};
+
+describe("EventTranslator: agent errors, tool results, permissions (issue 25)", () => {
+  it("a failed model call: an error frame, the message finalized with reason error and the redacted error, an error outcome", () => {
+    const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
+    const steps = failedTurn(API_401).map((e) => translator.apply(e));
+    const client = steps.flatMap((t) => t.client);
+    const error = client.find((m) => m.type === "error");
+    expect(error).toMatchObject({ type: "error", code: "agent_error", error: { code: "auth" } });
+    const finalize = client.find((m) => m.type === "message.finalize");
+    expect(finalize).toMatchObject({ messageId: "msg_fail", text: "", reason: "error", error: { code: "auth" } });
+    // Never the provider's URL, headers or a key-shaped string.
+    expect(JSON.stringify(client)).not.toMatch(/127\.0\.0\.1|x-request-id|sk-live-abcdefghijklmnop1234/);
+    const idle = steps.find((t) => t.transition === "idle");
+    expect(idle?.outcome).toMatchObject({ reason: "error", error: { code: "auth" }, model: "dev/echo" });
+    expect(steps.flatMap((t) => t.finalized).find((r) => r.messageId === "msg_fail")).toMatchObject({ reason: "error", error: { code: "auth" } });
+    // One error frame per turn; the late message update changes nothing.
+    expect(client.filter((m) => m.type === "error")).toHaveLength(1);
+  });
+
+  it("classifies billing (402) and rate limits (429 or OpenCode's retry status); a cancel is canceled with no error frame", () => {
+    const billing = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
+    const b = failedTurn({ name: "APIError", data: { message: "You exceeded your current quota, please check your plan and billing details.", statusCode: 402, isRetryable: false } }).map((e) => billing.apply(e));
+    expect(b.find((t) => t.outcome)?.outcome?.error?.code).toBe("billing");
+
+    const limited = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
+    limited.apply({ type: "session.status", properties: { sessionID: AGENT_SESSION, status: { type: "busy" } } });
+    const retry = limited.apply({ type: "session.status", properties: { sessionID: AGENT_SESSION, status: { type: "retry", attempt: 1, message: "Rate limit reached for requests. Please try again later.", next: 5 } } });
+    expect(retry.retry).toMatchObject({ code: "rate_limit" });
+    expect(retry.client).toEqual([]);
+
+    const canceled = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
+    const c = failedTurn({ name: "MessageAbortedError", data: { message: "The operation was aborted." } }).map((e) => canceled.apply(e));
+    const client = c.flatMap((t) => t.client);
+    expect(client.some((m) => m.type === "error")).toBe(false);
+    expect(client.find((m) => m.type === "message.finalize")).toMatchObject({ reason: "canceled", error: { code: "canceled" } });
+    expect(c.find((t) => t.outcome)?.outcome?.reason).toBe("canceled");
+  });
+
+  it("tool updates carry the call's input and its bounded, redacted output or error", () => {
+    const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
+    const part = (state: Record<string, unknown>) => ({
+      type: "message.part.updated",
+      properties: { sessionID: AGENT_SESSION, part: { id: "prt_t", messageID: "msg_t", sessionID: AGENT_SESSION, type: "tool", tool: "bash", state } },
+    });
+    translator.apply({ type: "session.status", properties: { sessionID: AGENT_SESSION, status: { type: "busy" } } });
+    const input = { command: "export API_KEY=abcdef0123456789 && make", description: "build" };
+    const out = [
+      ...translator.apply(part({ status: "pending", input: {}, raw: "" })).client,
+      ...translator.apply(part({ status: "running", input })).client,
+      ...translator.apply(part({ status: "completed", input, output: "x".repeat(5_000), title: "make" })).client,
+    ];
+    expect(out.map((m) => m.type)).toEqual(["message.create", "message.part.tool-update", "message.part.tool-update", "message.part.tool-update"]);
+    const done = out.at(-1) as unknown as { input: { command: string }; output: string };
+    expect(done.input.command).toContain("make");
+    expect(done.input.command).not.toContain("abcdef0123456789");
+    expect(done.output.length).toBeLessThan(2_100);
+    expect(done.output).toMatch(/more characters\]$/);
+    const failed = translator.apply(part({ status: "error", input, error: "exit status 2" })).client[0];
+    expect(failed).toMatchObject({ status: "error", error: "exit status 2" });
+  });
+
+  it("hands permission.asked and permission.replied to the relay", () => {
+    const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
+    const asked = translator.apply({
+      type: "permission.asked",
+      properties: {
+        id: "per_1",
+        sessionID: AGENT_SESSION,
+        permission: "external_directory",
+        patterns: ["/etc/*"],
+        metadata: { filepath: "/etc/hostname" },
+        always: ["/etc/*"],
+        tool: { messageID: "msg_t", callID: "call_1" },
+      },
+    });
+    expect(asked.permissionsAsked).toEqual([
+      { permissionId: "per_1", permission: "external_directory", patterns: ["/etc/*"], always: ["/etc/*"], metadata: { filepath: "/etc/hostname" }, tool: { messageId: "msg_t", callId: "call_1" } },
+    ]);
+    const replied = translator.apply({ type: "permission.replied", properties: { sessionID: AGENT_SESSION, requestID: "per_1", reply: "once" } });
+    expect(replied.permissionsReplied).toEqual([{ permissionId: "per_1", response: "once" }]);
+    const other = translator.apply({ type: "permission.asked", properties: { id: "per_2", sessionID: "ses_other", permission: "bash", patterns: [], metadata: {}, always: [] } });
+    expect(other.permissionsAsked).toEqual([]);
+  });
 });

@@ -22,6 +22,7 @@ function runtimeChanges(p: NonNullable<FlowDocument["provision"]>) {
   return {
     sandboxId: p.sandboxId,
     openCodeUrl: p.tunnelUrl,
+    previewUrl: p.previewUrl ?? null,
     sandboxExpiresAt: p.expiresAt === null ? null : new Date(p.expiresAt).toISOString(),
     codingAgentSessionId: p.codingAgentSessionId,
     // The new runtime's key: from now on every caller derives this epoch's (sandbox-keyring.ts).

@@ -76,6 +76,7 @@ export const makeProvisionStep = flowStep("provision", async (doc, deps) => {
     return {
       sandboxId: result.sandboxId,
       tunnelUrl: result.tunnelUrl,
+      previewUrl: result.previewUrl,
       expiresAt: result.expiresAt,
       recovered: result.recovered,
       codingAgentSessionId,

@@ -10,7 +10,7 @@ import * as z from "zod";
 import { PromptContent } from "../../domain/prompt-content";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
-import { submitPrompt } from "../../services/submit-prompt";
+import { authorOf, submitPrompt } from "../../services/submit-prompt";
 import { loadOwnedSession, requirePrincipal, SessionPathParams } from "../session-access";
 
 const CreatePromptBody = z.object({ content: PromptContent }).strict();
@@ -24,7 +24,7 @@ export const makeCreatePromptHandler = httpRoute(
     return {
       status: 202,
       body: {
-        prompt: { id: submitted.prompt.promptId, status: submitted.status, position: submitted.position, createdAt: submitted.prompt.createdAt },
+        prompt: { id: submitted.prompt.promptId, status: submitted.status, position: submitted.position, createdAt: submitted.prompt.createdAt, authorId: authorOf(submitted.prompt.source) },
         delivery: submitted.delivery,
       },
     };

@@ -14,11 +14,11 @@
  */
 import * as z from "zod";
 import { QuotaExceededError, ValidationError } from "../../domain/errors";
-import { SshPublicKey, SupportedAgentModel, gitIdentityFor } from "../../domain/agent-settings";
-import { refineMultiLine, refineSingleLine, singleLineText } from "../../domain/text";
+import { MODEL_KEY_ENV, ModelId, ServiceCommand, SshPublicKey, SupportedAgentModel, gitIdentityFor, modelKeyEnv } from "../../domain/agent-settings";
+import { refineMultiLine, refineSingleLine, singleLineProblem, singleLineText, workspacePathTextProblem } from "../../domain/text";
 import { repoDir, WorkspacePathError } from "../../../sandbox/boot/layout";
 import { requireSecretsExist, type SecretReference } from "../secret-references";
-import { API_WORKSPACE_ROOT, ClientType, ProviderType, RepoSpec, SessionEnvFiles, SessionType, newSessionRecord, toSessionView } from "../../domain/session";
+import { API_WORKSPACE_ROOT, ClientType, MAX_FALLBACK_MODELS, PermissionPolicy, ProviderType, RepoSpec, SessionEnvFiles, SessionType, newSessionRecord, toSessionView } from "../../domain/session";
 import { httpRoute, type HttpDeps } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
 import { requirePrincipal } from "../session-access";
@@ -55,6 +55,14 @@ export const CreateSessionBody = z
     envFiles: SessionEnvFiles.optional(),
     /** The model and the org secret holding its key; default: the org's model, else the deployment's. */
     model: SupportedAgentModel.optional(),
+    /** Seed 004 failover: the models a turn moves on to after a rate-limit, auth or billing error. */
+    fallbackModels: z
+      .array(ModelId.refine((id) => modelKeyEnv(id) !== null, { message: `provider must be one of ${Object.keys(MODEL_KEY_ENV).join(", ")}` }))
+      .max(MAX_FALLBACK_MODELS)
+      .refine((list) => new Set(list).size === list.length, "each model at most once")
+      .optional(),
+    /** Issue 25 §3: `auto` (default) approves the agent's permission requests; `ask` puts them to the clients. */
+    permissionPolicy: PermissionPolicy.optional(),
     systemPrompt: z.string().trim().min(1).max(32_000).superRefine(refineMultiLine).optional(),
     serviceCommands: z
       .array(CreateServiceCommand)
@@ -155,6 +163,8 @@ export const makeCreateSessionHandler = httpRoute(
       repos: source.repos,
       envFiles: body.envFiles ?? source.envFiles,
       model: body.model,
+      fallbackModels: body.fallbackModels,
+      permissionPolicy: body.permissionPolicy,
       systemPrompt: body.systemPrompt,
       serviceCommands: body.serviceCommands ?? source.serviceCommands,
       sshPublicKey: body.sshPublicKey,

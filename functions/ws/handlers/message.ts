@@ -14,13 +14,15 @@
  */
 import * as z from "zod";
 import { connectionExpiresAt, connectionRefreshDue } from "../../domain/connection-liveness";
-import { AppError } from "../../domain/errors";
 import { agentEndpoint } from "../../agent/agent-endpoint";
-import { submitPrompt } from "../../services/submit-prompt";
+import { authorOf, submitPrompt } from "../../services/submit-prompt";
 import { describeZodError } from "../../http/http-handler";
 import { PromptContent } from "../../domain/prompt-content";
 import { errorForLog } from "../../observability/logger";
 import type { ClientConnection } from "../../ports/session-items";
+import { PERMISSION_RESPONSES } from "../../ports/agent-client";
+import { broadcast } from "../../services/broadcast";
+import { AgentUnavailableError, AppError, ConflictError, NotFoundError } from "../../domain/errors";
 import type { WsDeps, WsEvent, WsResult } from "../ws-deps";
 import { wsEntry } from "../lambda-entry";
 
@@ -29,6 +31,14 @@ export const ClientFrame = z.discriminatedUnion("type", [
   z.object({ type: z.literal("cancel") }).strict(),
   z.object({ type: z.literal("ping") }).strict(),
   z.object({ type: z.literal("heartbeat") }).strict(),
+  /** Answers the agent's `permission.asked` (policy `ask`): once, always (that pattern, for good), or reject. */
+  z
+    .object({
+      type: z.literal("permission.reply"),
+      permissionId: z.string().regex(/^per_[A-Za-z0-9]{1,64}$/, "must be the permissionId of a permission.asked message"),
+      response: z.enum(PERMISSION_RESPONSES),
+    })
+    .strict(),
 ]);
 export type ClientFrame = z.infer<typeof ClientFrame>;
 
@@ -109,7 +119,23 @@ export function makeMessageHandler(deps: WsDeps): (event: WsEvent) => Promise<Ws
           const session = await deps.sessions.getSession(sessionId);
           if (!session) throw new Error(`session ${sessionId} vanished`);
           const submitted = await submitPrompt(deps, session, { content: frame.content, source: `user:${connection.userId}`, maxQueued: deps.config.MAX_QUEUED_PROMPTS_PER_SESSION });
-          await reply({ type: "prompt.queued", promptId: submitted.prompt.promptId, position: submitted.position, status: submitted.status });
+          const queued = { type: "prompt.queued", promptId: submitted.prompt.promptId, position: submitted.position, status: submitted.status, authorId: authorOf(submitted.prompt.source) };
+          await reply(queued);
+          // Issue 25 §6: the session's other clients see who asked what, as it is asked.
+          await broadcast(deps, sessionId, { ...queued, content: submitted.prompt.content }, { except: connectionId });
+          break;
+        }
+        case "permission.reply": {
+          await deps.sessions.touchActivity(sessionId, deps.now());
+          const session = await deps.sessions.getSession(sessionId);
+          if (session?.status !== "running" || !session.openCodeUrl) throw new ConflictError(`session is ${session?.status ?? "gone"}: no permission request to answer`);
+          try {
+            await deps.agent.replyPermission(await agentEndpoint(deps.sandboxKeys, sessionId, session.openCodeUrl), frame.permissionId, frame.response);
+          } catch (err) {
+            // OpenCode answers 404 for a request that was answered already (or never asked).
+            if (err instanceof AgentUnavailableError && err.context.httpStatus === 404) throw new NotFoundError(`no pending permission request ${frame.permissionId}: it was answered already or never asked`);
+            throw err;
+          }
           break;
         }
         case "cancel": {

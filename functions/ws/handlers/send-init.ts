@@ -5,6 +5,11 @@
  * between the two is covered by the status sent after marking ready (a duplicate is harmless;
  * a gap is not). In AWS this runs as its own function, invoked asynchronously by `$connect`;
  * a connection that is not open yet is retried briefly.
+ *
+ * Presence (seed 001, issue 25 §6): `init` names the distinct users with a live connection
+ * (`data.connectedUsers: [{userId}]`), and once the new connection is ready its user's arrival
+ * is announced to the session's other clients (`user.joined {userId}`) unless that user was
+ * already connected from elsewhere.
  */
 import * as z from "zod";
 import { connectionExpiresAt } from "../../domain/connection-liveness";
@@ -12,6 +17,8 @@ import { toSessionView, type ClientStatus, type SessionRecord } from "../../doma
 import { clientStatusOf } from "../../domain/session-transitions";
 import type { TranscriptMessage } from "../../ports/transcript";
 import type { WsDeps } from "../ws-deps";
+import type { ClientConnection } from "../../ports/session-items";
+import { broadcast } from "../../services/broadcast";
 import { lazyEntry } from "../lambda-entry";
 
 export const SendInitEvent = z.object({ connectionId: z.string().min(1), sessionId: z.string().min(1) });
@@ -28,6 +35,12 @@ async function transcriptOf(deps: WsDeps, sessionId: string): Promise<Transcript
     cursor = page.nextCursor;
   } while (cursor && messages.length < INIT_TRANSCRIPT_LIMIT);
   return messages.slice(-INIT_TRANSCRIPT_LIMIT);
+}
+
+/** Distinct users of the given connections, in order of first connection. */
+export function connectedUsers(connections: Pick<ClientConnection, "userId" | "connectedAt">[]): { userId: string }[] {
+  const byArrival = [...connections].sort((a, b) => a.connectedAt.localeCompare(b.connectedAt));
+  return [...new Set(byArrival.map((c) => c.userId))].map((userId) => ({ userId }));
 }
 
 /** What a client should show now: the stored status, or the flow in progress on it. */
@@ -55,7 +68,7 @@ export function makeSendInitHandler(deps: WsDeps, options: { attempts?: number; 
       type: "init",
       session: toSessionView(session, deps.now()),
       messages,
-      data: { connectedClients: connections.length, promptsQueued: queued.length, agentBusy: session.agentBusy },
+      data: { connectedClients: connections.length, connectedUsers: connectedUsers(connections), promptsQueued: queued.length, agentBusy: session.agentBusy },
     };
     let sent = false;
     for (let i = 0; i < attempts && !sent; i++) {
@@ -69,6 +82,10 @@ export function makeSendInitHandler(deps: WsDeps, options: { attempts?: number; 
     if (!(await deps.connections.markReady(sessionId, connectionId, connectionExpiresAt(deps.now(), deps.config.CONNECTION_TTL_SECONDS)))) return { sent: true };
     const fresh = (await deps.sessions.getSession(sessionId)) ?? session;
     await deps.push.send(connectionId, { type: "status", status: await currentClientStatus(deps, fresh) });
+    const self = connections.find((c) => c.connectionId === connectionId);
+    if (self && !connections.some((c) => c.userId === self.userId && c.connectionId !== connectionId)) {
+      await broadcast(deps, sessionId, { type: "user.joined", userId: self.userId }, { except: connectionId });
+    }
     return { sent: true };
   };
 }
