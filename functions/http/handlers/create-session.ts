@@ -14,8 +14,8 @@
  */
 import * as z from "zod";
 import { QuotaExceededError, ValidationError } from "../../domain/errors";
-import { MODEL_KEY_ENV, ModelId, ServiceCommand, SshPublicKey, SupportedAgentModel, gitIdentityFor, modelKeyEnv } from "../../domain/agent-settings";
-import { refineMultiLine, refineSingleLine, singleLineProblem, singleLineText, workspacePathTextProblem } from "../../domain/text";
+import { MODEL_KEY_ENV, ModelId, SshPublicKey, SupportedAgentModel, gitIdentityFor, modelKeyEnv } from "../../domain/agent-settings";
+import { refineMultiLine, refineSingleLine, singleLineText } from "../../domain/text";
 import { repoDir, WorkspacePathError } from "../../../sandbox/boot/layout";
 import { requireSecretsExist, type SecretReference } from "../secret-references";
 import { API_WORKSPACE_ROOT, ClientType, MAX_FALLBACK_MODELS, PermissionPolicy, ProviderType, RepoSpec, SessionEnvFiles, SessionType, newSessionRecord, toSessionView } from "../../domain/session";
