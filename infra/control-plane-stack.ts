@@ -26,7 +26,7 @@ import { EmailSubscription } from "aws-cdk-lib/aws-sns-subscriptions";
 import type { StateMachine } from "aws-cdk-lib/aws-stepfunctions";
 import type { Construct, IConstruct } from "constructs";
 import { FLOW_STEPS, stepArnVariable } from "../functions/flows/steps";
-import { HTTP_ROUTES, type SecretAccess } from "../functions/http/routes";
+import { HTTP_ROUTES, servingRoute, type HttpRouteDefinition, type SecretAccess } from "../functions/http/routes";
 import type { FlowName } from "../functions/ports/flow-runner";
 import { METRIC_NAMES } from "../functions/ports/metrics-sink";
 import { TABLE_DEFINITION } from "../functions/store/table-layout";
@@ -345,27 +345,38 @@ export class ControlPlaneStack extends Stack {
     };
 
     const httpRouteSettings: Record<string, RouteSettings> = {};
-    for (const route of HTTP_ROUTES) {
+    // One function per route, or per route group (routes.ts `group`: a family served by one
+    // entry), with the union of its routes' grants (`servingRoute`). `functions` is by route id.
+    const routeFunctions = new Map<string, NodejsFunction>();
+    const functionFor = (route: HttpRouteDefinition): NodejsFunction => {
+      const served = servingRoute(route);
+      const existing = routeFunctions.get(served.id);
+      if (existing) return existing;
       const fn = createHandlerFunction(this, {
-        id: route.id,
-        entry: route.entry,
-        purpose: `the ${route.id} HTTP handler`,
-        alarmDescription: `${route.id} handler threw (5xx) in the last 5 minutes`,
+        id: served.id,
+        entry: served.entry,
+        purpose: served.group ? `the ${served.id} HTTP handlers (${HTTP_ROUTES.filter((r) => r.group === served.group).map((r) => r.id).join(", ")})` : `the ${served.id} HTTP handler`,
+        alarmDescription: `${served.id} handler threw (5xx) in the last 5 minutes`,
         environment,
         memorySize: 512,
-        timeout: Duration.seconds(route.agentAccess ? AGENT_ROUTE_TIMEOUT_SECONDS : HTTP_ROUTE_TIMEOUT_SECONDS),
+        timeout: Duration.seconds(served.agentAccess ? AGENT_ROUTE_TIMEOUT_SECONDS : HTTP_ROUTE_TIMEOUT_SECONDS),
         table: this.table,
-        tableAccess: route.tableAccess,
-        reservedConcurrency: reserved(route.id),
+        tableAccess: served.tableAccess,
+        reservedConcurrency: reserved(served.id),
       });
-      allowStartingFlows(fn, route.startsFlows ?? [], `route ${route.id}`);
-      if (route.agentAccess || route.sandboxAccess || route.providerAccess) allowProviderSecret(fn);
-      if (route.agentAccess || route.sandboxAccess || route.verifiesSandboxes) allowSandboxKeys(fn);
+      allowStartingFlows(fn, served.startsFlows ?? [], `route ${served.id}`);
+      if (served.agentAccess || served.sandboxAccess || served.providerAccess) allowProviderSecret(fn);
+      if (served.agentAccess || served.sandboxAccess || served.verifiesSandboxes) allowSandboxKeys(fn);
       // The idle check when a proxy connection closes (functions/http/handlers/proxy-connections.ts).
-      if (route.armsSchedules) allowScheduling(fn);
-      if (route.secretAccess) allowSecrets(fn, route.secretAccess);
-      if (route.pushesToClients) allowPush(fn, webSocket);
-      if (route.startsBuilds) allowStartingBuilds(fn);
+      if (served.armsSchedules) allowScheduling(fn);
+      if (served.secretAccess) allowSecrets(fn, served.secretAccess);
+      if (served.pushesToClients) allowPush(fn, webSocket);
+      if (served.startsBuilds) allowStartingBuilds(fn);
+      routeFunctions.set(served.id, fn);
+      return fn;
+    };
+    for (const route of HTTP_ROUTES) {
+      const fn = functionFor(route);
       const [httpRoute] = this.httpApi.addRoutes({
         path: route.path,
         methods: [HttpMethod[route.method]],

@@ -54,6 +54,12 @@ export interface HttpRouteDefinition {
   path: string;
   /** Handler module, relative to the repository root (the Lambda bundle's entry). */
   entry: string;
+  /**
+   * Routes of one family served by one Lambda (the group's `entry` dispatches on the route key:
+   * `lambdaRouteGroup`), whose grants are the union of its routes'. Only families whose routes
+   * need nearly the same grants share one: CloudFormation's 500-resource stack limit.
+   */
+  group?: string;
   make: (deps: HttpDeps) => HttpHandler;
   /** Least privilege: what the function may do on the table (token lookups are reads). */
   tableAccess: TableAccess;
@@ -107,29 +113,29 @@ export const HTTP_ROUTES: readonly HttpRouteDefinition[] = [
   { id: "GetOrgModel", method: "GET", path: "/v1/org/model", entry: "functions/http/handlers/get-org-model.ts", make: makeGetOrgModelHandler, tableAccess: "read" },
   { id: "PutOrgModel", method: "PUT", path: "/v1/org/model", entry: "functions/http/handlers/put-org-model.ts", make: makePutOrgModelHandler, tableAccess: "readwrite", secretAccess: "metadata" },
   // Repositories and prebuilds (API.md v1.1). Secret references are checked (metadata reads only).
-  { id: "CreateRepo", method: "POST", path: "/v1/repos", entry: "functions/http/handlers/create-repo.ts", make: makeCreateRepoHandler, tableAccess: "readwrite", secretAccess: "metadata" },
-  { id: "ListRepos", method: "GET", path: "/v1/repos", entry: "functions/http/handlers/list-repos.ts", make: makeListReposHandler, tableAccess: "read" },
-  { id: "GetRepo", method: "GET", path: "/v1/repos/{id}", entry: "functions/http/handlers/get-repo.ts", make: makeGetRepoHandler, tableAccess: "read" },
-  { id: "PatchRepo", method: "PATCH", path: "/v1/repos/{id}", entry: "functions/http/handlers/patch-repo.ts", make: makePatchRepoHandler, tableAccess: "readwrite", secretAccess: "metadata" },
+  { id: "CreateRepo", method: "POST", path: "/v1/repos", entry: "functions/http/handlers/repos-entry.ts", group: "Repos", make: makeCreateRepoHandler, tableAccess: "readwrite", secretAccess: "metadata" },
+  { id: "ListRepos", method: "GET", path: "/v1/repos", entry: "functions/http/handlers/repos-entry.ts", group: "Repos", make: makeListReposHandler, tableAccess: "read" },
+  { id: "GetRepo", method: "GET", path: "/v1/repos/{id}", entry: "functions/http/handlers/repos-entry.ts", group: "Repos", make: makeGetRepoHandler, tableAccess: "read" },
+  { id: "PatchRepo", method: "PATCH", path: "/v1/repos/{id}", entry: "functions/http/handlers/repos-entry.ts", group: "Repos", make: makePatchRepoHandler, tableAccess: "readwrite", secretAccess: "metadata" },
   { id: "DeleteRepo", method: "DELETE", path: "/v1/repos/{id}", entry: "functions/http/handlers/delete-repo.ts", make: makeDeleteRepoHandler, tableAccess: "readwrite", providerAccess: true },
-  { id: "RefreshRepo", method: "POST", path: "/v1/repos/{id}/refresh", entry: "functions/http/handlers/refresh-repo.ts", make: makeRefreshRepoHandler, tableAccess: "readwrite", startsBuilds: true },
-  { id: "CreatePrebuild", method: "POST", path: "/v1/prebuilds", entry: "functions/http/handlers/create-prebuild.ts", make: makeCreatePrebuildHandler, tableAccess: "readwrite" },
-  { id: "ListPrebuilds", method: "GET", path: "/v1/prebuilds", entry: "functions/http/handlers/list-prebuilds.ts", make: makeListPrebuildsHandler, tableAccess: "read" },
-  { id: "GetPrebuild", method: "GET", path: "/v1/prebuilds/{id}", entry: "functions/http/handlers/get-prebuild.ts", make: makeGetPrebuildHandler, tableAccess: "read" },
-  { id: "PatchPrebuild", method: "PATCH", path: "/v1/prebuilds/{id}", entry: "functions/http/handlers/patch-prebuild.ts", make: makePatchPrebuildHandler, tableAccess: "readwrite" },
+  { id: "RefreshRepo", method: "POST", path: "/v1/repos/{id}/refresh", entry: "functions/http/handlers/repos-entry.ts", group: "Repos", make: makeRefreshRepoHandler, tableAccess: "readwrite", startsBuilds: true },
+  { id: "CreatePrebuild", method: "POST", path: "/v1/prebuilds", entry: "functions/http/handlers/prebuilds-entry.ts", group: "Prebuilds", make: makeCreatePrebuildHandler, tableAccess: "readwrite" },
+  { id: "ListPrebuilds", method: "GET", path: "/v1/prebuilds", entry: "functions/http/handlers/prebuilds-entry.ts", group: "Prebuilds", make: makeListPrebuildsHandler, tableAccess: "read" },
+  { id: "GetPrebuild", method: "GET", path: "/v1/prebuilds/{id}", entry: "functions/http/handlers/prebuilds-entry.ts", group: "Prebuilds", make: makeGetPrebuildHandler, tableAccess: "read" },
+  { id: "PatchPrebuild", method: "PATCH", path: "/v1/prebuilds/{id}", entry: "functions/http/handlers/prebuilds-entry.ts", group: "Prebuilds", make: makePatchPrebuildHandler, tableAccess: "readwrite" },
   { id: "DeletePrebuild", method: "DELETE", path: "/v1/prebuilds/{id}", entry: "functions/http/handlers/delete-prebuild.ts", make: makeDeletePrebuildHandler, tableAccess: "readwrite", providerAccess: true },
-  { id: "CreatePrebuildBuild", method: "POST", path: "/v1/prebuilds/{id}/builds", entry: "functions/http/handlers/create-prebuild-build.ts", make: makeCreatePrebuildBuildHandler, tableAccess: "readwrite", startsBuilds: true },
-  { id: "ListPrebuildBuilds", method: "GET", path: "/v1/prebuilds/{id}/builds", entry: "functions/http/handlers/list-prebuild-builds.ts", make: makeListPrebuildBuildsHandler, tableAccess: "read" },
+  { id: "CreatePrebuildBuild", method: "POST", path: "/v1/prebuilds/{id}/builds", entry: "functions/http/handlers/prebuilds-entry.ts", group: "Prebuilds", make: makeCreatePrebuildBuildHandler, tableAccess: "readwrite", startsBuilds: true },
+  { id: "ListPrebuildBuilds", method: "GET", path: "/v1/prebuilds/{id}/builds", entry: "functions/http/handlers/prebuilds-entry.ts", group: "Prebuilds", make: makeListPrebuildBuildsHandler, tableAccess: "read" },
   // Called by sandboxes (their sidecar signs with the session's sandbox key), never by people.
   { id: "SandboxGitCredential", method: "POST", path: "/v1/sandbox/git-credential", entry: "functions/http/handlers/sandbox-git-credential.ts", make: makeSandboxGitCredentialHandler, tableAccess: "read", verifiesSandboxes: true, secretAccess: "decrypt" },
   { id: "SandboxEnvValues", method: "POST", path: "/v1/sandbox/env-values", entry: "functions/http/handlers/sandbox-env-values.ts", make: makeSandboxEnvValuesHandler, tableAccess: "read", verifiesSandboxes: true, secretAccess: "decrypt" },
   // The agent's own tools (issue 25 §4), through the sidecar: functions/agent-tools/agent-tools.ts.
-  { id: "SandboxSaveSnapshot", method: "POST", path: "/v1/sandbox/snapshots", entry: "functions/http/handlers/sandbox-save-snapshot.ts", make: makeSandboxSaveSnapshotHandler, tableAccess: "read", verifiesSandboxes: true, startsFlows: ["snapshot"] },
-  { id: "SandboxSnapshotStatus", method: "GET", path: "/v1/sandbox/snapshots/{execution}", entry: "functions/http/handlers/sandbox-snapshot-status.ts", make: makeSandboxSnapshotStatusHandler, tableAccess: "read", verifiesSandboxes: true },
-  { id: "SandboxServiceCommands", method: "PUT", path: "/v1/sandbox/service-commands", entry: "functions/http/handlers/sandbox-service-commands.ts", make: makeSandboxServiceCommandsHandler, tableAccess: "readwrite", verifiesSandboxes: true },
-  { id: "SandboxEnvFiles", method: "PUT", path: "/v1/sandbox/env-files", entry: "functions/http/handlers/sandbox-env-files.ts", make: makeSandboxEnvFilesHandler, tableAccess: "readwrite", verifiesSandboxes: true },
-  { id: "SandboxEnvRequest", method: "POST", path: "/v1/sandbox/env-requests", entry: "functions/http/handlers/sandbox-env-request.ts", make: makeSandboxEnvRequestHandler, tableAccess: "readwrite", verifiesSandboxes: true, secretAccess: "metadata", pushesToClients: true },
-  { id: "SandboxVerification", method: "POST", path: "/v1/sandbox/verifications", entry: "functions/http/handlers/sandbox-verification.ts", make: makeSandboxVerificationHandler, tableAccess: "readwrite", verifiesSandboxes: true, pushesToClients: true },
+  { id: "SandboxSaveSnapshot", method: "POST", path: "/v1/sandbox/snapshots", entry: "functions/http/handlers/sandbox-agent-tools-entry.ts", group: "SandboxAgentTools", make: makeSandboxSaveSnapshotHandler, tableAccess: "read", verifiesSandboxes: true, startsFlows: ["snapshot"] },
+  { id: "SandboxSnapshotStatus", method: "GET", path: "/v1/sandbox/snapshots/{execution}", entry: "functions/http/handlers/sandbox-agent-tools-entry.ts", group: "SandboxAgentTools", make: makeSandboxSnapshotStatusHandler, tableAccess: "read", verifiesSandboxes: true },
+  { id: "SandboxServiceCommands", method: "PUT", path: "/v1/sandbox/service-commands", entry: "functions/http/handlers/sandbox-agent-tools-entry.ts", group: "SandboxAgentTools", make: makeSandboxServiceCommandsHandler, tableAccess: "readwrite", verifiesSandboxes: true },
+  { id: "SandboxEnvFiles", method: "PUT", path: "/v1/sandbox/env-files", entry: "functions/http/handlers/sandbox-agent-tools-entry.ts", group: "SandboxAgentTools", make: makeSandboxEnvFilesHandler, tableAccess: "readwrite", verifiesSandboxes: true },
+  { id: "SandboxEnvRequest", method: "POST", path: "/v1/sandbox/env-requests", entry: "functions/http/handlers/sandbox-agent-tools-entry.ts", group: "SandboxAgentTools", make: makeSandboxEnvRequestHandler, tableAccess: "readwrite", verifiesSandboxes: true, secretAccess: "metadata", pushesToClients: true },
+  { id: "SandboxVerification", method: "POST", path: "/v1/sandbox/verifications", entry: "functions/http/handlers/sandbox-agent-tools-entry.ts", group: "SandboxAgentTools", make: makeSandboxVerificationHandler, tableAccess: "readwrite", verifiesSandboxes: true, pushesToClients: true },
 ];
 
 /**
@@ -162,4 +168,36 @@ export function matchRoutePath(routePath: string, actual: string): Record<string
     }
   }
   return params;
+}
+
+/**
+ * The definition the Lambda serving `route` is built from: the route's own, or for a route group
+ * one definition with the group's id and the union of its routes' needs (the grants of every
+ * route it serves). The stack builds functions from this, and the infra tests check grants by it.
+ */
+export function servingRoute(route: HttpRouteDefinition): HttpRouteDefinition {
+  if (!route.group) return route;
+  const routes = HTTP_ROUTES.filter((r) => r.group === route.group);
+  const any = (flag: (r: HttpRouteDefinition) => unknown): boolean => routes.some((r) => Boolean(flag(r)));
+  const secretAccess = [...new Set(routes.flatMap((r) => (r.secretAccess ? [r.secretAccess] : [])))];
+  if (secretAccess.length > 1) throw new Error(`route group ${route.group} mixes secret access ${secretAccess.join(", ")}`);
+  const startsFlows = [...new Set(routes.flatMap((r) => r.startsFlows ?? []))];
+  return {
+    id: route.group,
+    method: route.method,
+    path: route.path,
+    entry: route.entry,
+    group: route.group,
+    make: route.make,
+    tableAccess: any((r) => r.tableAccess === "readwrite") ? "readwrite" : any((r) => r.tableAccess === "read") ? "read" : "none",
+    ...(startsFlows.length > 0 ? { startsFlows } : {}),
+    ...(secretAccess[0] ? { secretAccess: secretAccess[0] } : {}),
+    ...(any((r) => r.providerAccess) ? { providerAccess: true } : {}),
+    ...(any((r) => r.startsBuilds) ? { startsBuilds: true } : {}),
+    ...(any((r) => r.agentAccess) ? { agentAccess: true } : {}),
+    ...(any((r) => r.armsSchedules) ? { armsSchedules: true } : {}),
+    ...(any((r) => r.sandboxAccess) ? { sandboxAccess: true } : {}),
+    ...(any((r) => r.verifiesSandboxes) ? { verifiesSandboxes: true } : {}),
+    ...(any((r) => r.pushesToClients) ? { pushesToClients: true } : {}),
+  };
 }

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { App, Validations, type CfnElement, type Stack } from "aws-cdk-lib";
 import { Match, Template } from "aws-cdk-lib/assertions";
 import { buildApp } from "../../infra/app";
-import { HTTP_ROUTES } from "../../functions/http/routes";
+import { HTTP_ROUTES, servingRoute } from "../../functions/http/routes";
 import { FLOW_STEPS } from "../../functions/flows/steps";
 import { BUILD_STEPS } from "../../functions/builds/build-steps";
 import { WS_ROUTES } from "../../functions/ws/routes";
@@ -102,7 +102,9 @@ describe("HTTP API", () => {
 
 // One function per HTTP route, per flow step, the schedule target, the sweeper, one per WebSocket route, send-init,
 // one per snapshot builder step and the scheduled prebuild rebuild.
-const FUNCTION_COUNT = HTTP_ROUTES.length + FLOW_STEPS.length + 1 + 1 + WS_ROUTES.length + 1 + BUILD_STEPS.length + 1;
+/** Route groups (routes.ts `group`) share one function. */
+const HTTP_FUNCTIONS = [...new Map(HTTP_ROUTES.map((r) => [servingRoute(r).id, servingRoute(r)])).values()];
+const FUNCTION_COUNT = HTTP_FUNCTIONS.length + FLOW_STEPS.length + 1 + 1 + WS_ROUTES.length + 1 + BUILD_STEPS.length + 1;
 // The idle snapshot circuit breaker and the orphan sessions the sweeper finds (flows.test.ts).
 const METRIC_ALARM_COUNT = 2;
 
@@ -136,7 +138,7 @@ describe("functions", () => {
       if (!entry) throw new Error(`no function ${id}`);
       return readFileSync(path.join(outdir, `asset.${entry[1].Properties.Code.S3Key.replace(/\.zip$/, "")}`, "index.mjs"), "utf8");
     };
-    const small = [...HTTP_ROUTES.filter((r) => !r.sandboxAccess && !r.providerAccess).map((r) => r.id), ...WS_ROUTES.map((r) => r.id), "SendInit"];
+    const small = [...HTTP_FUNCTIONS.filter((r) => !r.sandboxAccess && !r.providerAccess).map((r) => r.id), ...WS_ROUTES.map((r) => r.id), "SendInit"];
     expect(small.length).toBeGreaterThan(20);
     for (const id of small) {
       const bundle = bundleOf(id);
@@ -146,7 +148,7 @@ describe("functions", () => {
       expect(bundle, id).not.toContain("modal.client.ModalClient");
     }
     // A route that calls a provider (tunnels) binds them, and so bundles them.
-    for (const route of HTTP_ROUTES.filter((r) => r.sandboxAccess)) expect(Buffer.byteLength(bundleOf(route.id)), route.id).toBeGreaterThan(300 * 1024);
+    for (const route of HTTP_FUNCTIONS.filter((r) => r.sandboxAccess)) expect(Buffer.byteLength(bundleOf(route.id)), route.id).toBeGreaterThan(300 * 1024);
   });
 
   it("load at cold start only what every route needs: the DynamoDB SDK by require, every other AWS SDK and OpenCode's client on first use", async () => {
@@ -156,7 +158,7 @@ describe("functions", () => {
       if (!entry) throw new Error(`no function ${id}`);
       return path.join(outdir, `asset.${entry[1].Properties.Code.S3Key.replace(/\.zip$/, "")}`, "index.mjs");
     };
-    const routes = [...HTTP_ROUTES.filter((r) => !r.sandboxAccess).map((r) => r.id), ...WS_ROUTES.map((r) => r.id), "SendInit"];
+    const routes = [...HTTP_FUNCTIONS.filter((r) => !r.sandboxAccess).map((r) => r.id), ...WS_ROUTES.map((r) => r.id), "SendInit"];
     const files = Object.fromEntries(routes.map((id) => [id, fileOf(id)]));
     for (const [id, file] of Object.entries(files)) {
       const imports = await bundleImports(file);
@@ -184,7 +186,7 @@ describe("functions", () => {
       return doc.Statement.flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action]));
     };
     const writes = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"];
-    for (const route of HTTP_ROUTES) {
+    for (const route of HTTP_FUNCTIONS) {
       const actions = actionsFor(route.id);
       const dynamo = actions.filter((a) => a.startsWith("dynamodb:"));
       if (route.tableAccess === "none") expect(dynamo).toEqual([]);

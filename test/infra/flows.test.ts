@@ -24,7 +24,10 @@ import { stateMachineArnEnvName } from "../../functions/adapters/aws/sfn-flow-ru
 import { FLOW_STEPS, stepArnVariable } from "../../functions/flows/steps";
 import { BUILD_STEPS } from "../../functions/builds/build-steps";
 import { builderStateMachineArn } from "../../infra/snapshot-builder";
-import { HTTP_ROUTES } from "../../functions/http/routes";
+import { HTTP_ROUTES as DECLARED_ROUTES, servingRoute } from "../../functions/http/routes";
+
+/** Each route by its id, with the needs of the function serving it (a route group's union). */
+const HTTP_ROUTES = DECLARED_ROUTES.map((r) => ({ ...servingRoute(r), id: r.id }));
 import { FLOW_NAMES, type FlowName } from "../../functions/ports/flow-runner";
 import { METRIC_NAMES } from "../../functions/ports/metrics-sink";
 import { parseConfig } from "../../functions/config/config";

@@ -15,7 +15,10 @@ import { stateMachineArn } from "../../infra/lifecycle-flows";
 import { HELD_STREAMS_METRIC, HELD_STREAMS_TARGET, RELAY_HEALTH_PORT, RELAY_MAX_SESSIONS, RELAY_MAX_TASKS, RELAY_MIN_TASKS, RELAY_SERVICE_NAME } from "../../infra/relay-service";
 import { createWebSocketApi, createWebSocketStage, WS_STAGE_NAME } from "../../infra/websocket-api";
 import { FLOW_STEPS } from "../../functions/flows/steps";
-import { HTTP_ROUTES } from "../../functions/http/routes";
+import { HTTP_ROUTES as DECLARED_ROUTES, servingRoute } from "../../functions/http/routes";
+
+/** Each route by its id, with the needs of the function serving it (a route group's union). */
+const HTTP_ROUTES = DECLARED_ROUTES.map((r) => ({ ...servingRoute(r), id: r.id }));
 import { WS_ROUTES } from "../../functions/ws/routes";
 import { actionsOf, asArray, getAtt, resourcesFor, stackQueries, synthWithoutBundling, type Resources, type Statement } from "./stack-queries";
 
