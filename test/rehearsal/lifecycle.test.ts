@@ -226,7 +226,7 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
 
   it("the agent's tools (issue 25 §4): a sandbox-signed save_snapshot runs the snapshot state machine, its status names the snapshot, a save, an env request and a verification (pushed to a client) land", async () => {
     const doc = DynamoDBDocumentClient.from(world.dynamoClient());
-    const masterArn = world.fn("SandboxSaveSnapshot").spec.environment.SANDBOX_ACCESS_KEY_SECRET_ARN ?? "";
+    const masterArn = world.fn("SandboxAgentTools").spec.environment.SANDBOX_ACCESS_KEY_SECRET_ARN ?? "";
     const keyring = staticKeyring(world.secretValues.get(masterArn) ?? "", sessionKeyEpochs(new DynamoSessionStore(doc, world.tableName)));
     const now = Math.floor(Date.now() / 1000);
     const sandbox = mintAccessToken(await keyring.sandboxKey(id), { sid: id, iat: now, exp: now + 300 });
