@@ -28,7 +28,7 @@ import type { OrgSettingsStore } from "../ports/org-settings";
 import type { LifecycleScheduler } from "../ports/lifecycle-scheduler";
 import type { LifecycleEventLog, PromptQueue, ProxyConnectionRegistry } from "../ports/session-items";
 import type { TranscriptStore } from "../ports/transcript";
-import type { RelayLeaseStore } from "../ports/relay";
+import type { RelayLeaseStore, RelayNudge } from "../ports/relay";
 import type { ApiTokenStore, SessionStore } from "../ports/session-store";
 import type { WsTicketStore } from "../ports/ws-tickets";
 
@@ -45,6 +45,8 @@ export interface HttpDeps {
   flows: FlowRunner;
   /** Prompt delivery waits for a relay to watch the session. */
   relayLeases: Pick<RelayLeaseStore, "watched">;
+  /** Prompt delivery nudges a relay to claim a running session nobody watches (issue 15). */
+  relayNudge?: RelayNudge;
   /** Terminal / editor proxy connections (seed 002 constraint 8). */
   proxies: ProxyConnectionRegistry;
   /** Idle checks armed when a proxy closes. */

@@ -155,7 +155,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
 
   // The HTTP server listens first (PORT=0 picks a port): the configuration names its own URLs
   // (WS_URL, CONTROL_PLANE_URL), so it is parsed once they are known, then the runtime composed.
-  const built: { rt?: Runtime } = {};
+  const built: { rt?: Runtime; relay?: StreamingRelay } = {};
   const runtime = (): Runtime => {
     if (!built.rt) throw new Error("local runtime: dependencies not built yet");
     return built.rt;
@@ -230,6 +230,8 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     secretKeys: new LocalSecretKeyWrapper(localSecretsMasterKey(options.env, options.dataDir)),
     // The local server sends init itself once the upgrade completes.
     afterConnect: () => Promise.resolve(),
+    // The relay runs in this process: a nudge is a direct call, awaited until its claim is written.
+    relayNudge: { nudge: (sessionId) => built.relay?.look(sessionId) ?? Promise.resolve() },
     now,
   });
   built.rt = rt;
@@ -248,6 +250,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   };
   const relayDeps = rt.relayDeps;
   let relay = new StreamingRelay(relayDeps, relayOptions);
+  built.relay = relay;
   relay.start();
 
   // The sweeper schedule (a rate schedule in AWS): one sweep at a time.
@@ -291,6 +294,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
       if (mode === "crash") await relay.kill();
       else await relay.drain();
       relay = new StreamingRelay(relayDeps, { ...relayOptions, ownerId: `${relayOptions.ownerId}-${Date.now().toString(36)}` });
+      built.relay = relay;
       relay.start();
       return relay;
     },

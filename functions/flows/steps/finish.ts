@@ -151,6 +151,11 @@ export const makeFinishStep = flowStep("finish", async (doc, deps) => {
     await isolated(deps, "push", doc.sessionId, () => broadcastStatus(deps, doc.sessionId, finalClientStatus(session.status), session.errorMessage ?? undefined));
   }
 
+  // The relay holding the session revalidates it (drops a paused one, reopens on a new sandbox);
+  // a session now running is claimed at once, before the delivery below looks for a watcher.
+  const nudge = deps.relayNudge;
+  if (outcome === "committed" && nudge) await isolated(deps, "relay", doc.sessionId, () => nudge.nudge(doc.sessionId));
+
   let delivery = "none";
   await isolated(deps, "prompts", doc.sessionId, async () => {
     delivery = (await deliverQueuedPrompts(deps, doc.sessionId, { actor: `flow:${doc.execution}`, wakeFromError: false })).outcome;
