@@ -119,6 +119,9 @@ interface Watch {
   busySince: Date | null;
   /** Last stranded-prompt check (epoch ms). */
   strandedCheckedAt: number;
+  /** Settles once the first (re)connect's catch-up ran, or the watch ended. */
+  live: Promise<void>;
+  settleLive: () => void;
 }
 
 export interface RelayCounters {
@@ -346,7 +349,18 @@ export class StreamingRelay {
    * stale). Held here: revalidate it; otherwise claim it if it runs and nobody live watches it.
    * Resolves once the claim is written (or refused), before its stream connects.
    */
-  async look(sessionId: string): Promise<void> {
+  async look(sessionId: string, options: { untilLiveMs?: number } = {}): Promise<void> {
+    await this.lookOnce(sessionId);
+    const watch = this.watches.get(sessionId);
+    if (!watch || !options.untilLiveMs) return;
+    // In process (the local runtime's nudge): also wait, within a bound, for the stream's first
+    // catch-up, so a prompt right after the flow finishes finds the relay settled, not racing it.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([watch.live, new Promise<void>((resolve) => (timer = setTimeout(resolve, options.untilLiveMs)))]);
+    clearTimeout(timer);
+  }
+
+  private async lookOnce(sessionId: string): Promise<void> {
     if (this.draining) return;
     this.counters.nudges++;
     const watch = this.watches.get(sessionId);
@@ -519,7 +533,12 @@ export class StreamingRelay {
       connections: null,
       busySince: null,
       strandedCheckedAt: this.deps.now().getTime(),
+      live: Promise.resolve(),
+      settleLive: () => undefined,
     };
+    watch.live = new Promise<void>((resolve) => {
+      watch.settleLive = resolve;
+    });
     this.watches.set(sessionId, watch);
     stream.start();
   }
@@ -552,6 +571,14 @@ export class StreamingRelay {
   }
 
   private async connected(watch: Watch, snapshot: StreamSnapshot): Promise<void> {
+    try {
+      await this.caughtUp(watch, snapshot);
+    } finally {
+      watch.settleLive();
+    }
+  }
+
+  private async caughtUp(watch: Watch, snapshot: StreamSnapshot): Promise<void> {
     const translation = watch.translator.reconnected(snapshot);
     // Busy on (re)connect: the turn began before this relay saw it.
     if (snapshot.busy) watch.busySince ??= this.deps.now();
@@ -703,6 +730,7 @@ export class StreamingRelay {
   }
 
   private async drop(watch: Watch, options: { release: boolean }): Promise<void> {
+    watch.settleLive();
     if (this.watches.get(watch.sessionId) === watch) this.watches.delete(watch.sessionId);
     await watch.stream.close();
     if (options.release) await this.release(watch.claim);

@@ -230,8 +230,9 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     secretKeys: new LocalSecretKeyWrapper(localSecretsMasterKey(options.env, options.dataDir)),
     // The local server sends init itself once the upgrade completes.
     afterConnect: () => Promise.resolve(),
-    // The relay runs in this process: a nudge is a direct call, awaited until its claim is written.
-    relayNudge: { nudge: (sessionId) => built.relay?.look(sessionId) ?? Promise.resolve() },
+    // The relay runs in this process: a nudge is a direct call, awaited until the claim is written
+    // and the stream's first catch-up ran (at most 10 s).
+    relayNudge: { nudge: (sessionId) => built.relay?.look(sessionId, { untilLiveMs: 10_000 }) ?? Promise.resolve() },
     now,
   });
   built.rt = rt;
