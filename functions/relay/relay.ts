@@ -71,7 +71,7 @@ export interface RelayOptions {
   ownerId: string;
   /** Default 30: the heartbeat's TTL, so how long a dead relay's sessions wait for a successor. */
   leaseTtlSeconds?: number;
-  /** Default 5000: the backstop scan for running sessions nobody watches. */
+  /** Default 60 000: the backstop scan for running sessions nobody watches. */
   scanIntervalMs?: number;
   /** Default ttl/3: one heartbeat write (and one read of the peers' heartbeats) per period. */
   renewIntervalMs?: number;
@@ -81,7 +81,7 @@ export interface RelayOptions {
   backoffMs?: readonly number[];
   /** Default 45 000 (session-stream.ts). */
   heartbeatTimeoutMs?: number;
-  /** Most sessions this relay holds at once, so several relays share the load. Default 1000. */
+  /** Most sessions this relay holds at once, so several relays share the load. Default 10 000 (bench section 5). */
   maxSessions?: number;
   /** How long a session's connection list is reused for fan-out. Default 1000; 0 reads it per message. */
   connectionCacheMs?: number;
@@ -171,7 +171,8 @@ export function isAnswered(prompt: Pick<QueuedPrompt, "content">, messages: Agen
   return messages.slice(asked + 1).some((m) => m.info.role === "assistant" && m.info.time.completed !== undefined);
 }
 
-const SCAN_PAGE = 100;
+/** Items read per scan page (a Query page also stops at 1 MB). */
+const SCAN_PAGE = 1000;
 /** Claims in flight at once during a scan. */
 const CLAIM_CONCURRENCY = 16;
 
@@ -248,7 +249,7 @@ export class StreamingRelay {
   start(): void {
     if (this.scanTimer || this.draining) return;
     const renewMs = this.options.renewIntervalMs ?? Math.max(1, Math.floor((this.ttlSeconds * 1000) / 3));
-    this.scanTimer = setInterval(() => void this.scanNow(), this.options.scanIntervalMs ?? 5_000);
+    this.scanTimer = setInterval(() => void this.scanNow(), this.options.scanIntervalMs ?? 60_000);
     this.renewTimer = setInterval(() => void this.renewNow(), renewMs);
     if (this.deps.nudges) this.nudgeTimer = setInterval(() => void this.pollNudges(), this.options.nudgePollMs ?? 250);
     void this.scanNow();
@@ -368,7 +369,7 @@ export class StreamingRelay {
       await this.inControl(watch, () => this.revalidate(watch, { strandedCheck: true }));
       return;
     }
-    if (this.watches.size >= (this.options.maxSessions ?? 1000)) return;
+    if (this.watches.size >= (this.options.maxSessions ?? 10_000)) return;
     await this.claimOnce(sessionId).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
   }
 
@@ -430,7 +431,7 @@ export class StreamingRelay {
   }
 
   private async scan(): Promise<void> {
-    const max = this.options.maxSessions ?? 1000;
+    const max = this.options.maxSessions ?? 10_000;
     let cursor: string | null = null;
     try {
       if (!(await this.ensureHeartbeat())) return;

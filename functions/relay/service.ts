@@ -22,10 +22,10 @@ const positive = (fallback: number) => z.coerce.number().positive().finite().def
 export const RelayEnv = z.object({
   RELAY_HEALTH_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   RELAY_LEASE_TTL_SECONDS: positive(30),
-  RELAY_SCAN_INTERVAL_SECONDS: positive(5),
+  RELAY_SCAN_INTERVAL_SECONDS: positive(60),
   /** How often the relay reads the nudges flows write (a session to claim or revalidate at once). */
   RELAY_NUDGE_POLL_MS: z.coerce.number().int().positive().default(250),
-  RELAY_MAX_SESSIONS: z.coerce.number().int().positive().default(1000),
+  RELAY_MAX_SESSIONS: z.coerce.number().int().positive().default(10000),
   RELAY_HEARTBEAT_TIMEOUT_SECONDS: positive(45),
   /** `false`: no HeldStreams metric (tests, or a relay without CloudWatch access). */
   RELAY_PUBLISH_METRICS: z.enum(["true", "false"]).default("true"),

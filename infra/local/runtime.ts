@@ -266,8 +266,12 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   sweeperTimer.unref();
   // With DATA_DIR, sessions may predate this process, and the schedules armed for them (timers)
   // did not survive the restart: sweep once right away rather than after a whole interval.
+  // After the relay's first scan, so a session it is about to claim again is not taken for an orphan.
   if (options.dataDir) {
-    runSweep().catch((err: unknown) => logger.error("startup sweep failed", { error: errorForLog(err) }));
+    void relay
+      .scanNow()
+      .then(() => runSweep())
+      .catch((err: unknown) => logger.error("startup sweep failed", { error: errorForLog(err) }));
   }
 
   return {
