@@ -302,6 +302,8 @@ export class StreamingRelay {
   private async ensureHeartbeat(): Promise<RelayHeartbeat | null> {
     if (this.heartbeat && this.deps.now().getTime() < this.heartbeat.expiresAt) return this.heartbeat;
     if (this.draining) return null;
+    // Ran out before a renewal: the old epoch's sessions may be another relay's by now.
+    if (this.heartbeat && this.watches.size > 0) await this.loseAll();
     this.registering ??= this.deps.relayLeases
       .register(this.options.ownerId, this.deps.now(), this.ttlSeconds)
       .then((hb) => {

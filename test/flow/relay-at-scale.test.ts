@@ -206,6 +206,21 @@ describe("relay at scale (issue 15)", () => {
     expect(agent.subscriberCount()).toBe(2);
   });
 
+  it("a relay whose own heartbeat ran out (a stall) stops acting on every stream, then comes back as a new epoch and reclaims them", async () => {
+    const sessions = await runningSessions(3);
+    const a = relay("relay-a");
+    await a.scanNow();
+    await waitFor(() => a.streamCounters().open === 3, { message: "every stream live" });
+    const epoch = a.epoch;
+    h.advance((TTL + 1) * 1000);
+    await a.heartbeatNow();
+    expect(a.counters.leasesLost).toBe(3);
+    expect(a.epoch).toBe((epoch ?? 0) + 1);
+    await waitFor(() => a.heldSessions().length === 3, { message: "reclaimed by the new epoch's scan" });
+    expect(a.heldSessions().sort()).toEqual(sessions.map((s) => s.id).sort());
+    await waitFor(() => agent.subscriberCount() === 3, { message: "one stream per session" });
+  });
+
   it("a resume is watched at once: the flow's nudge makes a relay claim it, and the first prompt is sent, no scan involved", async () => {
     const s = await runningSession();
     const a = relay("relay-a", 3600);
