@@ -3,7 +3,7 @@
  * subnets only (the relay's one job is outbound HTTPS to sandbox tunnels and AWS APIs, so a NAT
  * gateway would add cost and nothing else), tasks with public IPs behind a security group that
  * admits nothing in, container-level health checks (no load balancer: nobody connects to the
- * relay), and scaling on CPU and on the SSE streams each task holds.
+ * relay), and scaling on CPU and on the SSE streams each task holds (up to 10,000 per task).
  *
  * The image is built from `infra/relay/Dockerfile` by cdk-assets at deploy time; synth only
  * records the asset (no Docker needed). The repository root is the build context, trimmed by
@@ -40,13 +40,20 @@ export const RELAY_SERVICE_NAME = "sandbox-relay";
 export const RELAY_HEALTH_PORT = 8080;
 /** Per-task gauge the relay publishes (count of SSE streams it holds); scaling tracks its average. */
 export const HELD_STREAMS_METRIC = "HeldStreams";
-/** Most sessions one task (0.5 vCPU, 1 GB) claims (`RELAY_MAX_SESSIONS`); the rest wait for another task. */
-export const RELAY_MAX_SESSIONS = 1000;
+/**
+ * Most sessions one task claims (`RELAY_MAX_SESSIONS`); the rest wait for another task. Issue 15:
+ * a held stream costs no DynamoDB request at rest (one heartbeat per task), so a task holds
+ * 10,000 (bench section 5: heap ~37 KiB and one socket per stream, RSS ~1 GiB projected at the cap).
+ */
+export const RELAY_MAX_SESSIONS = 10_000;
+/** The task size for RELAY_MAX_SESSIONS streams: 1 vCPU, 2 GB (Fargate's nofile default, 65,535, covers the sockets). */
+export const RELAY_TASK_CPU = 1024;
+export const RELAY_TASK_MEMORY_MIB = 2048;
 /**
  * Average streams per task that scaling tracks: below the cap, so a new task is starting while
  * the others still have room. At or above the cap the metric could never exceed the target.
  */
-export const HELD_STREAMS_TARGET = 750;
+export const HELD_STREAMS_TARGET = 7_500;
 export const RELAY_MIN_TASKS = 2;
 export const RELAY_MAX_TASKS = 10;
 /** Fargate's maximum: time between SIGTERM and SIGKILL for the relay to release its leases. */
@@ -99,8 +106,8 @@ export function createRelayService(scope: Construct, props: RelayServiceProps): 
     description: "Task role of the streaming relay (ECS Fargate)",
   });
   const taskDefinition = new FargateTaskDefinition(scope, "RelayTask", {
-    cpu: 512,
-    memoryLimitMiB: 1024,
+    cpu: RELAY_TASK_CPU,
+    memoryLimitMiB: RELAY_TASK_MEMORY_MIB,
     runtimePlatform: { cpuArchitecture: CpuArchitecture.ARM64, operatingSystemFamily: OperatingSystemFamily.LINUX },
     taskRole,
   });
@@ -124,7 +131,7 @@ export function createRelayService(scope: Construct, props: RelayServiceProps): 
       retries: 3,
       startPeriod: Duration.seconds(30),
     },
-    // SIGTERM starts the drain (stop scanning, release leases so other tasks take the sessions over).
+    // SIGTERM starts the drain (stop scanning, retire the heartbeat so other tasks take the sessions over at once).
     stopTimeout: STOP_TIMEOUT,
     // Non-blocking: a slow CloudWatch Logs must never stall the event loop that relays the streams.
     logging: LogDrivers.awsLogs({ logGroup, streamPrefix: "relay", mode: AwsLogDriverMode.NON_BLOCKING, maxBufferSize: Size.mebibytes(25) }),

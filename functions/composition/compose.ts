@@ -20,11 +20,13 @@ import type { ClientPush } from "../ports/client-push";
 import type { FlowRunner } from "../ports/flow-runner";
 import type { LifecycleScheduler } from "../ports/lifecycle-scheduler";
 import type { MetricsSink } from "../ports/metrics-sink";
+import type { RelayNudge } from "../ports/relay";
 import type { SandboxProvider } from "../ports/sandbox-provider";
 import type { SecretKeyWrapper } from "../ports/secret-key-wrapper";
 import type { RelayDeps } from "../relay/relay";
 import { DynamoOrgSecretStore } from "../store/dynamo-org-secrets";
 import { DynamoOrgSettingsStore } from "../store/dynamo-org-settings";
+import { DynamoRelayNudge } from "../store/dynamo-relay-nudge";
 import { DynamoRelayLeaseStore } from "../store/dynamo-relay-store";
 import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue, DynamoProxyConnectionRegistry } from "../store/dynamo-session-items";
 import { DynamoApiTokenStore, DynamoSessionStore } from "../store/dynamo-session-store";
@@ -62,6 +64,8 @@ export interface RuntimeAdapters {
   flowRelayLeases?: (store: DynamoRelayLeaseStore) => FlowDeps["relayLeases"];
   /** Starts the snapshot builder (API.md "Repositories and prebuilds"); a runtime that builds nothing may leave it out. */
   builds?: BuildRunner;
+  /** How flows and the prompt path tell the relays a session changed: in process locally; nudge items (the AWS default) otherwise. */
+  relayNudge?: RelayNudge;
 }
 
 export interface RuntimeStores {
@@ -128,6 +132,7 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
   const stores = composeStores(adapters.doc, config.TABLE_NAME, adapters.secretKeys);
   const sandboxKeys = adapters.sandboxKeys(sessionKeyEpochs(stores.sessions));
   const now = adapters.now ?? (() => new Date());
+  const relayNudge = adapters.relayNudge ?? new DynamoRelayNudge(adapters.doc, config.TABLE_NAME, now);
   const flowDeps: FlowDeps = {
     sessions: stores.sessions,
     prompts: stores.prompts,
@@ -135,6 +140,7 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
     connections: stores.connections,
     proxies: stores.proxies,
     relayLeases: adapters.flowRelayLeases ? adapters.flowRelayLeases(stores.relayLeases) : stores.relayLeases,
+    relayNudge,
     push: adapters.push,
     scheduler: adapters.scheduler,
     flows: adapters.flows,
@@ -159,6 +165,7 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
     transcript: stores.transcript,
     flows: adapters.flows,
     relayLeases: stores.relayLeases,
+    relayNudge,
     proxies: stores.proxies,
     scheduler: adapters.scheduler,
     agent: adapters.agent,

@@ -66,10 +66,13 @@ export const ConfigSchema = z.object({
   LEASE_TTL_SECONDS: seconds(300),
   /** Expiry migration: how long to wait for the agent's in-flight turn before aborting it (seed 000 §6). */
   MIGRATION_TURN_WAIT_SECONDS: seconds(30),
-  /** Streaming relay: how long a dead relay's sessions wait for a successor. */
+  /** Streaming relay: its heartbeat's TTL, so how long a dead relay's sessions wait for a successor. */
   RELAY_LEASE_TTL_SECONDS: seconds(30),
-  /** Streaming relay: how often it looks for running sessions nobody watches. */
-  RELAY_SCAN_INTERVAL_SECONDS: seconds(5),
+  /**
+   * Streaming relay: the backstop scan for running sessions nobody watches (issue 15: flows nudge
+   * the relay when a session starts running, and a dead peer's heartbeat triggers a scan at once).
+   */
+  RELAY_SCAN_INTERVAL_SECONDS: seconds(60),
   /** Default lifetime of a sidecar access token (POST /v1/sessions/{id}/sidecar-access); callers may ask for 60-3600 s. */
   SIDECAR_ACCESS_TTL_SECONDS: z.coerce.number().int().min(60).max(3600).default(900),
   /**

@@ -16,7 +16,7 @@ import type { LifecycleScheduler } from "../ports/lifecycle-scheduler";
 import type { SandboxProvider } from "../ports/sandbox-provider";
 import type { MetricsSink } from "../ports/metrics-sink";
 import type { ConnectionRegistry, LifecycleEventLog, PromptQueue, ProxyConnectionRegistry } from "../ports/session-items";
-import type { RelayLeaseStore } from "../ports/relay";
+import type { RelayLeaseStore, RelayNudge } from "../ports/relay";
 import type { SessionStore } from "../ports/session-store";
 import type { SnapshotDeletionQueue } from "../ports/snapshot-deletions";
 import type { RepoCatalog } from "../ports/repo-catalog";
@@ -33,6 +33,8 @@ export interface FlowDeps {
    * ready"), and the relay lease an idle snapshot takes away from the relay while it works.
    */
   relayLeases: Pick<RelayLeaseStore, "watched" | "seize" | "release">;
+  /** Tells the relays a session changed (issue 15): a committed flow, so a resume is watched at once. */
+  relayNudge?: RelayNudge;
   push: ClientPush;
   scheduler: LifecycleScheduler;
   flows: FlowRunner;

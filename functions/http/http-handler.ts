@@ -30,7 +30,7 @@ import type { ClientPush } from "../ports/client-push";
 import type { ConnectionRegistry, LifecycleEventLog, PromptQueue, ProxyConnectionRegistry } from "../ports/session-items";
 import type { SessionSettingsStore } from "../ports/session-settings";
 import type { TranscriptStore } from "../ports/transcript";
-import type { RelayLeaseStore } from "../ports/relay";
+import type { RelayLeaseStore, RelayNudge } from "../ports/relay";
 import type { ApiTokenStore, SessionStore } from "../ports/session-store";
 import type { WsTicketStore } from "../ports/ws-tickets";
 import type { RepoCatalog } from "../ports/repo-catalog";
@@ -49,6 +49,8 @@ export interface HttpDeps {
   flows: FlowRunner;
   /** Prompt delivery waits for a relay to watch the session. */
   relayLeases: Pick<RelayLeaseStore, "watched">;
+  /** Prompt delivery nudges a relay to claim a running session nobody watches (issue 15). */
+  relayNudge?: RelayNudge;
   /** Terminal / editor proxy connections (seed 002 constraint 8). */
   proxies: ProxyConnectionRegistry;
   /** Idle checks armed when a proxy closes. */

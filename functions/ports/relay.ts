@@ -1,12 +1,34 @@
 /**
- * Relay lease port (ARCHITECTURE.md §1 "Streaming relay"): which relay process holds a running
- * session's SSE stream. It lives on the session item but is separate from the flow lease
- * (`relayOwner`, `relayExpiresAt`, `relayFence`): a flow pausing a session and the relay
- * watching it must not block each other. At most one live relay per session, so clients get
- * each delta once and one actor completes each turn. One adapter (store/dynamo-relay-store.ts).
+ * Relay ownership port (ARCHITECTURE.md §9 "Relay at scale", issue 15): which relay process
+ * streams a running session. Liveness belongs to the relay process, not to each stream:
+ *
+ * - one heartbeat item per relay process (owner id, epoch, expiry), renewed by one write per
+ *   period (`RelayHeartbeat`); an epoch whose heartbeat expired (or was released) never lives
+ *   again: the process registers a new epoch;
+ * - a watched session names its relay, epoch and sandbox (`relayOwner`, `relayEpoch`,
+ *   `relaySandbox`), written once at claim and never renewed; `relayFence` grows with every
+ *   claim and seize;
+ * - takeover is a conditional write that succeeds only while the session still names the relay
+ *   the claimer found dead (its heartbeat expired, released, or of an older epoch), a claim
+ *   bound to another sandbox than the session's (resume, migration), or nobody;
+ * - an idle snapshot seizes the session (seed 002 constraint 12): owner `flow:<execution>` with
+ *   an expiry, so no relay claims it while the flow works.
+ *
+ * One adapter (store/dynamo-relay-store.ts). The flows tell the relays about a change through
+ * `RelayNudge` (in process locally; nudge items the relays read in AWS).
  */
 
-/** A held relay lease. `fence` grows with every claim, so a stale holder can be told apart. */
+/** A session watched by a relay process, as written at claim. */
+export interface RelayClaim {
+  sessionId: string;
+  owner: string;
+  epoch: number;
+  /** The sandbox the claim is for: a session on another sandbox is claimable again. */
+  sandboxId: string;
+  fence: number;
+}
+
+/** A flow's seize of the session (idle snapshot): held until released or `expiresAt`. */
 export interface RelayLease {
   sessionId: string;
   owner: string;
@@ -15,31 +37,79 @@ export interface RelayLease {
   expiresAt: number;
 }
 
+/** One relay process's liveness. */
+export interface RelayHeartbeat {
+  owner: string;
+  epoch: number;
+  /** Epoch milliseconds. */
+  expiresAt: number;
+}
+
+/** A session as a claimer sees it (strongly consistent): its runtime and who watches it. */
+export interface ClaimView {
+  sessionId: string;
+  status: string;
+  sandboxId: string | null;
+  openCodeUrl: string | null;
+  codingAgentSessionId: string | null;
+  relayOwner: string | null;
+  relayEpoch: number | null;
+  relaySandbox: string | null;
+  relayFence: number;
+  /** Only for a flow's seize. */
+  relayExpiresAt: number | null;
+}
+
 export interface RelayLeaseStore {
+  /** A new epoch of `owner`'s heartbeat (a restarted process never revives its old epoch). */
+  register(owner: string, now: Date, ttlSeconds: number): Promise<RelayHeartbeat>;
   /**
-   * Takes the relay lease if it is free, expired, or already `owner`'s; null while another owner
-   * holds a live one. `NotFoundError` when the session does not exist.
+   * One write: extends the heartbeat. `LeaseLostError` when it expired before this renewal or was
+   * released (another relay may hold its sessions now: drop them all and register again).
    */
-  claim(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<RelayLease | null>;
+  beat(heartbeat: RelayHeartbeat, now: Date, ttlSeconds: number): Promise<RelayHeartbeat>;
+  /** Draining: the heartbeat ends now, so every session naming it is claimable at once. */
+  retire(heartbeat: RelayHeartbeat): Promise<void>;
+  /** Heartbeats live at `now` (one Query of the relays' partition): owner -> epoch. */
+  liveRelays(now: Date): Promise<Map<string, number>>;
+  /** The session as a claimer sees it; null when it does not exist. */
+  view(sessionId: string): Promise<ClaimView | null>;
   /**
-   * Takes the relay lease away from whichever relay holds it (seed 002 constraint 12, §5b step 5):
-   * an idle snapshot holds it while it snapshots, so the holder's next renewal fails and it closes
-   * the stream and cancels its pending reconnects, and no relay claims the session meanwhile.
-   * Released like any lease. `NotFoundError` when the session does not exist.
+   * Claims the session for `heartbeat` on the sandbox in `seen`, if it is still what `seen` shows
+   * (running on that sandbox, same fence) and free: nobody, a dead relay, a claim for another
+   * sandbox, an expired seize, or `heartbeat`'s own. Null otherwise (another live relay, a live
+   * seize, or the session changed since `seen`).
+   */
+  claim(seen: ClaimView, heartbeat: RelayHeartbeat, now: Date, live?: Map<string, number>): Promise<RelayClaim | null>;
+  /** Frees a relay's claim; a no-op if it was taken over or released already. */
+  releaseClaim(claim: RelayClaim): Promise<void>;
+  /**
+   * Takes the session away from whichever relay watches it (seed 002 constraint 12, §5b step 5):
+   * an idle snapshot holds it while it snapshots, so no relay claims it, and the holder stops at
+   * its next revalidation (a reconnect, a nudge). `NotFoundError` when the session does not exist.
    */
   seize(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<RelayLease>;
-  /** Extends a held lease; `LeaseLostError` if it is no longer the caller's (same owner and fence). */
-  renew(lease: RelayLease, now: Date, ttlSeconds: number): Promise<RelayLease>;
-  /** Frees a held lease; a no-op if it was already released or taken over. */
+  /** Frees a seize; a no-op if it was already released or taken over. */
   release(lease: RelayLease): Promise<void>;
   /**
-   * Running sessions whose relay lease is free or expired at `now`, oldest update first: the
-   * candidates a relay scan tries to claim (a filter, so held sessions cost no failed write).
+   * Running sessions a relay may claim at `now` (no live relay on their current sandbox, no live
+   * seize), oldest update first: the backstop scan.
    */
-  listClaimable(now: Date, options: { limit: number; cursor?: string | null }): Promise<{ sessionIds: string[]; nextCursor: string | null }>;
+  listClaimable(now: Date, options: { limit: number; cursor?: string | null; live?: Map<string, number> }): Promise<{ sessionIds: string[]; nextCursor: string | null }>;
   /**
-   * Whether a live relay watches the session at `now` (strongly consistent). Prompt delivery
-   * waits for one: a turn started before any relay listens would stream to nobody.
+   * Whether a live relay watches the session's current sandbox (or a flow holds a live seize) at
+   * `now`, strongly consistent. Prompt delivery waits for one: a turn started before any relay
+   * listens would stream to nobody.
    */
   watched(sessionId: string, now: Date): Promise<boolean>;
+}
+
+/**
+ * Tells the relays that a session changed (a flow committed, a prompt found it unwatched): the
+ * relay watching it revalidates (drops it when it no longer runs there, reopens on a new
+ * runtime); a running session nobody watches is claimed at once. Best effort: the relays' scan
+ * is the backstop. Locally in process; in AWS a nudge item the relays read (store/dynamo-relay-nudge.ts).
+ */
+export interface RelayNudge {
+  nudge(sessionId: string): Promise<void>;
 }

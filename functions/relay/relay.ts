@@ -5,12 +5,18 @@
  * activity, records `lastKnownAgentIdleAt` (constraint 10), persists the turn and completes it
  * (`completeTurn`), which sends the next queued prompt.
  *
- * Ownership: a relay lease per session (ports/relay.ts), claimed by periodic scans of running
- * sessions and renewed every ttl/3. Each renewal re-reads the session: not running any more (or
- * no agent endpoint) -> release; another sandbox or agent session (resume, migration) -> reopen
- * against it with fresh state. Lost lease -> stop streaming at once. Many relays (Fargate tasks,
- * or the local runtime in-process) share the sessions; a relay that dies is replaced after the
- * TTL, and its successor's catch-up loses no finalized message and duplicates none.
+ * Ownership (issue 15, ARCHITECTURE.md §9 "Relay at scale"; ports/relay.ts): liveness belongs to
+ * the process. One heartbeat item per relay (owner, epoch, expiry), renewed by one write every
+ * ttl/3; each held session names the relay, epoch and sandbox, written once at claim. A held
+ * stream costs no DynamoDB request at rest: nothing is renewed or re-read per session. A session
+ * is revalidated (one strongly consistent read) only when something happened to it: a nudge (a
+ * flow committed, the prompt path found it unwatched), its stream failed and is about to
+ * reconnect (seed 002 constraint 12), or a write naming its sandbox was refused. Revalidation
+ * drops it (not running, or claimed or seized by someone else), reopens it on a new runtime, or
+ * keeps it. Claims come from nudges (at once) and from scans (the backstop; a peer whose heartbeat
+ * died or retired triggers one at once). A relay whose own heartbeat expired stops acting on
+ * every stream and registers a new epoch; a draining relay retires its heartbeat, so its sessions
+ * are claimable at once. Takeover loses no finalized message and duplicates none.
  *
  * Takeover of a turn in progress: the prompt stays `processing`; a busy agent is watched to its
  * idle boundary; an idle agent whose stored messages already answer the prompt finished while no
@@ -30,7 +36,7 @@ import { errorForLog } from "../observability/logger";
 import type { AgentClient, AgentEndpoint, AgentEvent } from "../ports/agent-client";
 import type { ClientPush } from "../ports/client-push";
 import type { FlowRunner } from "../ports/flow-runner";
-import type { RelayLease, RelayLeaseStore } from "../ports/relay";
+import type { ClaimView, RelayClaim, RelayHeartbeat, RelayLeaseStore } from "../ports/relay";
 import type { ClientConnection, ConnectionRegistry, PromptQueue, QueuedPrompt } from "../ports/session-items";
 import type { SessionStore } from "../ports/session-store";
 import type { TranscriptStore } from "../ports/transcript";
@@ -53,6 +59,8 @@ export interface RelayDeps {
   push: ClientPush;
   transcript: TranscriptStore;
   relayLeases: RelayLeaseStore;
+  /** AWS: the nudges flows write (store/dynamo-relay-nudge.ts), read every `nudgePollMs`. Locally nudges are direct calls to `look`. */
+  nudges?: { read(): Promise<string[]> };
   /** Idle checks armed when the agent goes (or is found) idle, with the grace from `config`. */
   scheduler: LifecycleScheduler;
   config: Config;
@@ -61,26 +69,29 @@ export interface RelayDeps {
 }
 
 export interface RelayOptions {
-  /** This relay's identity in leases and audit actors (`relay:<ownerId>`). */
+  /** This relay's identity in its heartbeat, claims and audit actors (`relay:<ownerId>`). */
   ownerId: string;
-  /** Default 30: how long a dead relay's sessions wait for a successor. */
+  /** Default 30: the heartbeat's TTL, so how long a dead relay's sessions wait for a successor. */
   leaseTtlSeconds?: number;
-  /** Default 5000. */
+  /** Default 60 000: the backstop scan for running sessions nobody watches. */
   scanIntervalMs?: number;
-  /** Default ttl/3. */
+  /** Default ttl/3: one heartbeat write (and one read of the peers' heartbeats) per period. */
   renewIntervalMs?: number;
+  /** Default 250: how often `deps.nudges` is read (when given). */
+  nudgePollMs?: number;
   /** Reconnect delays; default [1 s, 2 s, 5 s, 10 s]. */
   backoffMs?: readonly number[];
   /** Default 45 000 (session-stream.ts). */
   heartbeatTimeoutMs?: number;
-  /** Most sessions this relay holds at once, so several relays share the load. Default 1000. */
+  /** Most sessions this relay holds at once, so several relays share the load. Default 10 000 (bench section 5). */
   maxSessions?: number;
   /** How long a session's connection list is reused for fan-out. Default 1000; 0 reads it per message. */
   connectionCacheMs?: number;
   /**
    * Default 30 000. A prompt `processing` this long while the agent sits idle and never answered
    * it was never sent (its deliverer died between claiming and sending): it goes back to the
-   * queue. Checked at most once per `strandedCheckMs` (default 60 000) per session.
+   * queue. Checked when the session is revalidated (a nudge: the prompt path nudges when it
+   * finds a stale processing prompt), at most once per `strandedCheckMs` (default 60 000).
    */
   strandedPromptMs?: number;
   strandedCheckMs?: number;
@@ -97,13 +108,13 @@ interface Target {
 
 interface Watch {
   sessionId: string;
-  lease: RelayLease;
+  claim: RelayClaim;
   target: Target;
   /** The target's OpenCode with its authorization (never logged). */
   endpoint: AgentEndpoint;
   translator: EventTranslator;
   stream: SessionStream;
-  /** Control operations (renew, reopen, drop) run one at a time per session. */
+  /** Control operations (revalidate, reopen, drop) run one at a time per session. */
   control: Promise<void>;
   /** A finalized message could not be recorded from the stream: catch up at the next idle boundary. */
   gaps: boolean;
@@ -114,6 +125,9 @@ interface Watch {
   strandedCheckedAt: number;
   /** Permissions put to clients and a failover in progress (./agent-turns.ts). */
   turn: TurnWatch;
+  /** Settles once the first (re)connect's catch-up ran, or the watch ended. */
+  live: Promise<void>;
+  settleLive: () => void;
 }
 
 export interface RelayCounters {
@@ -126,9 +140,15 @@ export interface RelayCounters {
   handlerErrors: number;
   /** Scans for claimable sessions finished (tests wait on these rather than on time). */
   scans: number;
+  /** Heartbeat rounds finished. */
+  heartbeats: number;
+  /** Nudges handled (`look`). */
+  nudges: number;
+  /** Session revalidations (one read each): the relay's only per-session reads. */
+  revalidations: number;
 }
 
-function targetOf(session: SessionRecord | null): Target | null {
+function targetOf(session: Pick<SessionRecord, "status" | "sandboxId" | "openCodeUrl" | "codingAgentSessionId"> | ClaimView | null): Target | null {
   if (!session || session.status !== "running") return null;
   if (!session.sandboxId || !session.openCodeUrl || !session.codingAgentSessionId) return null;
   return { sandboxId: session.sandboxId, openCodeUrl: session.openCodeUrl, agentSessionId: session.codingAgentSessionId };
@@ -157,8 +177,13 @@ export function isAnswered(prompt: Pick<QueuedPrompt, "content">, messages: Agen
   return messages.slice(asked + 1).some((m) => m.info.role === "assistant" && m.info.time.completed !== undefined);
 }
 
-const SCAN_PAGE = 100;
-const RENEW_CONCURRENCY = 16;
+/** Items read per scan page (a Query page also stops at 1 MB). */
+const SCAN_PAGE = 1000;
+/**
+ * Claims in flight at once during a scan: a takeover of thousands of sessions (SSE connect and
+ * catch-up each) is spread out so the streams already held keep their fan-out latency (bench 5).
+ */
+const CLAIM_CONCURRENCY = 4;
 
 export class StreamingRelay {
   private readonly watches = new Map<string, Watch>();
@@ -166,12 +191,33 @@ export class StreamingRelay {
   private readonly agentMessages: AgentMessageSource;
   private readonly actor: string;
   private readonly streamLoss: StreamLossReporter;
+  private heartbeat: RelayHeartbeat | null = null;
+  private registering: Promise<RelayHeartbeat | null> | null = null;
+  /** Peers live at the last heartbeat round (owner -> epoch). */
+  private live = new Map<string, number>();
+  /** Claims in progress by session, so a nudge and a scan never claim one session twice. */
+  private readonly claiming = new Map<string, Promise<void>>();
   private scanTimer: ReturnType<typeof setInterval> | null = null;
   private renewTimer: ReturnType<typeof setInterval> | null = null;
+  private nudgeTimer: ReturnType<typeof setInterval> | null = null;
   private scanning: Promise<void> | null = null;
+  private rescan = false;
   private renewing: Promise<void> | null = null;
+  private polling: Promise<void> | null = null;
   private draining = false;
-  readonly counters: RelayCounters = { claims: 0, releases: 0, leasesLost: 0, reopens: 0, clientMessages: 0, turnsCompleted: 0, handlerErrors: 0, scans: 0 };
+  readonly counters: RelayCounters = {
+    claims: 0,
+    releases: 0,
+    leasesLost: 0,
+    reopens: 0,
+    clientMessages: 0,
+    turnsCompleted: 0,
+    handlerErrors: 0,
+    scans: 0,
+    heartbeats: 0,
+    nudges: 0,
+    revalidations: 0,
+  };
 
   constructor(
     private readonly deps: RelayDeps,
@@ -185,6 +231,11 @@ export class StreamingRelay {
 
   get ownerId(): string {
     return this.options.ownerId;
+  }
+
+  /** This process's heartbeat epoch (null before the first registration). */
+  get epoch(): number | null {
+    return this.heartbeat?.epoch ?? null;
   }
 
   /** Sessions whose stream this relay holds now. */
@@ -205,26 +256,28 @@ export class StreamingRelay {
     return sum;
   }
 
-  /** Scans at once, then every `scanIntervalMs`; renews every ttl/3. */
+  /** Registers, scans at once, then every `scanIntervalMs`; one heartbeat every ttl/3; reads nudges when it has a source. */
   start(): void {
     if (this.scanTimer || this.draining) return;
     const renewMs = this.options.renewIntervalMs ?? Math.max(1, Math.floor((this.ttlSeconds * 1000) / 3));
-    this.scanTimer = setInterval(() => void this.scanNow(), this.options.scanIntervalMs ?? 5_000);
+    this.scanTimer = setInterval(() => void this.scanNow(), this.options.scanIntervalMs ?? 60_000);
     this.renewTimer = setInterval(() => void this.renewNow(), renewMs);
+    if (this.deps.nudges) this.nudgeTimer = setInterval(() => void this.pollNudges(), this.options.nudgePollMs ?? 250);
     void this.scanNow();
   }
 
   /**
-   * SIGTERM: stop scanning, close every stream and release every lease, so another relay takes
-   * the sessions over at its next scan instead of after the TTL.
+   * SIGTERM: stop scanning, close every stream and retire the heartbeat (one write), so every
+   * session naming this relay is claimable at once; a peer takes them over at its next heartbeat
+   * round (it sees the retired heartbeat and scans) or a nudge.
    */
   drain(): Promise<void> {
     return this.shutdown({ release: true });
   }
 
   /**
-   * A crash, for tests and the local runtime's relay restart: stop everything but keep the
-   * leases, so a successor takes the sessions over only when they expire.
+   * A crash, for tests and the local runtime's relay restart: stop everything but leave the
+   * heartbeat and the claims, so a successor takes the sessions over only when it expires.
    */
   kill(): Promise<void> {
     return this.shutdown({ release: false });
@@ -232,65 +285,183 @@ export class StreamingRelay {
 
   private async shutdown(options: { release: boolean }): Promise<void> {
     this.draining = true;
-    if (this.scanTimer) clearInterval(this.scanTimer);
-    if (this.renewTimer) clearInterval(this.renewTimer);
+    for (const timer of [this.scanTimer, this.renewTimer, this.nudgeTimer]) if (timer) clearInterval(timer);
     this.scanTimer = null;
     this.renewTimer = null;
+    this.nudgeTimer = null;
     await this.scanning;
     await this.renewing;
+    await this.polling;
+    await Promise.all(this.claiming.values());
     // A reopen in progress may replace a watch while this runs: repeat until none is left.
     while (this.watches.size > 0) {
-      await Promise.all([...this.watches.values()].map((w) => this.inControl(w, () => this.drop(w, options))));
+      await Promise.all([...this.watches.values()].map((w) => this.inControl(w, () => this.drop(w, { release: false }))));
     }
+    const heartbeat = this.heartbeat ?? (await this.registering?.catch(() => null)) ?? null;
+    if (options.release && heartbeat) {
+      await this.deps.relayLeases.retire(heartbeat);
+      this.counters.releases++;
+    }
+    this.heartbeat = null;
   }
 
   stop(): Promise<void> {
     return this.drain();
   }
 
-  /** One scan: claim running sessions whose relay lease is free or expired, up to `maxSessions`. */
+  /** The heartbeat (registering a new epoch when there is none); null while draining or unreachable. */
+  private async ensureHeartbeat(): Promise<RelayHeartbeat | null> {
+    if (this.heartbeat && this.deps.now().getTime() < this.heartbeat.expiresAt) return this.heartbeat;
+    if (this.draining) return null;
+    // Ran out before a renewal: the old epoch's sessions may be another relay's by now.
+    if (this.heartbeat && this.watches.size > 0) await this.loseAll();
+    this.registering ??= this.deps.relayLeases
+      .register(this.options.ownerId, this.deps.now(), this.ttlSeconds)
+      .then((hb) => {
+        if (this.draining) return null;
+        this.heartbeat = hb;
+        this.deps.logger.info("relay heartbeat registered", { owner: hb.owner, epoch: hb.epoch });
+        return hb;
+      })
+      .finally(() => {
+        this.registering = null;
+      });
+    return this.registering;
+  }
+
+  /** One scan: claim running sessions nobody live watches, up to `maxSessions`. A scan asked for while one runs runs again after it. */
   scanNow(): Promise<void> {
-    this.scanning ??= this.scan().finally(() => {
+    if (this.scanning) {
+      this.rescan = true;
+      return this.scanning;
+    }
+    this.scanning = this.scan().finally(() => {
       this.scanning = null;
+      if (this.rescan && !this.draining) {
+        this.rescan = false;
+        void this.scanNow();
+      }
     });
     return this.scanning;
   }
 
-  /** One renewal round: renew each lease and re-read its session (release, reopen or keep). */
+  /** One heartbeat round: renew the heartbeat (one write) and read the peers' (one Query); a peer gone means a scan now. */
   renewNow(): Promise<void> {
-    this.renewing ??= this.renewAll().finally(() => {
+    this.renewing ??= this.beat().finally(() => {
       this.renewing = null;
     });
     return this.renewing;
   }
 
+  /** The heartbeat round by its name in issue 15. */
+  heartbeatNow(): Promise<void> {
+    return this.renewNow();
+  }
+
   /**
-   * At most RENEW_CONCURRENCY renewals in flight: all of them at once would queue every
-   * session's own writes (and so its deltas) behind thousands of lease requests (bench: relay).
+   * A nudge: the session changed (a flow committed; the prompt path found it unwatched or a prompt
+   * stale). Held here: revalidate it; otherwise claim it if it runs and nobody live watches it.
+   * Resolves once the claim is written (or refused), before its stream connects.
    */
-  private async renewAll(): Promise<void> {
-    const pending = [...this.watches.values()];
-    const worker = async () => {
-      for (let w = pending.shift(); w; w = pending.shift()) {
-        const watch = w;
-        await this.inControl(watch, () => this.renew(watch));
+  async look(sessionId: string, options: { untilLiveMs?: number } = {}): Promise<void> {
+    await this.lookOnce(sessionId);
+    const watch = this.watches.get(sessionId);
+    if (!watch || !options.untilLiveMs) return;
+    // In process (the local runtime's nudge): also wait, within a bound, for the stream's first
+    // catch-up, so a prompt right after the flow finishes finds the relay settled, not racing it.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([watch.live, new Promise<void>((resolve) => (timer = setTimeout(resolve, options.untilLiveMs)))]);
+    clearTimeout(timer);
+  }
+
+  private async lookOnce(sessionId: string): Promise<void> {
+    if (this.draining) return;
+    this.counters.nudges++;
+    const watch = this.watches.get(sessionId);
+    if (watch) {
+      await this.inControl(watch, () => this.revalidate(watch, { strandedCheck: true }));
+      return;
+    }
+    if (this.watches.size >= (this.options.maxSessions ?? 10_000)) return;
+    await this.claimOnce(sessionId).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
+  }
+
+  /** One read of `deps.nudges` (AWS), each nudge handled by `look`. */
+  async pollNudges(): Promise<void> {
+    const source = this.deps.nudges;
+    if (!source || this.polling) return;
+    this.polling = (async () => {
+      try {
+        const ids = await source.read();
+        await Promise.all([...new Set(ids)].map((id) => this.look(id)));
+      } catch (err) {
+        this.deps.logger.warn("relay nudge read failed", { error: errorForLog(err) });
       }
-    };
-    await Promise.all(Array.from({ length: Math.min(RENEW_CONCURRENCY, pending.length) }, worker));
+    })().finally(() => {
+      this.polling = null;
+    });
+    await this.polling;
+  }
+
+  private async beat(): Promise<void> {
+    try {
+      const current = this.heartbeat;
+      if (!current) {
+        await this.ensureHeartbeat();
+        return;
+      }
+      try {
+        this.heartbeat = await this.deps.relayLeases.beat(current, this.deps.now(), this.ttlSeconds);
+      } catch (err) {
+        if (!(err instanceof LeaseLostError)) throw err;
+        // Expired before this renewal (a stall, the store unreachable): another relay may hold
+        // these sessions by now. Stop acting on all of them, then start again as a new epoch.
+        this.deps.logger.warn("relay heartbeat lost: dropping every session", { owner: current.owner, epoch: current.epoch, held: this.watches.size });
+        await this.loseAll();
+        await this.ensureHeartbeat();
+        void this.scanNow();
+        return;
+      }
+      const before = this.live;
+      this.live = await this.deps.relayLeases.liveRelays(this.deps.now());
+      // A peer that died or retired since the last round: its sessions wait for a claim now.
+      const peerGone = [...before].some(([owner, epoch]) => owner !== this.options.ownerId && this.live.get(owner) !== epoch);
+      if (peerGone) void this.scanNow();
+    } catch (err) {
+      // Not renewed; if it runs out before the next attempt, `guarded` stops acting on the streams.
+      this.deps.logger.warn("relay heartbeat failed", { error: errorForLog(err) });
+    } finally {
+      this.counters.heartbeats++;
+    }
+  }
+
+  /** Every watch dropped without a release: this relay's heartbeat ran out. */
+  private async loseAll(): Promise<void> {
+    this.heartbeat = null;
+    const lost = [...this.watches.values()];
+    this.counters.leasesLost += lost.length;
+    await Promise.all(lost.map((w) => this.inControl(w, () => this.drop(w, { release: false }))));
   }
 
   private async scan(): Promise<void> {
-    const max = this.options.maxSessions ?? 1000;
+    const max = this.options.maxSessions ?? 10_000;
     let cursor: string | null = null;
     try {
+      if (!(await this.ensureHeartbeat())) return;
+      const live = await this.deps.relayLeases.liveRelays(this.deps.now());
+      this.live = live;
       do {
         if (this.draining || this.watches.size >= max) return;
-        const page = await this.deps.relayLeases.listClaimable(this.deps.now(), { limit: SCAN_PAGE, cursor });
-        for (const sessionId of page.sessionIds) {
-          if (this.draining || this.watches.size >= max) return;
-          if (this.watches.has(sessionId)) continue;
-          await this.claim(sessionId).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
-        }
+        const page = await this.deps.relayLeases.listClaimable(this.deps.now(), { limit: SCAN_PAGE, cursor, live });
+        const pending = page.sessionIds.filter((id) => !this.watches.has(id));
+        const worker = async () => {
+          for (let id = pending.shift(); id !== undefined; id = pending.shift()) {
+            if (this.draining || this.watches.size >= max) return;
+            const sessionId = id;
+            await this.claimOnce(sessionId, live).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
+          }
+        };
+        await Promise.all(Array.from({ length: Math.min(CLAIM_CONCURRENCY, pending.length) }, worker));
         cursor = page.nextCursor;
       } while (cursor);
     } catch (err) {
@@ -300,15 +471,28 @@ export class StreamingRelay {
     }
   }
 
-  private async claim(sessionId: string): Promise<void> {
-    const lease = await this.deps.relayLeases.claim(sessionId, this.options.ownerId, this.deps.now(), this.ttlSeconds);
-    if (!lease) return;
-    this.counters.claims++;
-    const target = targetOf(await this.deps.sessions.getSession(sessionId));
+  /** One claim per session at a time (a nudge and a scan may ask together). */
+  private claimOnce(sessionId: string, live?: Map<string, number>): Promise<void> {
+    const running = this.claiming.get(sessionId);
+    if (running) return running;
+    const p = this.claim(sessionId, live).finally(() => this.claiming.delete(sessionId));
+    this.claiming.set(sessionId, p);
+    return p;
+  }
+
+  private async claim(sessionId: string, live?: Map<string, number>): Promise<void> {
+    if (this.watches.has(sessionId)) return;
+    const heartbeat = await this.ensureHeartbeat();
+    if (!heartbeat) return;
+    const seen = await this.deps.relayLeases.view(sessionId);
+    const target = targetOf(seen);
     // The listing is eventually consistent: the session may have left `running` already.
-    if (!target || this.draining) {
-      await this.deps.relayLeases.release(lease);
-      this.counters.releases++;
+    if (!seen || !target) return;
+    const claim = await this.deps.relayLeases.claim(seen, heartbeat, this.deps.now(), live ?? this.live);
+    if (!claim) return;
+    this.counters.claims++;
+    if (this.draining || this.watches.has(sessionId)) {
+      await this.release(claim);
       return;
     }
     let endpoint: AgentEndpoint;
@@ -316,15 +500,19 @@ export class StreamingRelay {
       endpoint = await agentEndpoint(this.deps.sandboxKeys, sessionId, target.openCodeUrl);
     } catch (err) {
       // No key to reach its agent with (the key secret unreadable): a later scan, or another relay, tries again.
-      await this.deps.relayLeases.release(lease);
-      this.counters.releases++;
+      await this.release(claim);
       throw err;
     }
-    this.open(sessionId, lease, target, endpoint);
-    this.deps.logger.info("relay holds session", { sessionId, owner: lease.owner, fence: lease.fence, sandboxId: target.sandboxId });
+    this.open(sessionId, claim, target, endpoint);
+    this.deps.logger.info("relay holds session", { sessionId, owner: claim.owner, epoch: claim.epoch, fence: claim.fence, sandboxId: target.sandboxId });
   }
 
-  private open(sessionId: string, lease: RelayLease, target: Target, endpoint: AgentEndpoint): void {
+  private async release(claim: RelayClaim): Promise<void> {
+    await this.deps.relayLeases.releaseClaim(claim);
+    this.counters.releases++;
+  }
+
+  private open(sessionId: string, claim: RelayClaim, target: Target, endpoint: AgentEndpoint): void {
     // The handlers run only after `start()`, by which time `watch` exists.
     const stream = new SessionStream({
       agent: this.deps.agent,
@@ -344,18 +532,18 @@ export class StreamingRelay {
           // Issue 25 §5: the sandbox may be dead; a flow with provider bindings finds out (stream-loss.ts).
           if (this.watches.get(sessionId) === watch) void this.streamLoss.streamFailed(sessionId);
         },
-        // Seed 002 constraint 12: revalidate after the backoff, before reconnecting. The renewal
-        // re-reads the lease and the session: a lease an idle snapshot took, or a session no
-        // longer running (or on another sandbox), drops this watch instead of reconnecting it.
+        // Seed 002 constraint 12: revalidate after the backoff, before reconnecting, from a
+        // strongly consistent read: a session an idle snapshot seized, claimed by another relay,
+        // or no longer running drops this watch instead of reconnecting it; a new runtime reopens.
         beforeReconnect: async () => {
-          await this.inControl(watch, () => this.renew(watch));
+          await this.inControl(watch, () => this.revalidate(watch, { strandedCheck: false }));
           return this.watches.get(sessionId) === watch;
         },
       },
     });
     const watch: Watch = {
       sessionId,
-      lease,
+      claim,
       target,
       endpoint,
       translator: new EventTranslator({ sessionId, agentSessionId: target.agentSessionId }),
@@ -366,7 +554,12 @@ export class StreamingRelay {
       busySince: null,
       strandedCheckedAt: this.deps.now().getTime(),
       turn: { sessionId, endpoint, agentSessionId: target.agentSessionId, asked: new Set(), failover: null, resentAfterAbort: null },
+      live: Promise.resolve(),
+      settleLive: () => undefined,
     };
+    watch.live = new Promise<void>((resolve) => {
+      watch.settleLive = resolve;
+    });
     this.watches.set(sessionId, watch);
     stream.start();
   }
@@ -379,11 +572,13 @@ export class StreamingRelay {
     return watch.control;
   }
 
-  /** Handler work only while this watch is current and its lease cannot have expired. */
+  /** Handler work only while this watch is current and this relay's heartbeat cannot have expired. */
   private async guarded(watch: Watch, fn: () => Promise<void>): Promise<void> {
     if (this.watches.get(watch.sessionId) !== watch) return;
-    if (this.deps.now().getTime() >= watch.lease.expiresAt) {
+    const heartbeat = this.heartbeat;
+    if (!heartbeat || heartbeat.epoch !== watch.claim.epoch || this.deps.now().getTime() >= heartbeat.expiresAt) {
       // Not renewed in time (store unreachable?): a successor may hold the session already.
+      this.counters.leasesLost++;
       void this.inControl(watch, () => this.drop(watch, { release: false }));
       return;
     }
@@ -397,6 +592,14 @@ export class StreamingRelay {
   }
 
   private async connected(watch: Watch, snapshot: StreamSnapshot): Promise<void> {
+    try {
+      await this.caughtUp(watch, snapshot);
+    } finally {
+      watch.settleLive();
+    }
+  }
+
+  private async caughtUp(watch: Watch, snapshot: StreamSnapshot): Promise<void> {
     const translation = watch.translator.reconnected(snapshot);
     // Busy on (re)connect: the turn began before this relay saw it.
     if (snapshot.busy) watch.busySince ??= this.deps.now();
@@ -514,57 +717,60 @@ export class StreamingRelay {
 
   private async recordAgentState(watch: Watch, busy: boolean): Promise<void> {
     const written = await this.deps.sessions.recordAgentState(watch.sessionId, watch.target.sandboxId, { busy, at: this.deps.now() });
-    // The session references another sandbox now: re-read it rather than wait for the next renewal.
-    if (!written) void this.inControl(watch, () => this.renew(watch));
+    // The session references another sandbox now: revalidate it (a flow's nudge may still be on its way).
+    if (!written) void this.inControl(watch, () => this.revalidate(watch, { strandedCheck: false }));
   }
 
-  private async renew(watch: Watch): Promise<void> {
+  /**
+   * One strongly consistent read of the session, on an event (a nudge, a reconnect, a refused
+   * write): drop it when it is not this watch's any more (seized, claimed by another relay) or
+   * no longer runs; reopen it on a new runtime (re-claimed for the new sandbox); else keep it.
+   */
+  private async revalidate(watch: Watch, options: { strandedCheck: boolean }): Promise<void> {
     if (this.watches.get(watch.sessionId) !== watch) return;
-    try {
-      watch.lease = await this.deps.relayLeases.renew(watch.lease, this.deps.now(), this.ttlSeconds);
-    } catch (err) {
-      if (err instanceof LeaseLostError) {
-        this.counters.leasesLost++;
-        this.deps.logger.warn("relay lease lost: dropping session", { sessionId: watch.sessionId });
-        await this.drop(watch, { release: false });
-        return;
-      }
-      // Not renewed; if it runs out before the next attempt, `guarded` stops acting on the stream.
-      throw err;
+    this.counters.revalidations++;
+    const seen = await this.deps.relayLeases.view(watch.sessionId);
+    const claim = watch.claim;
+    const ours = seen !== null && seen.relayOwner === claim.owner && seen.relayEpoch === claim.epoch && seen.relayFence === claim.fence;
+    if (!ours) {
+      this.counters.leasesLost++;
+      this.deps.logger.warn("relay claim lost: dropping session", { sessionId: watch.sessionId, holder: seen?.relayOwner ?? null });
+      await this.drop(watch, { release: false });
+      return;
     }
-    const session = await this.deps.sessions.getSession(watch.sessionId);
-    const target = targetOf(session);
+    const target = targetOf(seen);
     if (!target) {
-      this.deps.logger.info("relay lets go: session not running", { sessionId: watch.sessionId, status: session?.status ?? "missing" });
+      this.deps.logger.info("relay lets go: session not running", { sessionId: watch.sessionId, status: seen.status });
       await this.drop(watch, { release: true });
       return;
     }
     if (sameTarget(target, watch.target)) {
-      await this.recoverStrandedPrompts(watch);
-    } else {
-      // Resume or migration: another sandbox (or agent session); its agent state starts unknown.
-      // The endpoint first: if it cannot be built, the old stream goes on until the next renewal.
-      const endpoint = await agentEndpoint(this.deps.sandboxKeys, watch.sessionId, target.openCodeUrl);
-      this.counters.reopens++;
-      this.deps.logger.info("relay reopens session on its new runtime", { sessionId: watch.sessionId, from: watch.target.sandboxId, to: target.sandboxId });
-      this.watches.delete(watch.sessionId);
-      await watch.stream.close();
-      if (this.draining) {
-        await this.deps.relayLeases.release(watch.lease);
-        this.counters.releases++;
-      } else {
-        this.open(watch.sessionId, watch.lease, target, endpoint);
-      }
+      if (options.strandedCheck) await this.recoverStrandedPrompts(watch);
+      return;
     }
+    // Resume or migration: another sandbox (or agent session); its agent state starts unknown.
+    // The endpoint first: if it cannot be built, the old stream goes on until the next revalidation.
+    const endpoint = await agentEndpoint(this.deps.sandboxKeys, watch.sessionId, target.openCodeUrl);
+    const heartbeat = this.heartbeat;
+    // A new sandbox needs a claim of its own (written on condition nothing changed since `seen`).
+    const next = target.sandboxId === claim.sandboxId ? claim : heartbeat ? await this.deps.relayLeases.claim(seen, heartbeat, this.deps.now(), this.live) : null;
+    this.watches.delete(watch.sessionId);
+    await watch.stream.close();
+    if (!next) {
+      this.counters.leasesLost++;
+      return;
+    }
+    this.counters.reopens++;
+    this.deps.logger.info("relay reopens session on its new runtime", { sessionId: watch.sessionId, from: watch.target.sandboxId, to: target.sandboxId });
+    if (this.draining) await this.release(next);
+    else this.open(watch.sessionId, next, target, endpoint);
   }
 
   private async drop(watch: Watch, options: { release: boolean }): Promise<void> {
+    watch.settleLive();
     if (this.watches.get(watch.sessionId) === watch) this.watches.delete(watch.sessionId);
     await watch.stream.close();
-    if (options.release) {
-      await this.deps.relayLeases.release(watch.lease);
-      this.counters.releases++;
-    }
+    if (options.release) await this.release(watch.claim);
   }
 
   /** `broadcast` with the session's connection list reused for `connectionCacheMs`. */

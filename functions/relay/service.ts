@@ -13,6 +13,7 @@ import { composeAwsRuntime } from "../composition/aws";
 import { ConfigError, parseConfig } from "../config/config";
 import { errorForLog } from "../observability/logger";
 import { publishHeldStreams } from "./held-streams-metric";
+import { RelayNudgeReader } from "../store/dynamo-relay-nudge";
 import { StreamingRelay } from "./relay";
 
 const positive = (fallback: number) => z.coerce.number().positive().finite().default(fallback);
@@ -21,8 +22,10 @@ const positive = (fallback: number) => z.coerce.number().positive().finite().def
 export const RelayEnv = z.object({
   RELAY_HEALTH_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   RELAY_LEASE_TTL_SECONDS: positive(30),
-  RELAY_SCAN_INTERVAL_SECONDS: positive(5),
-  RELAY_MAX_SESSIONS: z.coerce.number().int().positive().default(1000),
+  RELAY_SCAN_INTERVAL_SECONDS: positive(60),
+  /** How often the relay reads the nudges flows write (a session to claim or revalidate at once). */
+  RELAY_NUDGE_POLL_MS: z.coerce.number().int().positive().default(250),
+  RELAY_MAX_SESSIONS: z.coerce.number().int().positive().default(10000),
   RELAY_HEARTBEAT_TIMEOUT_SECONDS: positive(45),
   /** `false`: no HeldStreams metric (tests, or a relay without CloudWatch access). */
   RELAY_PUBLISH_METRICS: z.enum(["true", "false"]).default("true"),
@@ -62,7 +65,7 @@ export async function resolveOwnerId(env: Record<string, string | undefined>, fe
 export interface RelayService {
   relay: StreamingRelay;
   healthPort: number;
-  /** SIGTERM: health turns 503, the relay drains (streams closed, leases released), the server closes. */
+  /** SIGTERM: health turns 503, the relay drains (streams closed, heartbeat retired), the server closes. */
   shutdown(): Promise<void>;
 }
 
@@ -79,11 +82,13 @@ export async function startRelayService(env: Record<string, string | undefined>,
   });
   const ownerId = await resolveOwnerId(env);
   const relay = new StreamingRelay(
-    rt.relayDeps,
+    // Nudges are items in the table (store/dynamo-relay-nudge.ts): one Query per poll, per relay.
+    { ...rt.relayDeps, nudges: new RelayNudgeReader(rt.doc, config.TABLE_NAME) },
     {
       ownerId,
       leaseTtlSeconds: relayEnv.RELAY_LEASE_TTL_SECONDS,
       scanIntervalMs: relayEnv.RELAY_SCAN_INTERVAL_SECONDS * 1000,
+      nudgePollMs: relayEnv.RELAY_NUDGE_POLL_MS,
       heartbeatTimeoutMs: relayEnv.RELAY_HEARTBEAT_TIMEOUT_SECONDS * 1000,
       maxSessions: relayEnv.RELAY_MAX_SESSIONS,
     },

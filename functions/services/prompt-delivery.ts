@@ -17,11 +17,30 @@
  */
 import { agentEndpoint } from "../agent/agent-endpoint";
 import { errorForLog } from "../observability/logger";
-import type { RelayLeaseStore } from "../ports/relay";
+import type { RelayLeaseStore, RelayNudge } from "../ports/relay";
 import type { PromptFailure } from "../ports/session-items";
 import type { FlowDeps } from "../flows/flow-deps";
 
-export type DeliveryDeps = Pick<FlowDeps, "sessions" | "prompts" | "flows" | "agent" | "sandboxKeys" | "now" | "logger"> & { relayLeases: Pick<RelayLeaseStore, "watched"> };
+export type DeliveryDeps = Pick<FlowDeps, "sessions" | "prompts" | "flows" | "agent" | "sandboxKeys" | "now" | "logger"> & {
+  relayLeases: Pick<RelayLeaseStore, "watched">;
+  /** Absent in the relay itself (it never nudges itself). */
+  relayNudge?: RelayNudge;
+};
+
+/** A prompt `processing` this long may have been stranded by a deliverer that died: the relay is nudged to check (relay.ts `strandedPromptMs`). */
+const STRANDED_NUDGE_MS = 30_000;
+
+/** Best effort: the relays' scan is the backstop. */
+async function nudgeRelay(deps: DeliveryDeps, sessionId: string): Promise<boolean> {
+  if (!deps.relayNudge) return false;
+  try {
+    await deps.relayNudge.nudge(sessionId);
+    return true;
+  } catch (err) {
+    deps.logger.warn("relay nudge failed", { sessionId, error: errorForLog(err) });
+    return false;
+  }
+}
 
 /**
  * `sent`: a prompt went to the agent; `waiting`: behind the turn in progress; `deferred`: a
@@ -73,8 +92,17 @@ export async function deliverQueuedPrompts(
     return { outcome: "held", sent: 0, queued: queued.length };
   }
   const waiting: DeliveryResult = { outcome: "waiting", sent: 0, queued: queued.length };
-  if (!(await deps.relayLeases.watched(sessionId, deps.now()))) return waiting;
-  if ((await deps.prompts.list(sessionId, "processing")).length > 0) return waiting;
+  if (!(await deps.relayLeases.watched(sessionId, deps.now()))) {
+    // Nobody watches it yet (a resume just committed, its relay died): a relay claims it now
+    // (in process locally, before this returns) and delivers on claim if this still waits.
+    if (!(await nudgeRelay(deps, sessionId)) || !(await deps.relayLeases.watched(sessionId, deps.now()))) return waiting;
+  }
+  const processing = await deps.prompts.list(sessionId, "processing");
+  if (processing.length > 0) {
+    // Its deliverer may have died before sending it: the relay checks when nudged (no relay polls for it).
+    if (processing.some((p) => deps.now().getTime() - Date.parse(p.updatedAt) > STRANDED_NUDGE_MS)) await nudgeRelay(deps, sessionId);
+    return waiting;
+  }
   const agent = await agentEndpoint(deps.sandboxKeys, sessionId, url);
   if (await deps.agent.isBusy(agent, agentSessionId)) return waiting;
   for (const prompt of queued) {

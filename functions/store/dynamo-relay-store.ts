@@ -1,57 +1,269 @@
 /**
- * The relay lease (ports/relay.ts) as three attributes of the session item (key layout:
- * ./table-layout.ts): `relayOwner`, `relayExpiresAt` (epoch ms) and `relayFence` (grows with
- * every claim). Separate from the flow lease (`leaseOwner`, `fence`), and never touched by
- * lifecycle writes, which SET named fields only.
+ * Relay ownership (ports/relay.ts) in the table (key layout: ./table-layout.ts):
+ *
+ * - one heartbeat item per relay process, `RELAYS` / `RELAY#<owner>`: `owner`, `epoch` (grows
+ *   with every registration), `expiresAt` (epoch ms), `ttl`. All heartbeats share one
+ *   partition, so one Query lists the live relays;
+ * - on the session item, written once at claim: `relayOwner`, `relayEpoch`, `relaySandbox`,
+ *   `relayFence` (grows with every claim and seize); a flow's seize sets `relayOwner` to
+ *   `flow:<execution>` with `relayExpiresAt` instead. Separate from the flow lease (`leaseOwner`,
+ *   `fence`), and never touched by lifecycle writes, which SET named fields only.
+ *
+ * Takeover reads the named relay's heartbeat and writes the claim on condition that the session
+ * still names what was read (owner and fence). That is enough because a heartbeat epoch that
+ * expired can never be renewed (`beat` requires it unexpired): once seen dead, (owner, epoch)
+ * stays dead, so an epoch confirmed dead is remembered and never read again.
  */
 import type { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
-import { QueryCommand } from "./dynamodb-sdk";
+import { GetCommand, QueryCommand, UpdateCommand } from "./dynamodb-sdk";
 import * as z from "zod";
 import { LeaseLostError, NotFoundError, ValidationError } from "../domain/errors";
-import type { RelayLease, RelayLeaseStore } from "../ports/relay";
-import { ItemLease } from "./item-lease";
-import { GSI_BY_STATUS, keys } from "./table-layout";
+import type { ClaimView, RelayClaim, RelayHeartbeat, RelayLease, RelayLeaseStore } from "../ports/relay";
+import { ItemLease, conditions, isConditionFailure } from "./item-lease";
+import { GSI_BY_STATUS, TTL_ATTRIBUTE, keys } from "./table-layout";
 
 const ClaimableCursor = z.object({ PK: z.string(), SK: z.string(), GSI2PK: z.string(), GSI2SK: z.string() });
 
+export const RELAYS_PARTITION = "RELAYS";
+export const relayHeartbeatKey = (owner: string) => ({ PK: RELAYS_PARTITION, SK: `RELAY#${owner}` });
+/** A heartbeat item outlives its expiry by a day (DynamoDB deletes it later; readers check `expiresAt`). */
+const HEARTBEAT_RETENTION_SECONDS = 86_400;
+const FLOW_OWNER_PREFIX = "flow:";
+
+const VIEW_NAMES = {
+  "#status": "status",
+  "#sandboxId": "sandboxId",
+  "#openCodeUrl": "openCodeUrl",
+  "#agentSession": "codingAgentSessionId",
+  "#owner": "relayOwner",
+  "#epoch": "relayEpoch",
+  "#sandbox": "relaySandbox",
+  "#fence": "relayFence",
+  "#expiresAt": "relayExpiresAt",
+};
+
+const str = (v: unknown): string | null => (typeof v === "string" ? v : null);
+const num = (v: unknown): number | null => (typeof v === "number" ? v : null);
+
+function viewOf(sessionId: string, item: Record<string, unknown>): ClaimView {
+  return {
+    sessionId,
+    status: str(item.status) ?? "",
+    sandboxId: str(item.sandboxId),
+    openCodeUrl: str(item.openCodeUrl),
+    codingAgentSessionId: str(item.codingAgentSessionId),
+    relayOwner: str(item.relayOwner),
+    relayEpoch: num(item.relayEpoch),
+    relaySandbox: str(item.relaySandbox),
+    relayFence: num(item.relayFence) ?? 0,
+    relayExpiresAt: num(item.relayExpiresAt),
+  };
+}
+
 export class DynamoRelayLeaseStore implements RelayLeaseStore {
-  private readonly lease: ItemLease;
+  /** The seize (a flow's hold) uses the one lease mechanism; relays' claims are written below. */
+  private readonly seizeLease: ItemLease;
+  /** `owner#epoch` confirmed dead: an expired epoch never lives again. */
+  private readonly dead = new Set<string>();
 
   constructor(
     private readonly doc: DynamoDBDocumentClient,
     private readonly tableName: string,
   ) {
-    this.lease = new ItemLease(doc, tableName, { owner: "relayOwner", expiresAt: "relayExpiresAt", fence: "relayFence" });
+    this.seizeLease = new ItemLease(doc, tableName, { owner: "relayOwner", expiresAt: "relayExpiresAt", fence: "relayFence" });
   }
 
-  async claim(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<RelayLease | null> {
-    // Two relays must never both stream one session (duplicate deltas, two turn completions).
-    const lease = await this.lease.take(sessionId, owner, now, ttlSeconds);
-    if (lease) return lease;
-    // Documented outcome: busy is null; only a missing session is an error.
-    if (!(await this.lease.read(sessionId))) throw new NotFoundError(`session ${sessionId} not found`);
-    return null;
+  async register(owner: string, now: Date, ttlSeconds: number): Promise<RelayHeartbeat> {
+    const expiresAt = now.getTime() + Math.round(ttlSeconds * 1000);
+    const out = await this.doc.send(
+      new UpdateCommand({
+        TableName: this.tableName,
+        Key: relayHeartbeatKey(owner),
+        UpdateExpression: "SET #owner = :owner, #expiresAt = :expiresAt, #ttl = :ttl, #epoch = if_not_exists(#epoch, :zero) + :one",
+        ExpressionAttributeNames: { "#owner": "owner", "#expiresAt": "expiresAt", "#ttl": TTL_ATTRIBUTE, "#epoch": "epoch" },
+        ExpressionAttributeValues: { ":owner": owner, ":expiresAt": expiresAt, ":ttl": Math.ceil(expiresAt / 1000) + HEARTBEAT_RETENTION_SECONDS, ":zero": 0, ":one": 1 },
+        ReturnValues: "UPDATED_NEW",
+      }),
+    );
+    return { owner, epoch: Number(out.Attributes?.epoch), expiresAt };
+  }
+
+  async beat(heartbeat: RelayHeartbeat, now: Date, ttlSeconds: number): Promise<RelayHeartbeat> {
+    const expiresAt = now.getTime() + Math.round(ttlSeconds * 1000);
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: relayHeartbeatKey(heartbeat.owner),
+          UpdateExpression: "SET #expiresAt = :expiresAt, #ttl = :ttl",
+          // An expired (or retired) epoch stays dead: its sessions may be another relay's by now.
+          ConditionExpression: conditions({ sameEpoch: "#epoch = :epoch", alive: "#expiresAt > :now" }),
+          ExpressionAttributeNames: { "#expiresAt": "expiresAt", "#ttl": TTL_ATTRIBUTE, "#epoch": "epoch" },
+          ExpressionAttributeValues: { ":expiresAt": expiresAt, ":ttl": Math.ceil(expiresAt / 1000) + HEARTBEAT_RETENTION_SECONDS, ":epoch": heartbeat.epoch, ":now": now.getTime() },
+        }),
+      );
+      return { ...heartbeat, expiresAt };
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+      throw new LeaseLostError(`relay ${heartbeat.owner}: heartbeat epoch ${heartbeat.epoch} expired or was retired`, {
+        context: { owner: heartbeat.owner, epoch: heartbeat.epoch },
+      });
+    }
+  }
+
+  async retire(heartbeat: RelayHeartbeat): Promise<void> {
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: relayHeartbeatKey(heartbeat.owner),
+          UpdateExpression: "SET #expiresAt = :zero",
+          ConditionExpression: conditions({ sameEpoch: "#epoch = :epoch" }),
+          ExpressionAttributeNames: { "#expiresAt": "expiresAt", "#epoch": "epoch" },
+          ExpressionAttributeValues: { ":zero": 0, ":epoch": heartbeat.epoch },
+        }),
+      );
+    } catch (err) {
+      // A newer epoch of the same owner registered meanwhile: this one is dead already.
+      if (!isConditionFailure(err)) throw err;
+    }
+  }
+
+  async liveRelays(now: Date): Promise<Map<string, number>> {
+    const live = new Map<string, number>();
+    let startKey: Record<string, unknown> | undefined;
+    do {
+      const out = await this.doc.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          KeyConditionExpression: "PK = :pk",
+          FilterExpression: "#expiresAt > :now",
+          ProjectionExpression: "#owner, #epoch",
+          ExpressionAttributeNames: { "#owner": "owner", "#epoch": "epoch", "#expiresAt": "expiresAt" },
+          ExpressionAttributeValues: { ":pk": RELAYS_PARTITION, ":now": now.getTime() },
+          ConsistentRead: true,
+          ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+        }),
+      );
+      for (const item of out.Items ?? []) {
+        const owner = str(item.owner);
+        const epoch = num(item.epoch);
+        if (owner !== null && epoch !== null) live.set(owner, epoch);
+      }
+      startKey = out.LastEvaluatedKey;
+    } while (startKey);
+    return live;
+  }
+
+  async view(sessionId: string): Promise<ClaimView | null> {
+    const out = await this.doc.send(
+      new GetCommand({
+        TableName: this.tableName,
+        Key: keys.session(sessionId),
+        ConsistentRead: true,
+        ProjectionExpression: Object.keys(VIEW_NAMES).join(", "),
+        ExpressionAttributeNames: VIEW_NAMES,
+      }),
+    );
+    return out.Item ? viewOf(sessionId, out.Item) : null;
+  }
+
+  /** Whether `owner` runs epoch `epoch` at `now` (a live map's positive answer is trusted; anything else is confirmed). */
+  private async relayAlive(owner: string, epoch: number, now: Date, live?: Map<string, number>): Promise<boolean> {
+    const key = `${owner}#${epoch}`;
+    if (this.dead.has(key)) return false;
+    if (live?.get(owner) === epoch) return true;
+    const out = await this.doc.send(
+      new GetCommand({ TableName: this.tableName, Key: relayHeartbeatKey(owner), ConsistentRead: true, ProjectionExpression: "#epoch, #expiresAt", ExpressionAttributeNames: { "#epoch": "epoch", "#expiresAt": "expiresAt" } }),
+    );
+    const alive = num(out.Item?.epoch) === epoch && (num(out.Item?.expiresAt) ?? 0) > now.getTime();
+    if (!alive && this.dead.size < 100_000) this.dead.add(key);
+    return alive;
+  }
+
+  /** Who holds `v` at `now`: nobody (claimable), `heartbeat` itself, or someone alive. */
+  private async holder(v: ClaimView, now: Date, self: RelayHeartbeat | null, live?: Map<string, number>): Promise<"free" | "self" | "held"> {
+    if (v.relayOwner === null) return "free";
+    if (v.relayOwner.startsWith(FLOW_OWNER_PREFIX) || v.relayEpoch === null) return (v.relayExpiresAt ?? 0) > now.getTime() ? "held" : "free";
+    // A claim for another sandbox (resume, migration) watches nothing that runs now.
+    if (v.relaySandbox !== v.sandboxId) return "free";
+    if (self && v.relayOwner === self.owner) return v.relayEpoch === self.epoch ? "self" : "free";
+    return (await this.relayAlive(v.relayOwner, v.relayEpoch, now, live)) ? "held" : "free";
+  }
+
+  async claim(seen: ClaimView, heartbeat: RelayHeartbeat, now: Date, live?: Map<string, number>): Promise<RelayClaim | null> {
+    const sandboxId = seen.sandboxId;
+    if (seen.status !== "running" || !sandboxId) return null;
+    const holder = await this.holder(seen, now, heartbeat, live);
+    if (holder === "held") return null;
+    if (holder === "self") return { sessionId: seen.sessionId, owner: heartbeat.owner, epoch: heartbeat.epoch, sandboxId, fence: seen.relayFence };
+    try {
+      const out = await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(seen.sessionId),
+          UpdateExpression: "SET #owner = :owner, #epoch = :epoch, #sandbox = :sandbox, #fence = if_not_exists(#fence, :zero) + :one REMOVE #expiresAt",
+          ConditionExpression: conditions({
+            // Two relays must never both stream one session: the claim stands only if nobody
+            // claimed or seized it since it was read (every claim and seize grows the fence).
+            unchanged: seen.relayOwner === null ? "attribute_not_exists(#owner)" : "#owner = :seenOwner",
+            sameFence: seen.relayFence === 0 ? "attribute_not_exists(#fence) OR #fence = :zero" : "#fence = :seenFence",
+            // For the runtime that runs now, never one that was replaced meanwhile.
+            running: "#status = :running AND #sandboxId = :sandbox",
+          }),
+          ExpressionAttributeNames: { "#owner": "relayOwner", "#epoch": "relayEpoch", "#sandbox": "relaySandbox", "#fence": "relayFence", "#expiresAt": "relayExpiresAt", "#status": "status", "#sandboxId": "sandboxId" },
+          ExpressionAttributeValues: {
+            ":owner": heartbeat.owner,
+            ":epoch": heartbeat.epoch,
+            ":sandbox": sandboxId,
+            ":zero": 0,
+            ":one": 1,
+            ":running": "running",
+            ...(seen.relayOwner === null ? {} : { ":seenOwner": seen.relayOwner }),
+            ...(seen.relayFence === 0 ? {} : { ":seenFence": seen.relayFence }),
+          },
+          ReturnValues: "UPDATED_NEW",
+        }),
+      );
+      return { sessionId: seen.sessionId, owner: heartbeat.owner, epoch: heartbeat.epoch, sandboxId, fence: Number(out.Attributes?.relayFence) };
+    } catch (err) {
+      if (isConditionFailure(err)) return null;
+      throw err;
+    }
+  }
+
+  async releaseClaim(claim: RelayClaim): Promise<void> {
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(claim.sessionId),
+          UpdateExpression: "REMOVE #owner, #epoch, #sandbox",
+          // A stale holder must not free the claim its successor holds.
+          ConditionExpression: conditions({ stillOurs: "#owner = :owner AND #epoch = :epoch AND #fence = :fence" }),
+          ExpressionAttributeNames: { "#owner": "relayOwner", "#epoch": "relayEpoch", "#sandbox": "relaySandbox", "#fence": "relayFence" },
+          ExpressionAttributeValues: { ":owner": claim.owner, ":epoch": claim.epoch, ":fence": claim.fence },
+        }),
+      );
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+    }
   }
 
   async seize(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<RelayLease> {
-    const lease = await this.lease.seize(sessionId, owner, now, ttlSeconds);
+    const lease = await this.seizeLease.seize(sessionId, owner, now, ttlSeconds);
     if (!lease) throw new NotFoundError(`session ${sessionId} not found`);
     return lease;
   }
 
-  async renew(lease: RelayLease, now: Date, ttlSeconds: number): Promise<RelayLease> {
-    const renewed = await this.lease.renew(lease, now, ttlSeconds);
-    if (renewed) return renewed;
-    throw new LeaseLostError(`session ${lease.sessionId}: relay lease of ${lease.owner} (fence ${lease.fence}) was lost`, {
-      context: { sessionId: lease.sessionId, owner: lease.owner, fence: lease.fence },
-    });
-  }
-
   release(lease: RelayLease): Promise<void> {
-    return this.lease.release(lease);
+    return this.seizeLease.release(lease);
   }
 
-  async listClaimable(now: Date, options: { limit: number; cursor?: string | null }): Promise<{ sessionIds: string[]; nextCursor: string | null }> {
+  async listClaimable(
+    now: Date,
+    options: { limit: number; cursor?: string | null; live?: Map<string, number> },
+  ): Promise<{ sessionIds: string[]; nextCursor: string | null }> {
     const partition = keys.statusPartition("running");
     let startKey: z.infer<typeof ClaimableCursor> | undefined;
     if (options.cursor) {
@@ -71,21 +283,28 @@ export class DynamoRelayLeaseStore implements RelayLeaseStore {
         TableName: this.tableName,
         IndexName: GSI_BY_STATUS,
         KeyConditionExpression: "GSI2PK = :pk",
-        FilterExpression: "attribute_not_exists(relayOwner) OR relayExpiresAt <= :now",
-        ProjectionExpression: "id",
-        ExpressionAttributeValues: { ":pk": partition, ":now": now.getTime() },
+        ProjectionExpression: "id, #sandboxId, #owner, #epoch, #sandbox, #expiresAt",
+        ExpressionAttributeNames: { "#sandboxId": "sandboxId", "#owner": "relayOwner", "#epoch": "relayEpoch", "#sandbox": "relaySandbox", "#expiresAt": "relayExpiresAt" },
+        ExpressionAttributeValues: { ":pk": partition },
         Limit: options.limit,
         ...(startKey ? { ExclusiveStartKey: startKey } : {}),
       }),
     );
-    const sessionIds = (out.Items ?? []).map((i) => i.id).filter((id): id is string => typeof id === "string");
+    const live = options.live ?? (await this.liveRelays(now));
+    const sessionIds: string[] = [];
+    for (const item of out.Items ?? []) {
+      const id = str(item.id);
+      if (id === null) continue;
+      const v = viewOf(id, { ...item, status: "running" });
+      if ((await this.holder(v, now, null, live)) === "free") sessionIds.push(id);
+    }
     const last = out.LastEvaluatedKey;
     return { sessionIds, nextCursor: last ? Buffer.from(JSON.stringify(last)).toString("base64url") : null };
   }
 
   async watched(sessionId: string, now: Date): Promise<boolean> {
-    const held = await this.lease.read(sessionId);
-    return held?.owner !== null && held !== null && (held.expiresAt ?? 0) > now.getTime();
+    const v = await this.view(sessionId);
+    if (!v) return false;
+    return (await this.holder(v, now, null)) === "held";
   }
-
 }

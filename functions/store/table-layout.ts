@@ -27,15 +27,18 @@
  * Prompts, events and connections live in the session's partition, so one Query with a
  * `begins_with` on SK reads a session's queue, audit trail, client set or transcript in order.
  * Transcript messages sort by the agent's creation time; the same agent message always maps to
- * the same key, so the relay's upserts are idempotent. The relay lease is three attributes of the
- * session item (`relayOwner`, `relayExpiresAt`, `relayFence`), apart from the flow lease.
+ * the same key, so the relay's upserts are idempotent. Relay ownership (issue 15,
+ * ./dynamo-relay-store.ts): one heartbeat item per relay process (`RELAYS` / `RELAY#<owner>`) and,
+ * on the session item, `relayOwner`, `relayEpoch`, `relaySandbox`, `relayFence` (`relayExpiresAt`
+ * for a flow's seize), apart from the flow lease; nudges for the relays are `RELAYNUDGE` /
+ * `<ISO time>#<random>` items (./dynamo-relay-nudge.ts), with `ttl`.
  *
  * Access patterns:
  * - get a session: GetItem PK=`SESSION#id`, SK=`SESSION` (strongly consistent for flows);
  * - list an org's sessions newest first: Query GSI1 PK=`ORG#org`, ScanIndexForward=false
  *   (with a `status` filter when asked: the page is filled by reading on, never by skipping);
  * - list sessions in one status (sweeper, operators): Query GSI2 PK=`STATUS#status`;
- * - relay scan: Query GSI2 PK=`STATUS#running`, filtered to a free or expired relay lease;
+ * - relay scan (backstop): Query GSI2 PK=`STATUS#running`, kept when no live relay holds it (Query `RELAYS` for the live ones);
  * - a session's transcript oldest first: Query PK=`SESSION#id`, SK begins_with `MSG#`;
  * - a session's live proxy connections: Query PK=`SESSION#id`, SK begins_with `PROXY#`, filtered on expiry;
  * - count an org's open sessions (the ORG_MAX_OPEN_SESSIONS cap): Query PK=`ORG#org`, SK begins_with

@@ -161,7 +161,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
 
   // The HTTP server listens first (PORT=0 picks a port): the configuration names its own URLs
   // (WS_URL, CONTROL_PLANE_URL), so it is parsed once they are known, then the runtime composed.
-  const built: { rt?: Runtime } = {};
+  const built: { rt?: Runtime; relay?: StreamingRelay } = {};
   const runtime = (): Runtime => {
     if (!built.rt) throw new Error("local runtime: dependencies not built yet");
     return built.rt;
@@ -242,6 +242,9 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     secretKeys: new LocalSecretKeyWrapper(localSecretsMasterKey(options.env, options.dataDir)),
     // The local server sends init itself once the upgrade completes.
     afterConnect: () => Promise.resolve(),
+    // The relay runs in this process: a nudge is a direct call, awaited until the claim is written
+    // and the stream's first catch-up ran (at most 10 s).
+    relayNudge: { nudge: (sessionId) => built.relay?.look(sessionId, { untilLiveMs: 10_000 }) ?? Promise.resolve() },
     now,
   });
   built.rt = rt;
@@ -260,6 +263,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   };
   const relayDeps = rt.relayDeps;
   let relay = new StreamingRelay(relayDeps, relayOptions);
+  built.relay = relay;
   relay.start();
 
   // The sweeper schedule (a rate schedule in AWS): one sweep at a time.
@@ -274,8 +278,12 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   sweeperTimer.unref();
   // With DATA_DIR, sessions may predate this process, and the schedules armed for them (timers)
   // did not survive the restart: sweep once right away rather than after a whole interval.
+  // After the relay's first scan, so a session it is about to claim again is not taken for an orphan.
   if (options.dataDir) {
-    runSweep().catch((err: unknown) => logger.error("startup sweep failed", { error: errorForLog(err) }));
+    void relay
+      .scanNow()
+      .then(() => runSweep())
+      .catch((err: unknown) => logger.error("startup sweep failed", { error: errorForLog(err) }));
   }
 
   // The scheduled prebuild rebuild (an EventBridge Scheduler rate schedule in AWS).
@@ -315,6 +323,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
       if (mode === "crash") await relay.kill();
       else await relay.drain();
       relay = new StreamingRelay(relayDeps, { ...relayOptions, ownerId: `${relayOptions.ownerId}-${Date.now().toString(36)}` });
+      built.relay = relay;
       relay.start();
       return relay;
     },

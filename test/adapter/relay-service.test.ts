@@ -53,7 +53,10 @@ describe("relay service", () => {
     await started.shutdown();
     service = null;
     expect(started.relay.heldSessions()).toEqual([]);
-    // Released on drain: a successor claims at once, without waiting for the TTL.
-    expect(await new DynamoRelayLeaseStore(table.doc, table.tableName).claim(s.id, "successor", new Date(), 30)).not.toBeNull();
+    // Retired on drain: a successor claims at once, without waiting for the TTL.
+    const store = new DynamoRelayLeaseStore(table.doc, table.tableName);
+    const seen = await store.view(s.id);
+    if (!seen) throw new Error("session gone");
+    expect(await store.claim(seen, await store.register("successor", new Date(), 30), new Date())).not.toBeNull();
   });
 });

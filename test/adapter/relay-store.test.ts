@@ -1,10 +1,13 @@
 /**
- * The relay lease (store/dynamo-relay-store.ts) against dynalite with real concurrent claimers,
- * and its independence from the flow lease and from lifecycle writes on the same item.
+ * Relay ownership (store/dynamo-relay-store.ts, issue 15) against dynalite with real concurrent
+ * claimers: heartbeats (epochs never revive), claims naming relay + epoch + sandbox, takeover
+ * only once the named heartbeat is dead, the seize, and independence from the flow lease and
+ * lifecycle writes on the same item.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LeaseLostError, NotFoundError, ValidationError } from "../../functions/domain/errors";
 import type { SessionRecord } from "../../functions/domain/session";
+import type { ClaimView, RelayHeartbeat } from "../../functions/ports/relay";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { DynamoSessionStore } from "../../functions/store/dynamo-session-store";
 import { buildSession, T0 } from "../support/builders";
@@ -29,69 +32,133 @@ async function running(overrides: Partial<SessionRecord> = {}): Promise<SessionR
   return s;
 }
 
+async function view(id: string): Promise<ClaimView> {
+  const v = await leases.view(id);
+  if (!v) throw new Error(`no session ${id}`);
+  return v;
+}
+
+async function claim(id: string, hb: RelayHeartbeat, now: Date) {
+  return leases.claim(await view(id), hb, now);
+}
+
+let relayN = 0;
+const relayName = (n: string) => `${n}-${++relayN}`;
+
+describe("heartbeat", () => {
+  it("register gives a new epoch each time; beat extends it; an expired or retired epoch never beats again", async () => {
+    const owner = relayName("relay-h");
+    const first = await leases.register(owner, at(0), TTL);
+    const second = await leases.register(owner, at(1), TTL);
+    expect(second.epoch).toBe(first.epoch + 1);
+    // The older epoch is not the registered one any more.
+    await expect(leases.beat(first, at(2), TTL)).rejects.toBeInstanceOf(LeaseLostError);
+    const beaten = await leases.beat(second, at(20), TTL);
+    expect(beaten.expiresAt).toBe(at(20 + TTL).getTime());
+    expect((await leases.liveRelays(at(21))).get(owner)).toBe(second.epoch);
+    // Past its expiry it stays dead, even if it tries.
+    await expect(leases.beat(beaten, at(20 + TTL + 1), TTL)).rejects.toBeInstanceOf(LeaseLostError);
+    expect((await leases.liveRelays(at(20 + TTL + 1))).has(owner)).toBe(false);
+    const third = await leases.register(owner, at(100), TTL);
+    await leases.retire(third);
+    expect((await leases.liveRelays(at(101))).has(owner)).toBe(false);
+    await expect(leases.beat(third, at(101), TTL)).rejects.toBeInstanceOf(LeaseLostError);
+  });
+});
+
 describe("claim", () => {
-  it("race: 8 concurrent claimers, exactly one wins; the others get null", async () => {
+  it("race: 8 relays claim concurrently, exactly one wins; the others get null while it lives", async () => {
     const s = await running();
-    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => leases.claim(s.id, `relay-${i}`, at(0), TTL)));
+    const hbs = await Promise.all(Array.from({ length: 8 }, (_, i) => leases.register(relayName(`relay-${i}`), at(0), TTL)));
+    const seen = await view(s.id);
+    const results = await Promise.all(hbs.map((hb) => leases.claim(seen, hb, at(0))));
     const winners = results.filter((r) => r !== null);
     expect(winners).toHaveLength(1);
-    expect(winners[0]).toMatchObject({ sessionId: s.id, fence: 1, expiresAt: at(TTL).getTime() });
-    // The loser sees it held until expiry.
-    const loser = `relay-${results.findIndex((r) => r === null)}`;
-    expect(await leases.claim(s.id, loser, at(TTL - 1), TTL)).toBeNull();
+    expect(winners[0]).toMatchObject({ sessionId: s.id, fence: 1, sandboxId: "sb-1" });
+    const loser = hbs[results.findIndex((r) => r === null)];
+    if (!loser) throw new Error("no loser");
+    expect(await claim(s.id, loser, at(TTL - 1))).toBeNull();
+    expect(await leases.view(s.id)).toMatchObject({ relayOwner: winners[0]?.owner, relayEpoch: winners[0]?.epoch, relaySandbox: "sb-1" });
   });
 
-  it("an expired lease is taken over with a larger fence; the stale owner cannot renew, and its release is a no-op", async () => {
+  it("takeover only once the named relay's heartbeat expired, with a larger fence; the dead relay's release is a no-op", async () => {
     const s = await running();
-    const a = await leases.claim(s.id, "relay-a", at(0), TTL);
-    if (!a) throw new Error("relay-a did not claim a free lease");
-    expect(await leases.claim(s.id, "relay-b", at(TTL - 1), TTL)).toBeNull();
-    const b = await leases.claim(s.id, "relay-b", at(TTL + 1), TTL);
-    expect(b?.fence).toBeGreaterThan(a.fence);
-
-    await expect(leases.renew(a, at(TTL + 2), TTL)).rejects.toBeInstanceOf(LeaseLostError);
-    await leases.release(a);
-    // relay-b still holds it: a third relay cannot claim before b's expiry.
-    expect(await leases.claim(s.id, "relay-c", at(TTL + 3), TTL)).toBeNull();
+    const a = await leases.register(relayName("relay-a"), at(0), TTL);
+    const b = await leases.register(relayName("relay-b"), at(0), TTL);
+    const held = await claim(s.id, a, at(0));
+    if (!held) throw new Error("relay-a did not claim a free session");
+    expect(await claim(s.id, b, at(TTL - 1))).toBeNull();
+    expect(await leases.watched(s.id, at(TTL - 1))).toBe(true);
+    // a's heartbeat runs out (nothing per session was ever renewed).
+    expect(await leases.watched(s.id, at(TTL + 1))).toBe(false);
+    const bLater = await leases.register(b.owner, at(TTL + 1), TTL);
+    const taken = await claim(s.id, bLater, at(TTL + 1));
+    expect(taken?.fence).toBeGreaterThan(held.fence);
+    await leases.releaseClaim(held);
+    expect(await leases.view(s.id)).toMatchObject({ relayOwner: b.owner, relayEpoch: bLater.epoch });
   });
 
-  it("renew extends the lease; release frees it at once, and the fence keeps growing", async () => {
+  it("a claim written from a stale read fails: someone claimed in between", async () => {
     const s = await running();
-    const a = await leases.claim(s.id, "relay-a", at(0), TTL);
-    if (!a) throw new Error("no lease");
-    const renewed = await leases.renew(a, at(20), TTL);
-    expect(renewed.expiresAt).toBe(at(20 + TTL).getTime());
-    expect(await leases.claim(s.id, "relay-b", at(TTL + 1), TTL)).toBeNull();
-    await leases.release(renewed);
-    const b = await leases.claim(s.id, "relay-b", at(TTL + 2), TTL);
-    expect(b?.fence).toBe(a.fence + 1);
+    const a = await leases.register(relayName("relay-a"), at(0), TTL);
+    const b = await leases.register(relayName("relay-b"), at(0), TTL);
+    const stale = await view(s.id);
+    expect(await leases.claim(stale, a, at(0))).not.toBeNull();
+    expect(await leases.claim(stale, b, at(0))).toBeNull();
   });
 
-  it("a claim by the current owner succeeds again (restart with the same id)", async () => {
+  it("a retired relay's sessions are claimable at once; a relay's own older epoch too", async () => {
+    const s1 = await running();
+    const s2 = await running();
+    const a = await leases.register(relayName("relay-a"), at(0), TTL);
+    const b = await leases.register(relayName("relay-b"), at(0), TTL);
+    await claim(s1.id, a, at(0));
+    await claim(s2.id, a, at(0));
+    await leases.retire(a);
+    expect(await claim(s1.id, b, at(1))).not.toBeNull();
+    const aAgain = await leases.register(a.owner, at(2), TTL);
+    expect(await claim(s2.id, aAgain, at(2))).toMatchObject({ epoch: aAgain.epoch });
+  });
+
+  it("a claim is for one sandbox: after a resume on another sandbox the session is claimable, and unwatched until then", async () => {
     const s = await running();
-    const first = await leases.claim(s.id, "relay-a", at(0), TTL);
-    const again = await leases.claim(s.id, "relay-a", at(1), TTL);
-    expect(again?.fence).toBe((first?.fence ?? 0) + 1);
+    const a = await leases.register(relayName("relay-a"), at(0), TTL);
+    const b = await leases.register(relayName("relay-b"), at(0), TTL);
+    await claim(s.id, a, at(0));
+    const stored = await sessions.getSession(s.id);
+    if (!stored) throw new Error("gone");
+    await sessions.update(stored, { sandboxId: "sb-2" }, at(1));
+    expect(await leases.watched(s.id, at(1))).toBe(false);
+    expect(await claim(s.id, b, at(1))).toMatchObject({ sandboxId: "sb-2" });
+    expect(await leases.watched(s.id, at(1))).toBe(true);
   });
 
-  it("an unknown session is NotFoundError, and no half item is created", async () => {
-    await expect(leases.claim("ses_zzzzzzzzzzzzzzzzzzzzzzzzzz", "relay-a", at(0), TTL)).rejects.toBeInstanceOf(NotFoundError);
-    expect(await sessions.getSession("ses_zzzzzzzzzzzzzzzzzzzzzzzzzz")).toBeNull();
+  it("a session that is not running is never claimed", async () => {
+    const paused = buildSession({ status: "paused", snapshotId: "snap-1" });
+    await sessions.createSession(paused);
+    const a = await leases.register(relayName("relay-a"), at(0), TTL);
+    expect(await claim(paused.id, a, at(0))).toBeNull();
+    expect(await leases.view("ses_zzzzzzzzzzzzzzzzzzzzzzzzzz")).toBeNull();
   });
 });
 
 describe("seize (an idle snapshot takes the stream away, seed 002 constraint 12)", () => {
-  it("takes a live lease from its holder with a larger fence: the holder's renew fails, no relay can claim until it is released", async () => {
+  it("takes the session from a live relay with a larger fence; no relay can claim until it is released", async () => {
     const s = await running();
-    const holder = await leases.claim(s.id, "relay-a", at(0), TTL);
-    if (!holder) throw new Error("relay-a did not claim a free lease");
+    const a = await leases.register(relayName("relay-a"), at(0), TTL);
+    const b = await leases.register(relayName("relay-b"), at(0), TTL);
+    const holder = await claim(s.id, a, at(0));
+    if (!holder) throw new Error("relay-a did not claim a free session");
     const flow = await leases.seize(s.id, "flow:idle-snapshot-1", at(1), 300);
     expect(flow.fence).toBeGreaterThan(holder.fence);
-    await expect(leases.renew(holder, at(2), TTL)).rejects.toBeInstanceOf(LeaseLostError);
-    expect(await leases.claim(s.id, "relay-b", at(TTL + 1), TTL)).toBeNull();
+    // The holder sees it is not its any more (what its revalidation reads).
+    expect(await leases.view(s.id)).toMatchObject({ relayOwner: "flow:idle-snapshot-1", relayFence: flow.fence });
+    expect(await claim(s.id, b, at(2))).toBeNull();
     expect(await leases.watched(s.id, at(2))).toBe(true);
+    await leases.releaseClaim(holder);
+    expect(await leases.view(s.id)).toMatchObject({ relayOwner: "flow:idle-snapshot-1" });
     await leases.release(flow);
-    expect(await leases.claim(s.id, "relay-b", at(3), TTL)).not.toBeNull();
+    expect(await claim(s.id, b, at(3))).not.toBeNull();
   });
 
   it("an unknown session is NotFoundError and no half item is created", async () => {
@@ -102,32 +169,32 @@ describe("seize (an idle snapshot takes the stream away, seed 002 constraint 12)
 });
 
 describe("independence from the flow lease and lifecycle writes", () => {
-  it("a flow lease and a relay lease are held at once; lifecycle writes keep the relay lease", async () => {
+  it("a flow lease and a relay claim are held at once; lifecycle writes keep the claim", async () => {
     const s = await running();
-    const relay = await leases.claim(s.id, "relay-a", at(0), TTL);
-    if (!relay) throw new Error("no relay lease");
+    const a = await leases.register(relayName("relay-a"), at(0), TTL);
+    const b = await leases.register(relayName("relay-b"), at(0), TTL);
+    const relay = await claim(s.id, a, at(0));
+    if (!relay) throw new Error("no relay claim");
     const flow = await sessions.acquireLease(s.id, "flow-1", at(1), 300);
-    const paused = await sessions.transition(s, "paused", at(2), { snapshotId: "snap-1", sandboxId: null }, flow);
-    await sessions.releaseLease(flow);
     await sessions.touchActivity(s.id, at(3));
-    expect(paused.status).toBe("paused");
-    // Still relay-a's: renewable, and not claimable by another relay.
-    await expect(leases.renew(relay, at(4), TTL)).resolves.toMatchObject({ fence: relay.fence });
-    expect(await leases.claim(s.id, "relay-b", at(5), TTL)).toBeNull();
-    // And the flow lease's fence did not move with the relay's.
+    await sessions.releaseLease(flow);
+    expect(await leases.view(s.id)).toMatchObject({ relayOwner: a.owner, relayEpoch: a.epoch, relayFence: relay.fence });
+    expect(await claim(s.id, b, at(5))).toBeNull();
     expect(await sessions.readLease(s.id)).toMatchObject({ owner: null, fence: 1 });
   });
 });
 
 describe("listClaimable", () => {
-  it("lists running sessions with a free or expired relay lease, across pages, and nothing else", async () => {
+  it("lists running sessions nobody live watches (free, dead relay, other sandbox), across pages, and nothing else", async () => {
     const free = await running();
-    const expired = await running();
+    const deadRelay = await running();
     const held = await running();
     const paused = buildSession({ status: "paused", snapshotId: "snap-1" });
     await sessions.createSession(paused);
-    await leases.claim(expired.id, "relay-x", at(0), TTL);
-    await leases.claim(held.id, "relay-y", at(100), TTL);
+    const x = await leases.register(relayName("relay-x"), at(0), TTL);
+    await claim(deadRelay.id, x, at(0));
+    const y = await leases.register(relayName("relay-y"), at(100), TTL);
+    await claim(held.id, y, at(100));
 
     const seen: string[] = [];
     let cursor: string | null = null;
@@ -139,7 +206,7 @@ describe("listClaimable", () => {
       pages++;
     } while (cursor && pages < 50);
     expect(cursor).toBeNull();
-    expect(seen).toEqual(expect.arrayContaining([free.id, expired.id]));
+    expect(seen).toEqual(expect.arrayContaining([free.id, deadRelay.id]));
     expect(seen).not.toContain(held.id);
     expect(seen).not.toContain(paused.id);
   });

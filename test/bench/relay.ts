@@ -1,7 +1,9 @@
 /**
- * Section 5: the streaming relay (functions/relay/relay.ts, issue 5). Streams one relay process
- * holds (target 2,000 on a 2-core machine), fan-out latency from an agent event to the client
- * frame, and relay memory per held stream. Figures only, never assertions.
+ * Section 5: the streaming relay (functions/relay/relay.ts, issues 5 and 15). Streams one relay
+ * process holds (target 10,000 since issue 15), fan-out latency from an agent event to the client
+ * frame (quiet, and while heartbeat rounds and a takeover run), relay memory per held stream,
+ * DynamoDB requests per held stream and per relay in steady state, and their monthly cost.
+ * Figures only, never assertions.
  *
  * The relay runs in this process with its real adapters: the DynamoDB stores, the OpenCode agent
  * client over HTTP, `agentMessages` answering `[]`, a flow runner that rejects (nothing here starts
@@ -36,15 +38,28 @@ import { DynamoConnectionRegistry, DynamoPromptQueue } from "../../functions/sto
 import { DynamoSessionStore } from "../../functions/store/dynamo-session-store";
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 import { buildSession } from "../support/builders";
+import { countDynamoRequests, USD_PER_RRU, USD_PER_WRU, type DynamoRequest } from "./dynamo-usage";
 import { heading, mib, note, percentile, table } from "./report";
 import { parseConfig } from "../../functions/config/config";
 import type { ChildCommand, ChildReply } from "./relay-fake-opencode";
 
-/** Held streams per step; the last is the target. */
-const STAGES = [500, 1000, 2000];
-const TARGET = 2000;
-/** Stop increasing when a step degrades the process this much. */
+/** Held streams per step; the last is the target (issue 15: 10,000 in one relay process). */
+const STAGES = [2000, 10000];
+const TARGET = 10000;
+/** Sessions a dead relay leaves behind, taken over while fan-out is measured. */
+const TAKEOVER = 500;
+/**
+ * This section at dd49683 (issue 15's figures, before the heartbeat): 2,000 streams, fan-out p99
+ * 10.8 ms on a quiet machine; a renewal round (2,000 × UpdateItem + GetItem every 10 s) raised p99
+ * to 580 ms vs 216 ms without on a loaded machine; 200 UpdateItem/s + 200 GetItem/s per 2,000
+ * streams (360 requests per held stream per hour), ~$1,900 a month per 2,000 streams at $1.25/M WRU.
+ */
+const AT_DD49683 = { streams: 2000, p99QuietMs: 10.8, p99RoundLoadedMs: 580, p99NoRoundLoadedMs: 216, requestsPerStreamHour: 720, usdPerMonthPer2000: 1900 };
+/** Stop increasing when a step degrades the process this much: 120 s per 2,000 streams added. */
 const CLAIM_LIMIT_MS = 120_000;
+const claimLimitMs = (added: number) => Math.max(CLAIM_LIMIT_MS, (added / 2000) * 2 * CLAIM_LIMIT_MS);
+/** A step that opened at least this share of its target in time counts as reached (a few streams may still be connecting). */
+const REACHED_SHARE = 0.95;
 const LAG_P99_LIMIT_MS = 1_000;
 /** Fan-out run: 400 turns of 5 text deltas = 2,000 measured events over ~10 s. */
 const LOAD = { turns: 400, turnsPerSecond: 40, deltasPerTurn: 5, deltaGapMs: 25 };
@@ -56,7 +71,7 @@ const LEASE_TTL_SECONDS = 60;
  * claim 11.58/13.67 ms CPU). Fan-out p99 and max follow dynalite, not the parser.
  */
 const BEFORE_ISSUE_21 = { p50Ms: 1.61, p90Ms: 3.98, p99Ms: 61.88, relayCpuPct: 62.2, heartbeatCpuMs: 0.46, claimCpuMs: 12.63, heapPerStreamKiB: 34.45 };
-const STEADY_MS = 5_000;
+const STEADY_MS = 20_000;
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(here, "..", "..");
@@ -225,9 +240,10 @@ function fdLimit(): string {
 function relayTaskSize(): { maxSessions: number; memoryMiB: number; cpu: number } | null {
   try {
     const source = readFileSync(path.join(repoRoot, "infra", "relay-service.ts"), "utf8");
-    const maxSessions = Number(/RELAY_MAX_SESSIONS = (\d+)/.exec(source)?.[1]);
-    const memoryMiB = Number(/memoryLimitMiB: (\d+)/.exec(source)?.[1]);
-    const cpu = Number(/\bcpu: (\d+)/.exec(source)?.[1]);
+    const num = (re: RegExp) => Number(re.exec(source)?.[1]?.replaceAll("_", ""));
+    const maxSessions = num(/RELAY_MAX_SESSIONS = ([\d_]+)/);
+    const memoryMiB = num(/RELAY_TASK_MEMORY_MIB = ([\d_]+)/);
+    const cpu = num(/RELAY_TASK_CPU = ([\d_]+)/);
     return maxSessions && memoryMiB && cpu ? { maxSessions, memoryMiB, cpu } : null;
   } catch {
     return null;
@@ -384,11 +400,12 @@ export async function benchRelay(): Promise<void> {
         logger,
         now: () => new Date(),
       },
-      { ownerId: "relay-bench", leaseTtlSeconds: LEASE_TTL_SECONDS, scanIntervalMs: 600_000, maxSessions: Math.max(...STAGES) },
+      { ownerId: "relay-bench", leaseTtlSeconds: LEASE_TTL_SECONDS, scanIntervalMs: 600_000, maxSessions: Math.max(...STAGES) + TAKEOVER },
     );
     relay = live;
 
     let created = 0;
+    const ids: string[] = [];
     const createSessions = async (upTo: number) => {
       const numbers = Array.from({ length: upTo - created }, (_, i) => created + i);
       await pool(numbers, 32, async (n) => {
@@ -401,6 +418,7 @@ export async function benchRelay(): Promise<void> {
           lastActivityAt: at,
         });
         await sessions.createSession(session);
+        ids[n] = session.id;
         await connections.add({ connectionId: `conn-bench-${n}`, sessionId: session.id, userId: session.userId, clientType: "web", connectedAt: at, ready: true });
       });
       created = upTo;
@@ -414,8 +432,22 @@ export async function benchRelay(): Promise<void> {
     const baselineFds = openFds();
     let setupMs = performance.now() - setupStarted;
 
-    // Scans are driven here (the relay's scan timer is not started); renewals as the relay's timer does them, every ttl/3,
-    // except around the measured windows below, which place them on purpose.
+    // Every DynamoDB request the relay sends, with its capacity units (dynalite's consumed capacity).
+    const requests: DynamoRequest[] = [];
+    countDynamoRequests(doc, (r) => requests.push(r));
+    // And, as each is sent, whether it touched the relays' own items (heartbeats: PK "RELAYS") or a session's.
+    const relayOwn: boolean[] = [];
+    {
+      const client = doc as unknown as { send: (command: { input: Record<string, unknown> }) => Promise<unknown> };
+      const inner = client.send.bind(client);
+      client.send = (command) => {
+        const key = command.input.Key as { PK?: unknown } | undefined;
+        const values = command.input.ExpressionAttributeValues as Record<string, unknown> | undefined;
+        relayOwn.push(key?.PK === "RELAYS" || values?.[":pk"] === "RELAYS");
+        return inner(command);
+      };
+    }
+    // Scans are driven here (the relay's scan timer is not started); heartbeats as the relay's timer does them, every ttl/3.
     const renewEveryMs = (LEASE_TTL_SECONDS * 1000) / 3;
     let lastRenewal: Promise<void> = Promise.resolve();
     renewer = setInterval(() => {
@@ -430,16 +462,17 @@ export async function benchRelay(): Promise<void> {
         await createSessions(target);
         setupMs += performance.now() - t;
       }
+      const limitMs = claimLimitMs(target - live.streamCounters().open);
       const { value: stopped, window } = await measured(children, async () => {
         const claimStarted = performance.now();
         while (live.streamCounters().open < target) {
-          if (performance.now() - claimStarted > CLAIM_LIMIT_MS) return `not all ${thousands(target)} streams open within ${CLAIM_LIMIT_MS / 1000} s`;
+          if (performance.now() - claimStarted > limitMs) return `not all ${thousands(target)} streams open within ${limitMs / 1000} s`;
           await live.scanNow();
           await sleep(100);
         }
         return null;
       });
-      const why = stopped ?? (window.lag.p99 > LAG_P99_LIMIT_MS ? `event-loop delay p99 ${f1(window.lag.p99)} ms > ${LAG_P99_LIMIT_MS} ms while claiming` : null);
+      const why = (stopped && live.streamCounters().open < target * REACHED_SHARE ? stopped : null) ?? (window.lag.p99 > LAG_P99_LIMIT_MS ? `event-loop delay p99 ${f1(window.lag.p99)} ms > ${LAG_P99_LIMIT_MS} ms while claiming` : null);
       const counters = live.streamCounters();
       stages.push({ target, held: live.heldSessions().length, open: counters.open, window, mem: await memory(gc), fds: openFds(), stopped: why });
       if (why) {
@@ -449,14 +482,32 @@ export async function benchRelay(): Promise<void> {
     }
     const top = stages.at(-1);
     const n = live.streamCounters().open;
-    clearInterval(renewer);
-    renewer = null;
 
-    // One renewal round, timed (it also leaves every lease fresh for the quiet windows that follow), after any in flight.
+    // One heartbeat round, timed, after any in flight and once every claimed stream has caught up (so nothing else sends
+    // requests meanwhile): one UpdateItem (this relay's heartbeat) and one Query (its peers').
+    const settleBy = performance.now() + 30_000;
+    while (live.streamCounters().open < live.heldSessions().length && performance.now() < settleBy) await sleep(100);
     await lastRenewal;
+    const tally = (from: number) => {
+      const slice = requests.slice(from);
+      const byOp = new Map<string, number>();
+      for (const r of slice) byOp.set(r.op, (byOp.get(r.op) ?? 0) + 1);
+      return { count: slice.length, rru: slice.reduce((a, r) => a + r.rru, 0), wru: slice.reduce((a, r) => a + r.wru, 0), byOp };
+    };
+    let mark = requests.length;
     const { window: renewal } = await measured(children, () => live.renewNow());
-    // Heartbeats only (one per stream every 10 s).
+    const heartbeatRound = tally(mark);
+    // One backstop scan with every running session held (nothing to claim): what it reads.
+    mark = requests.length;
+    const { window: scanWindow } = await measured(children, () => live.scanNow());
+    const scanRound = tally(mark);
+    // Steady state: agent heartbeats (one per stream every 10 s) and the relay's own heartbeat rounds; no scan, no nudge.
+    mark = requests.length;
+    const ownMark = relayOwn.length;
     const { window: steady } = await measured(children, () => sleep(STEADY_MS));
+    const steadyTally = tally(mark);
+    const steadyOwn = relayOwn.slice(ownMark);
+    const steadySessionRequests = steadyOwn.filter((own) => !own).length;
 
     // Clock offset between the processes: the sample with the shortest IPC round trip.
     let best = { rtt: Number.POSITIVE_INFINITY, offset: 0 };
@@ -501,7 +552,35 @@ export async function benchRelay(): Promise<void> {
         window,
       };
     };
-    const loads = [await runLoad("no renewal in flight"), await runLoad("renewal round of every lease started 1 s in", () => live.renewNow())];
+    // A dead relay's sessions: claimed by "relay-dead" (a heartbeat about to run out), taken over during the second run.
+    const deadStart = created;
+    await createSessions(created + TAKEOVER);
+    const leasesStore = new DynamoRelayLeaseStore(doc, tableName);
+    const dead = await leasesStore.register("relay-dead", new Date(), 600);
+    await pool(ids.slice(deadStart, created), 16, async (id) => {
+      const seen = await leasesStore.view(id);
+      if (seen) await leasesStore.claim(seen, dead, new Date());
+    });
+    await live.renewNow(); // the relay sees relay-dead live
+    await leasesStore.beat(dead, new Date(), 0.5); // its last beat...
+    await sleep(1_000); // ...runs out: relay-dead is dead
+    const heldBefore = live.heldSessions().length;
+    const loads = [
+      await runLoad("quiet (no heartbeat round, no takeover)"),
+      await runLoad(`heartbeat rounds every 1 s + takeover of ${TAKEOVER} sessions of a dead relay, 1 s in`, async () => {
+        const rounds = setInterval(() => void live.renewNow(), 1_000);
+        try {
+          await live.renewNow(); // sees relay-dead gone: scans and claims its sessions
+          const by = performance.now() + 60_000;
+          while (live.streamCounters().open < heldBefore + TAKEOVER && performance.now() < by) await sleep(50);
+        } finally {
+          clearInterval(rounds);
+        }
+      }),
+    ];
+    const takenOver = live.heldSessions().length - heldBefore;
+    clearInterval(renewer);
+    renewer = null;
 
     const childStats = await fake.request<Extract<ChildReply, { cmd: "stats" }>>({ cmd: "stats" } satisfies ChildCommand, "stats");
     const counters = { ...live.counters };
@@ -542,26 +621,46 @@ export async function benchRelay(): Promise<void> {
         ];
       }),
     );
-    note(`each step adds sessions to those already held; claims/s and CPU / claim are over the streams it added. Stop rule: claim > ${CLAIM_LIMIT_MS / 1000} s or loop delay p99 > ${LAG_P99_LIMIT_MS} ms.`);
+    note(`each step adds sessions to those already held; claims/s and CPU / claim are over the streams it added. Stop rule: claim > ${CLAIM_LIMIT_MS / 1000} s per 2,000 added or loop delay p99 > ${LAG_P99_LIMIT_MS} ms.`);
     note(`baseline before the first claim (runtime, SDK and fetch warm, after GC): RSS ${mib(baseline.rss)}, heap used ${mib(baseline.heapUsed)}, ${baselineFds} fds.`);
     note("Δ / stream: from the baseline over all held streams; Δ / added: from the previous step over the streams it added. RSS moves with the");
     note("allocator returning pages (noisy at small steps: read the largest step); heap used after GC is the steady figure.");
     note(`loop delay: event-loop delay beyond the ${LAG_RESOLUTION_MS} ms sampling interval (perf_hooks monitorEventLoopDelay), this process only.`);
 
+    const ops = (t: ReturnType<typeof tally>) => [...t.byOp.entries()].map(([op, c]) => `${op} ×${c}`).join(", ") || "none";
     console.log(`\n   b) Steady state with ${thousands(n)} streams`);
     table(
-      ["phase", "duration", "relay CPU", "dynalite CPU", "loop delay p50", "p99", "max"],
+      ["phase", "duration", "DynamoDB requests", "relay CPU", "dynalite CPU", "loop delay p50", "p99", "max"],
       (
         [
-          ["heartbeats only (1 per stream / 10 s)", steady, seconds(steady.ms)],
-          [`lease renewal round (${thousands(n)} × UpdateItem + GetItem, 16 in flight)`, renewal, `${seconds(renewal.ms)} (budget: every ${seconds(renewEveryMs)})`],
-        ] as [string, Window, string][]
-      ).map(([label, w, duration]) => [label, duration, pct(w.cpuMs, w.ms), pct(w.storeCpuMs, w.ms), `${f1(w.lag.p50)} ms`, `${f1(w.lag.p99)} ms`, `${f1(w.lag.max)} ms`]),
+          [`steady: agent heartbeats (1 per stream / 10 s) + relay heartbeat rounds (every ${seconds(renewEveryMs)})`, steady, seconds(steady.ms), ops(steadyTally)],
+          ["one relay heartbeat round (1 UpdateItem + 1 Query, whatever the streams)", renewal, seconds(renewal.ms), ops(heartbeatRound)],
+          [`one backstop scan, all ${thousands(n)} held (nothing to claim)`, scanWindow, seconds(scanWindow.ms), ops(scanRound)],
+        ] as [string, Window, string, string][]
+      ).map(([label, w, duration, r]) => [label, duration, r, pct(w.cpuMs, w.ms), pct(w.storeCpuMs, w.ms), `${f1(w.lag.p50)} ms`, `${f1(w.lag.p99)} ms`, `${f1(w.lag.max)} ms`]),
+    );
+    // Per relay per hour: 360 heartbeat rounds and (at the default RELAY_SCAN_INTERVAL_SECONDS) the backstop scans.
+    const scanIntervalS = parseConfig({ TABLE_NAME: tableName }).RELAY_SCAN_INTERVAL_SECONDS;
+    const roundsPerHour = 3_600_000 / renewEveryMs;
+    const scansPerHour = 3_600 / scanIntervalS;
+    const perHour = {
+      requests: roundsPerHour * heartbeatRound.count + scansPerHour * scanRound.count,
+      rru: roundsPerHour * heartbeatRound.rru + scansPerHour * scanRound.rru,
+      wru: roundsPerHour * heartbeatRound.wru + scansPerHour * scanRound.wru,
+    };
+    const steadyPerStreamHour = steadySessionRequests / Math.max(1, n) / (steady.ms / 3_600_000);
+    const usdMonth = (perHour.rru * USD_PER_RRU + perHour.wru * USD_PER_WRU) * 730;
+    note(
+      `DynamoDB requests per held stream per hour in steady state: ${f2(steadyPerStreamHour)} (${steadySessionRequests} requests on session items in ${seconds(steady.ms)}, ${steadyOwn.length - steadySessionRequests} on the relay's heartbeat items; at dd49683: ${AT_DD49683.requestsPerStreamHour}: an UpdateItem and a GetItem per stream every 10 s). ` +
+        `Per relay per hour: ${thousands(Math.round(perHour.requests))} requests (${thousands(roundsPerHour)} heartbeat rounds × ${heartbeatRound.count}, ${thousands(scansPerHour)} scans × ${scanRound.count} at RELAY_SCAN_INTERVAL_SECONDS=${scanIntervalS}), ` +
+        `${f1(perHour.rru)} RRU + ${f1(perHour.wru)} WRU.`,
     );
     note(
-      `renewal: ${f2(renewal.cpuMs / Math.max(1, n))} ms of relay CPU per lease (two SDK requests), ${f1((renewal.cpuMs / renewEveryMs) * 100)}% of one core on average at ${thousands(n)} streams; ` +
-        `heartbeats: ${f2(steady.cpuMs / Math.max(1, (n * STEADY_MS) / 10_000))} ms of relay CPU each.`,
+      `monthly DynamoDB cost of holding ${thousands(n)} streams in one relay (730 h, $1.25/M WRU, $0.25/M RRU): $${f2(usdMonth)} ` +
+        `(at dd49683: ~$${thousands(AT_DD49683.usdPerMonthPer2000)} per ${thousands(AT_DD49683.streams)} streams, so ~$${thousands((AT_DD49683.usdPerMonthPer2000 * n) / AT_DD49683.streams)} for ${thousands(n)}). ` +
+        `The scan dominates and grows with the running sessions it reads (capacity from dynalite's item sizes; a real session item is bigger once it has a title, repos and settings).`,
     );
+    note(`agent heartbeats: ${f2(steady.cpuMs / Math.max(1, (n * steady.ms) / 10_000))} ms of relay CPU each (all relay CPU in the steady window / agent heartbeats in it).`);
 
     console.log(`\n   c) Fan-out latency with ${thousands(n)} held streams: text delta written by the fake OpenCode → frame handed to ClientPush (one ready client per session)`);
     note(`load: ${LOAD.turns} turns at ${LOAD.turnsPerSecond}/s on random sessions, each busy → message.updated → ${LOAD.deltasPerTurn} deltas ${LOAD.deltaGapMs} ms apart → completed → idle`);
@@ -604,8 +703,10 @@ export async function benchRelay(): Promise<void> {
     note(`clock offset child − relay: ${f2(best.offset)} ms, corrected (best IPC round trip ${f2(best.rtt)} ms bounds its error). "timed" < emitted: frames not pushed within 10 s of the last emit.`);
     note("A session's events are handled one at a time: a delta waits for the turn's busy write (agent state) and the connection-list Query");
     note("(re-read once a second per session), so fan-out latency includes DynamoDB latency, here dynalite's, which queues behind the SDK's 50 sockets.");
-    note("A renewal round keeps at most 16 leases in flight (relay.ts RENEW_CONCURRENCY), so a session's requests queue behind at most");
-    note("32 of the round's requests, not all 2 × streams of them: the second run shows what a round still costs fan-out.");
+    note(
+      `second run: ${takenOver} sessions taken over from the dead relay while it ran (heartbeat rounds every 1 s instead of 10 s, so several fall in it). ` +
+        `At dd49683 (${thousands(AT_DD49683.streams)} streams): p99 ${f1(AT_DD49683.p99QuietMs)} ms quiet; on a loaded machine ${AT_DD49683.p99RoundLoadedMs} ms during a per-stream renewal round vs ${AT_DD49683.p99NoRoundLoadedMs} ms without. Target: p99 <= 20 ms at 10,000.`,
+    );
 
     console.log("\n   d) Notes");
     note(`relay counters: ${JSON.stringify(counters)}; streams: ${JSON.stringify(streamCounters)}`);
@@ -616,7 +717,7 @@ export async function benchRelay(): Promise<void> {
         ? `DynamoDB SDK socket pool (50) saturated: ${sdkQueue.warnings} warning(s) (at most one per 15 s), up to ${thousands(sdkQueue.maxEnqueued)} requests queued.`
         : "DynamoDB SDK socket pool (50): never reported saturated.",
     );
-    note(`drain (close ${thousands(n)} streams, release ${thousands(n)} leases): ${seconds(drainMs)}. fake OpenCode child: ${childStats.streams} streams, RSS ${mib(childStats.rss)}.`);
+    note(`drain (close ${thousands(n + takenOver)} streams, retire the heartbeat: one write): ${seconds(drainMs)}. fake OpenCode child: ${childStats.streams} streams, RSS ${mib(childStats.rss)}.`);
     note(
       `fd limit (soft): ${fdLimit()}; ${top ? top.fds - baselineFds : "-"} fds added at ${thousands(top?.open ?? 0)} streams (one socket per stream).` +
         (logger.codes.size ? ` System errors logged: ${[...logger.codes.entries()].map(([k, v]) => `${k} ×${v}`).join(", ")}.` : " No EMFILE or other system error logged."),

@@ -396,17 +396,20 @@ describe("SSE and relay", () => {
     expect(await h.session(s.id)).toMatchObject({ status: "running", sandboxId: s.sandboxId });
   });
 
-  it("constraint 12: the idle snapshot takes the relay lease from the relay that holds it, and gives it back when done", async () => {
+  it("constraint 12: the idle snapshot takes the session from the relay that watches it, and gives it back when done", async () => {
     await setup({ capability: "pause" });
     h.setRelayWatched("store");
     const s = await runningSession();
-    const relay = await h.relayLeases.claim(s.id, "relay-a", h.deps.now(), 3600);
+    const hb = await h.relayLeases.register("relay-a", h.deps.now(), 3600);
+    const seen = await h.relayLeases.view(s.id);
+    const relay = seen ? await h.relayLeases.claim(seen, hb, h.deps.now()) : null;
+    expect(relay).not.toBeNull();
     await h.deps.sessions.recordAgentState(s.id, s.sandboxId ?? "", { busy: false, at: h.deps.now() });
     h.advance(GRACE_MS);
     await idleCheck(s.id);
     expect((await h.session(s.id)).status).toBe("paused");
-    // The relay's next renewal fails: it closes its stream and cancels its reconnects.
-    await expect(h.relayLeases.renew(relay ?? { sessionId: s.id, owner: "relay-a", fence: 0, expiresAt: 0 }, h.deps.now(), 30)).rejects.toThrow(/lost/);
+    // The relay's claim is gone (seized, then released by finish): its next revalidation drops the stream.
+    expect(await h.relayLeases.view(s.id)).toMatchObject({ relayOwner: null });
     expect(await h.relayLeases.watched(s.id, h.deps.now())).toBe(false);
   });
 });

@@ -13,6 +13,7 @@ import type { SessionRecord } from "../../functions/domain/session";
 import { submitPrompt } from "../../functions/services/submit-prompt";
 import type { RelayLeaseStore } from "../../functions/ports/relay";
 import { StreamingRelay } from "../../functions/relay/relay";
+import { RelayNudgeReader } from "../../functions/store/dynamo-relay-nudge";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 import { FakeOpenCode } from "../support/fake-opencode";
@@ -46,7 +47,7 @@ function endpointOf(sessionId: string): Promise<AgentEndpoint> {
   return agentEndpoint(h.deps.sandboxKeys, sessionId, "http://instant.invalid");
 }
 
-function relay(ownerId: string, leases: RelayLeaseStore = relayLeases, sandboxKeys = h.deps.sandboxKeys): StreamingRelay {
+function relay(ownerId: string, leases: RelayLeaseStore = relayLeases, sandboxKeys = h.deps.sandboxKeys, ttl = TTL): StreamingRelay {
   const r = new StreamingRelay(
     {
       sessions: h.deps.sessions,
@@ -59,22 +60,20 @@ function relay(ownerId: string, leases: RelayLeaseStore = relayLeases, sandboxKe
       push: h.push,
       transcript,
       relayLeases: leases,
+      // The flows' nudges (the AWS adapter in this harness): the tests read them with `pollNudges`.
+      nudges: new RelayNudgeReader(h.table.doc, h.table.tableName, h.deps.now),
       scheduler: h.deps.scheduler,
       config: h.config,
       logger: h.deps.logger,
       now: h.deps.now,
     },
-    // Scans and renewals are driven by the tests; every message reads the connection list.
-    { ownerId, leaseTtlSeconds: TTL, connectionCacheMs: 0 },
+    // Scans, heartbeats and nudges are driven by the tests; every message reads the connection list.
+    { ownerId, leaseTtlSeconds: ttl, connectionCacheMs: 0 },
   );
   relays.push(r);
   return r;
 }
 
-/** A relay that dies: its streams stop, but it never gets to release its leases. */
-function dyingLeases(): RelayLeaseStore {
-  return Object.assign(Object.create(relayLeases) as RelayLeaseStore, { release: () => Promise.resolve() });
-}
 
 async function runningSession(): Promise<SessionRecord> {
   const s = await h.createSession();
@@ -172,11 +171,11 @@ describe("StreamingRelay", () => {
   it("takeover of a busy turn: relay B waits for the lease TTL, then for idle, completes the turn once, no duplicates", async () => {
     const s = await runningSession();
     const client = await h.addClient(s.id);
-    const a = relay("relay-a", dyingLeases());
+    const a = relay("relay-a");
     await holding(a, s.id);
     await prompt(s.id, "long task");
     await waitFor(async () => (await transcriptOf(s.id)).length === 1, { message: "user message persisted by A" });
-    await a.drain(); // dies mid-turn: stream gone, lease left behind
+    await a.kill(); // dies mid-turn: stream gone, heartbeat and claim left behind
     expect(agent.subscriberCount()).toBe(0);
 
     const b = relay("relay-b");
@@ -198,11 +197,11 @@ describe("StreamingRelay", () => {
 
   it("takeover after the turn ended unwatched: catch-up persists it, completes it, and delivers the next queued prompt", async () => {
     const s = await runningSession();
-    const a = relay("relay-a", dyingLeases());
+    const a = relay("relay-a");
     await holding(a, s.id);
     await prompt(s.id, "first");
     await prompt(s.id, "second");
-    await a.drain();
+    await a.kill();
     agent.finish(agentSessionOf(s)); // nobody watches this idle boundary
 
     h.advance((TTL + 1) * 1000);
@@ -246,22 +245,24 @@ describe("StreamingRelay", () => {
 
   it("a prompt stranded in processing (its sender died before sending) goes back to the queue and is sent exactly once", async () => {
     const s = await runningSession();
-    const b = relay("relay-b");
+    const b = relay("relay-b", relayLeases, h.deps.sandboxKeys, 3600);
     await holding(b, s.id);
     const stranded = await h.deps.prompts.enqueue({ sessionId: s.id, content: "lost on the way", source: "user:u", now: h.deps.now() });
     expect(await h.deps.prompts.move(stranded, "queued", "processing", h.deps.now())).toBe(true);
     // Within the grace nothing happens: it may still be on its way.
-    await b.renewNow();
+    await b.look(s.id);
     expect(agent.prompts).toEqual([]);
     h.advance(61_000);
-    await b.renewNow();
+    // A nudge makes the relay check (the prompt path nudges when it finds a stale processing
+    // prompt; no relay polls for it).
+    await b.look(s.id);
     await waitFor(() => agent.prompts.length === 1, { message: "the stranded prompt sent" });
     expect(agent.prompts.map((p) => p.text)).toEqual(["lost on the way"]);
     expect(await statuses(s.id)).toEqual([["lost on the way", "processing"]]);
     agent.finish(agentSessionOf(s));
     await waitFor(async () => (await statuses(s.id))[0]?.[1] === "completed", { message: "turn completed" });
     h.advance(61_000);
-    await b.renewNow();
+    await b.look(s.id);
     expect(agent.prompts).toHaveLength(1);
   });
 
@@ -275,26 +276,26 @@ describe("StreamingRelay", () => {
     await b.kill();
     await agent.promptAsync(await endpointOf(s.id), agentSessionOf(s), "answered unseen");
     agent.finish(agentSessionOf(s));
-    const c = relay("relay-c");
+    const c = relay("relay-c", relayLeases, h.deps.sandboxKeys, 3600);
     h.advance((TTL + 1) * 1000);
     await holding(c, s.id);
     await waitFor(async () => (await statuses(s.id))[0]?.[1] === "completed", { message: "completed by catch-up" });
     h.advance(61_000);
-    await c.renewNow();
+    await c.look(s.id);
     expect(agent.prompts).toHaveLength(1);
   });
 
-  it("lets go when the session is paused: stream closed, relay lease released", async () => {
+  it("lets go when the session is paused (the flow's nudge): stream closed, claim released", async () => {
     const s = await runningSession();
     const a = relay("relay-a");
     await holding(a, s.id);
     const paused = await h.run("pause", s.id);
     expect(paused.status).toBe("paused");
-    await a.renewNow();
+    await a.pollNudges();
     expect(a.heldSessions()).toEqual([]);
     expect(agent.subscriberCount()).toBe(0);
-    // Released, not merely abandoned: another relay could claim it at once.
-    expect(await relayLeases.claim(s.id, "relay-z", h.deps.now(), TTL)).not.toBeNull();
+    // Released, not merely abandoned.
+    expect(await relayLeases.view(s.id)).toMatchObject({ relayOwner: null });
     // And a paused session is not picked up by a scan.
     await a.scanNow();
     expect(a.heldSessions()).toEqual([]);
@@ -305,7 +306,7 @@ describe("StreamingRelay", () => {
     const a = relay("relay-a");
     await holding(a, s.id);
     const moved = await h.deps.sessions.update(s, { sandboxId: "isb_other", codingAgentSessionId: await agent.ensureSession(await endpointOf(s.id)) }, h.deps.now());
-    await a.renewNow();
+    await a.look(s.id);
     expect(a.counters.reopens).toBe(1);
     expect(a.heldSessions()).toEqual([s.id]);
     await waitFor(() => a.streamCounters().open === 1, { message: "reopened stream live" });

@@ -153,13 +153,17 @@ describe("the relay and a user pause (issue 25 §7)", () => {
   it("the relay's lease is taken before the sandbox is terminated, and given back after", async () => {
     await setup({ capability: "filesystem" });
     const s = await runningSession();
-    const relayLease = await h.relayLeases.claim(s.id, "relay-a", h.deps.now(), 3600);
-    expect(relayLease).not.toBeNull();
+    const heartbeat = await h.relayLeases.register("relay-a", h.deps.now(), 3600);
+    const seen = await h.relayLeases.view(s.id);
+    expect(seen && (await h.relayLeases.claim(seen, heartbeat, h.deps.now()))).toMatchObject({ owner: "relay-a" });
     const hold = provider.hold("terminate", "before");
     const { executionName } = await h.start("pause", s.id, "user:user-a", "user");
     await hold.reached;
-    // The relay's next renewal (or reconnect check) fails: it closes its stream before the sandbox goes.
-    await expect(h.relayLeases.renew(relayLease ?? { sessionId: s.id, owner: "relay-a", fence: 0, expiresAt: 0 }, h.deps.now(), 30)).rejects.toThrow(/lost/);
+    // The flow seized the session from the relay before the sandbox goes: the relay's revalidation
+    // (its reconnect check reads this view) sees another owner, and cannot claim it back.
+    const during = await h.relayLeases.view(s.id);
+    expect(during?.relayOwner).not.toBe("relay-a");
+    expect(during && (await h.relayLeases.claim(during, heartbeat, h.deps.now()))).toBeNull();
     hold.release();
     await h.runner.executions.get(executionName)?.done;
     expect(await h.session(s.id)).toMatchObject({ status: "paused", pauseReason: "user" });

@@ -239,12 +239,13 @@ describe("WebSocket functions", () => {
 });
 
 describe("streaming relay", () => {
-  it("runs on ARM64 Fargate with 0.5 vCPU and 1 GB", () => {
+  it("runs on ARM64 Fargate with 1 vCPU and 2 GB, sized for 10,000 streams a task (issue 15)", () => {
+    expect(RELAY_MAX_SESSIONS).toBe(10_000);
     expect(resources[q.logicalIdOf(stack.relay.taskDefinition)]?.Properties).toMatchObject({
       RequiresCompatibilities: ["FARGATE"],
       NetworkMode: "awsvpc",
-      Cpu: "512",
-      Memory: "1024",
+      Cpu: "1024",
+      Memory: "2048",
       RuntimePlatform: { CpuArchitecture: "ARM64", OperatingSystemFamily: "LINUX" },
     });
   });

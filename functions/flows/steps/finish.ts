@@ -170,6 +170,10 @@ export const makeFinishStep = flowStep("finish", async (doc, deps) => {
 
   // Issue 25 §1: clients that connected, or a resume asked for, while this flow paused the session.
   if (outcome === "committed") await isolated(deps, "wake", doc.sessionId, () => wakeWaiters(deps, doc, session));
+  // The relay holding the session revalidates it (drops a paused one, reopens on a new sandbox);
+  // a session now running is claimed at once, before the delivery below looks for a watcher.
+  const nudge = deps.relayNudge;
+  if (outcome === "committed" && nudge) await isolated(deps, "relay", doc.sessionId, () => nudge.nudge(doc.sessionId));
 
   let delivery = "none";
   await isolated(deps, "prompts", doc.sessionId, async () => {
