@@ -453,6 +453,14 @@ export class StreamingRelay {
       do {
         if (this.draining || this.watches.size >= max) return;
         const page = await this.deps.relayLeases.listClaimable(this.deps.now(), { limit: SCAN_PAGE, cursor, live });
+        // Listed as free while this relay still watches it: the watch is stale (a flow seized the
+        // session or moved it to another sandbox, and the nudge that would have said so was lost).
+        // Revalidate it: that drops it or reopens it on the session's current sandbox.
+        const stale = page.sessionIds.flatMap((id) => {
+          const watch = this.watches.get(id);
+          return watch ? [watch] : [];
+        });
+        await Promise.all(stale.map((watch) => this.inControl(watch, () => this.revalidate(watch, { strandedCheck: false }))));
         const pending = page.sessionIds.filter((id) => !this.watches.has(id));
         const worker = async () => {
           for (let id = pending.shift(); id !== undefined; id = pending.shift()) {
