@@ -404,44 +404,29 @@ export class DynamoSessionStore implements SessionStore {
   }
 
   async touchActivity(sessionId: string, now: Date): Promise<void> {
-    const at = now.toISOString();
-    try {
-      await this.doc.send(
-        new UpdateCommand({
-          TableName: this.tableName,
-          Key: keys.session(sessionId),
-          UpdateExpression: "SET lastActivityAt = :now",
-          ConditionExpression: conditions({
-            exists: "attribute_exists(PK)",
-            // Activity only moves forward: a delayed, older touch must not shorten the grace.
-            monotonic: "lastActivityAt < :now",
-          }),
-          ExpressionAttributeValues: { ":now": at },
-        }),
-      );
-    } catch (err) {
-      if (!isConditionFailure(err)) throw err;
-      // Documented no-op: a newer (or equal) touch already landed. Only a missing session is an error.
-      const stored = await this.getSession(sessionId);
-      if (!stored) throw new NotFoundError(`session ${sessionId} not found`, { cause: err });
-    }
+    // Activity only moves forward: a delayed, older touch must not shorten the grace.
+    await this.setForward(sessionId, "lastActivityAt", "lastActivityAt < :now", now);
   }
 
   /** `resumeRequestedAt` is outside `SessionRecord` (internal, never in the session view). */
   async requestResume(sessionId: string, now: Date): Promise<void> {
-    const at = now.toISOString();
+    // Only forward: a delayed request must not hide a newer one from a flow comparing times.
+    await this.setForward(sessionId, "resumeRequestedAt", "attribute_not_exists(resumeRequestedAt) OR resumeRequestedAt < :now", now);
+  }
+
+  /**
+   * Sets a time attribute of the session item when `monotonic` holds. A write refused by it is a
+   * documented no-op (a newer or equal time already landed); only a missing session is an error.
+   */
+  private async setForward(sessionId: string, attribute: "lastActivityAt" | "resumeRequestedAt", monotonic: string, now: Date): Promise<void> {
     try {
       await this.doc.send(
         new UpdateCommand({
           TableName: this.tableName,
           Key: keys.session(sessionId),
-          UpdateExpression: "SET resumeRequestedAt = :now",
-          ConditionExpression: conditions({
-            exists: "attribute_exists(PK)",
-            // Only forward: a delayed request must not hide a newer one from a flow comparing times.
-            monotonic: "attribute_not_exists(resumeRequestedAt) OR resumeRequestedAt < :now",
-          }),
-          ExpressionAttributeValues: { ":now": at },
+          UpdateExpression: `SET ${attribute} = :now`,
+          ConditionExpression: conditions({ exists: "attribute_exists(PK)", monotonic }),
+          ExpressionAttributeValues: { ":now": now.toISOString() },
         }),
       );
     } catch (err) {

@@ -11,9 +11,8 @@ import type { Logger } from "@aws-lambda-powertools/logger";
 import { BUILD_FLOW, BUILD_STEPS } from "../../functions/builds/build-steps";
 import type { FlowDeps } from "../../functions/flows/flow-deps";
 import { stepArnVariable } from "../../functions/flows/steps";
-import { errorForLog } from "../../functions/observability/logger";
 import { buildExecutionName, type BuildExecutionInput, type BuildRunner } from "../../functions/ports/build-runner";
-import { STATE_MACHINES_DIR } from "./local-flow-runner";
+import { STATE_MACHINES_DIR, trackExecution } from "./local-flow-runner";
 
 export const BUILD_DEFINITION_PATH = path.join(STATE_MACHINES_DIR, "builds", `${BUILD_FLOW}.asl.json`);
 
@@ -93,17 +92,7 @@ export class LocalBuildRunner implements BuildRunner {
       },
     });
     const execution: LocalBuildExecution = { name, input, status: "running", done: Promise.resolve() };
-    execution.done = run.result.then(
-      (output: unknown) => {
-        execution.status = "succeeded";
-        execution.output = output;
-      },
-      (err: unknown) => {
-        execution.status = "failed";
-        execution.error = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-        this.options.logger.error("build execution failed", { execution: name, error: errorForLog(err) });
-      },
-    );
+    trackExecution(execution, run.result, this.options.logger, "build execution failed");
     this.executions.set(name, execution);
     return Promise.resolve({ executionName: name, started: true });
   }

@@ -70,6 +70,29 @@ export interface LocalExecution {
   done: Promise<void>;
 }
 
+/**
+ * Follows a local execution to its end: `status`, `output` or `error` (logged) once `result`
+ * settles, and `done` resolving then either way. The flow runner's and the build runner's.
+ */
+export function trackExecution(
+  execution: { name: string; status: "running" | "succeeded" | "failed"; output?: unknown; error?: string; done: Promise<void> },
+  result: Promise<unknown>,
+  logger: Logger,
+  failure: string,
+): void {
+  execution.done = result.then(
+    (output: unknown) => {
+      execution.status = "succeeded";
+      execution.output = output;
+    },
+    (err: unknown) => {
+      execution.status = "failed";
+      execution.error = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+      logger.error(failure, { execution: execution.name, error: errorForLog(err) });
+    },
+  );
+}
+
 export interface LocalFlowRunnerOptions {
   /** The step dependencies; a function because they include this runner. */
   deps: () => FlowDeps;
@@ -139,17 +162,7 @@ export class LocalFlowRunner implements FlowRunner {
       },
     });
     const execution: LocalExecution = { name, flow: input.flow, input, status: "running", done: Promise.resolve() };
-    execution.done = run.result.then(
-      (output: unknown) => {
-        execution.status = "succeeded";
-        execution.output = output;
-      },
-      (err: unknown) => {
-        execution.status = "failed";
-        execution.error = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-        this.options.logger.error("flow execution failed", { execution: name, error: errorForLog(err) });
-      },
-    );
+    trackExecution(execution, run.result, this.options.logger, "flow execution failed");
     this.executions.set(name, execution);
   }
 
