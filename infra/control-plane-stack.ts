@@ -1,6 +1,6 @@
 /**
  * The control plane as one env-agnostic stack: the single table; the HTTP API with one Lambda
- * function per route (from the shared route table); the lifecycle flows (one state machine per
+ * function per route or route group (from the shared route table); the lifecycle flows (one state machine per
  * ASL file, one function per flow step from the shared step table); the lifecycle schedule group
  * and its target; the orphan sweeper on a rate schedule; the provider credentials secret; the
  * KMS key of org secrets (granted by each route's and step's `secretAccess`); the
