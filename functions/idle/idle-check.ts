@@ -56,9 +56,10 @@ export type ArmDeps = Pick<FlowDeps, "sessions" | "scheduler" | "config" | "now"
  * a failure is logged, never thrown at the caller (a client disconnecting must not fail because
  * a schedule could not be written); the sweeper catches what a lost arm misses.
  */
-export async function armIdleCheck(deps: ArmDeps, sessionId: string, why: string): Promise<Date | null> {
+export async function armIdleCheck(deps: ArmDeps, sessionId: string, why: string, known?: SessionRecord): Promise<Date | null> {
   try {
-    const session = await deps.sessions.getSession(sessionId);
+    // `known`: a record the caller has just written or read (a flow's commit), so it is not read again.
+    const session = known ?? (await deps.sessions.getSession(sessionId));
     if (!session || session.status !== "running" || !session.sandboxId) return null;
     const { graceExpiresAt } = evaluateIdle(
       { session, clients: 0, proxies: 0, relayWatching: true, pendingPrompts: 0, now: deps.now() },

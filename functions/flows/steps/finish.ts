@@ -19,7 +19,6 @@ import type { FlowDeps } from "../flow-deps";
 import { finalClientStatus } from "../plan";
 import { deliverQueuedPrompts } from "../../services/prompt-delivery";
 import { flowStep } from "../step";
-import { stepEntry } from "../lambda-entry";
 
 /** In the order the flows run them. */
 const TIMED_STEPS = ["begin", "quiesce", "snapshot", "terminate", "provision", "commit", "recorded", "discarded"] as const;
@@ -97,15 +96,21 @@ async function settleIdleSnapshot(doc: FlowDocument, deps: FlowDeps, session: Se
   await armIdleCheck(deps, session.id, `idle snapshot ${outcome}`);
 }
 
-export const makeFinishStep = flowStep("finish", async (doc, deps) => {
+/**
+ * Everything Finish does, also run in process by Commit right after its write (issue 15: the
+ * committed path has no Finish state). `known`: the session as the commit write left it, so
+ * nothing is read again.
+ */
+export async function finishFlow(doc: FlowDocument, deps: FlowDeps, known?: SessionRecord): Promise<{ outcome: LifecycleOutcome; status?: string; delivery?: string }> {
   const outcome = outcomeOf(doc);
   if (doc.begin) {
     const lease = doc.begin.lease;
-    await isolated(deps, "release", doc.sessionId, () => deps.sessions.releaseLease(lease));
+    // A commit write that freed the lease leaves nothing to release (and a second write would cost a failed condition).
+    if (!doc.commit?.leaseReleased) await isolated(deps, "release", doc.sessionId, () => deps.sessions.releaseLease(lease));
     const relayLease = doc.begin.relayLease;
     if (relayLease) await isolated(deps, "release relay", doc.sessionId, () => deps.relayLeases.release(relayLease));
   }
-  const session = await deps.sessions.getSession(doc.sessionId);
+  const session = known ?? (await deps.sessions.getSession(doc.sessionId));
   if (!session) return { outcome };
 
   if (outcome === "committed") {
@@ -120,7 +125,7 @@ export const makeFinishStep = flowStep("finish", async (doc, deps) => {
         await deps.scheduler.cancel({ sessionId: session.id, purpose: "idle-check" });
       }
       // A session that (still) runs may go idle without any client ever connecting.
-      if (session.status === "running") await armIdleCheck(deps, session.id, `${doc.flow} committed`);
+      if (session.status === "running") await armIdleCheck(deps, session.id, `${doc.flow} committed`, session);
     });
   }
   if (doc.flow === "idle-snapshot") await isolated(deps, "idle", doc.sessionId, () => settleIdleSnapshot(doc, deps, session, outcome));
@@ -156,6 +161,6 @@ export const makeFinishStep = flowStep("finish", async (doc, deps) => {
     delivery = (await deliverQueuedPrompts(deps, doc.sessionId, { actor: `flow:${doc.execution}`, wakeFromError: false })).outcome;
   });
   return { outcome, status: session.status, delivery };
-});
+}
 
-export const handler = stepEntry(makeFinishStep);
+export const makeFinishStep = flowStep("finish", (doc, deps) => finishFlow(doc, deps));
