@@ -17,6 +17,8 @@ export const FlowInput = z.object({
   reason: z.string().nullable().optional(),
   /** The execution's name: the lease owner. */
   execution: z.string().min(1),
+  /** idle-snapshot: the time its Wait state held Begin until (StartFlowInput.notBefore). */
+  notBefore: z.string().optional(),
 });
 export type FlowInput = z.infer<typeof FlowInput>;
 

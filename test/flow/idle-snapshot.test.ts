@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { LeaseLostError, ProviderError } from "../../functions/domain/errors";
 import type { SessionRecord } from "../../functions/domain/session";
 import { runIdleCheck } from "../../functions/idle/idle-check";
+import { scheduleName } from "../../functions/ports/lifecycle-scheduler";
 import { METRIC_NAMES } from "../../functions/ports/metrics-sink";
 import { sweep } from "../../functions/sweeper/orphan-sweeper";
 import { submitPrompt } from "../../functions/services/submit-prompt";
@@ -142,6 +143,55 @@ describe("the idle trigger and the snapshot by capability", () => {
     h.advance(31_000);
     expect((await idleCheck(s.id)).verdict?.idle).toBe(true);
     expect((await h.session(s.id)).status).toBe("paused");
+  });
+});
+
+describe("an early idle-check delivery (issue 15: the wait is a Step Functions Wait state, not a sleeping Lambda)", () => {
+  /** A running session whose grace (3 s) runs out 3 s from now, and the check armed for that moment. */
+  async function dueSoon(): Promise<{ s: SessionRecord; at: Date }> {
+    await setup({ env: { IDLE_SNAPSHOT_DELAY_SECONDS: "3" } });
+    const s = await runningSession();
+    const touched = new Date();
+    await h.deps.sessions.touchActivity(s.id, touched);
+    return { s, at: new Date(touched.getTime() + 3000) };
+  }
+
+  it("starts idle-snapshot at once with the check's time; the flow's Wait holds Begin until then, and it snapshots", async () => {
+    const { s, at } = await dueSoon();
+    const check = await runIdleCheck(h.deps, { sessionId: s.id, at });
+    expect(check.verdict?.idle).toBe(true);
+    const execution = h.runner.executions.get(check.started ?? "");
+    // The check did not wait: it handed the time to the flow, whose first state waits for it.
+    expect(execution?.input).toMatchObject({ flow: "idle-snapshot", notBefore: at.toISOString() });
+    await execution?.done;
+    const [event] = await idleEvents(s.id);
+    expect(event).toMatchObject({ outcome: "committed", from: "running", to: "paused", reason: "inactivity" });
+    expect(Date.parse(event?.at ?? "")).toBeGreaterThanOrEqual(at.getTime());
+    expect(await h.session(s.id)).toMatchObject({ status: "paused", pauseReason: "inactivity" });
+  });
+
+  it("activity during the wait aborts it: Begin re-checks the predicate under the lease, and the check is re-armed", async () => {
+    const { s, at } = await dueSoon();
+    const check = await runIdleCheck(h.deps, { sessionId: s.id, at });
+    expect(check.started).not.toBeNull();
+    // While the flow sits in its Wait state: a prompt, a heartbeat, a proxy request.
+    await h.deps.sessions.touchActivity(s.id, new Date());
+    await h.runner.executions.get(check.started ?? "")?.done;
+    const [event] = await idleEvents(s.id);
+    expect(event).toMatchObject({ outcome: "skipped", reason: "inactivity", message: "not idle: in_grace" });
+    expect(await h.session(s.id)).toMatchObject({ status: "running", sandboxId: s.sandboxId });
+    expect(h.scheduler.pending().map((p) => p.name)).toContain(scheduleName({ sessionId: s.id, purpose: "idle-check" }));
+  });
+
+  it("a check delivered on time or late starts the flow with no wait", async () => {
+    await setup();
+    const s = await runningSession();
+    h.advance(GRACE_MS);
+    const check = await runIdleCheck(h.deps, { sessionId: s.id, at: new Date(h.deps.now().getTime() - 1000) });
+    const execution = h.runner.executions.get(check.started ?? "");
+    expect(execution?.input.notBefore).toBeUndefined();
+    await execution?.done;
+    expect(await h.session(s.id)).toMatchObject({ status: "paused" });
   });
 });
 

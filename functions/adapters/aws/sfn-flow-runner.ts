@@ -31,7 +31,12 @@ export interface FlowExecutionInput {
    * `$$.Execution.Name` into the document (issue 15: one billed transition per flow less).
    */
   execution: string;
+  /** idle-snapshot only (its Wait state reads it): the time Begin may start; the epoch when the flow need not wait. */
+  notBefore?: string;
 }
+
+/** idle-snapshot's `notBefore` when the start does not ask to wait: a Wait on a past time passes at once. */
+export const NO_WAIT = "1970-01-01T00:00:00Z";
 
 /**
  * Pure and deterministic: the same request under the same execution name always yields the same
@@ -45,6 +50,7 @@ export function flowExecutionInput(input: StartFlowInput, name: string): FlowExe
     actor: input.actor,
     reason: input.reason ?? null,
     execution: name,
+    ...(input.flow === "idle-snapshot" ? { notBefore: input.notBefore ?? NO_WAIT } : {}),
   };
 }
 
