@@ -147,13 +147,16 @@ describe("the idle trigger and the snapshot by capability", () => {
 });
 
 describe("an early idle-check delivery (issue 15: the wait is a Step Functions Wait state, not a sleeping Lambda)", () => {
-  /** A running session whose grace (3 s) runs out 3 s from now, and the check armed for that moment. */
+  /**
+   * A running session whose grace (6 s: a margin for a loaded machine, the Wait runs on the real
+   * clock) runs out 6 s from now, and the check armed for that moment.
+   */
   async function dueSoon(): Promise<{ s: SessionRecord; at: Date }> {
-    await setup({ env: { IDLE_SNAPSHOT_DELAY_SECONDS: "3" } });
+    await setup({ env: { IDLE_SNAPSHOT_DELAY_SECONDS: "6" } });
     const s = await runningSession();
     const touched = new Date();
     await h.deps.sessions.touchActivity(s.id, touched);
-    return { s, at: new Date(touched.getTime() + 3000) };
+    return { s, at: new Date(touched.getTime() + 6000) };
   }
 
   it("starts idle-snapshot at once with the check's time; the flow's Wait holds Begin until then, and it snapshots", async () => {
@@ -174,12 +177,17 @@ describe("an early idle-check delivery (issue 15: the wait is a Step Functions W
     const { s, at } = await dueSoon();
     const check = await runIdleCheck(h.deps, { sessionId: s.id, at });
     expect(check.started).not.toBeNull();
-    // While the flow sits in its Wait state: a prompt, a heartbeat, a proxy request.
-    await h.deps.sessions.touchActivity(s.id, new Date());
-    await h.runner.executions.get(check.started ?? "")?.done;
+    // While the flow sits in its Wait state: a prompt, a heartbeat, a proxy request. (Stamped a
+    // minute ahead, so the check Finish re-arms cannot fire and snapshot before the test looks.)
+    await h.deps.sessions.touchActivity(s.id, new Date(Date.now() + 60_000));
+    const execution = h.runner.executions.get(check.started ?? "");
+    expect(execution?.status, "the flow is still in its Wait when the activity lands").toBe("running");
+    expect(await h.deps.sessions.readLease(s.id)).toMatchObject({ owner: null });
+    await execution?.done;
     const [event] = await idleEvents(s.id);
     expect(event).toMatchObject({ outcome: "skipped", reason: "inactivity", message: "not idle: in_grace" });
     expect(await h.session(s.id)).toMatchObject({ status: "running", sandboxId: s.sandboxId });
+    // Finish re-armed the check for the new grace expiry.
     expect(h.scheduler.pending().map((p) => p.name)).toContain(scheduleName({ sessionId: s.id, purpose: "idle-check" }));
   });
 
