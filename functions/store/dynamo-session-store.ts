@@ -426,9 +426,30 @@ export class DynamoSessionStore implements SessionStore {
   }
 
   async touchActivity(sessionId: string, now: Date): Promise<void> {
-    await this.touchActivityReturning(sessionId, now);
+    const at = now.toISOString();
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(sessionId),
+          UpdateExpression: "SET lastActivityAt = :now",
+          ConditionExpression: conditions({
+            exists: "attribute_exists(PK)",
+            // Activity only moves forward: a delayed, older touch must not shorten the grace.
+            monotonic: "lastActivityAt < :now",
+          }),
+          ExpressionAttributeValues: { ":now": at },
+        }),
+      );
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+      // Documented no-op: a newer (or equal) touch already landed. Only a missing session is an error.
+      const stored = await this.getSession(sessionId);
+      if (!stored) throw new NotFoundError(`session ${sessionId} not found`, { cause: err });
+    }
   }
 
+  /** `touchActivity` that also returns the item (the prompt path: delivery then reads nothing). */
   async touchActivityReturning(sessionId: string, now: Date): Promise<{ session: SessionRecord; lease: StoredLease }> {
     const at = now.toISOString();
     try {
