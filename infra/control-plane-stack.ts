@@ -54,11 +54,11 @@ export function metricsNamespaceOf(stackName: string): string {
 /** The Lambda functions' POWERTOOLS_SERVICE_NAME: the `service` dimension Powertools puts on their metrics. */
 export const FUNCTIONS_SERVICE_NAME = "sandbox-control-plane";
 /**
- * schedule-fired's Lambda timeout: an idle check may be delivered up to
- * IDLE_CHECK_MAX_EARLY_SECONDS (70 s by default, functions/config/config.ts) early and waits for
- * its exact time, then reads the session and starts a flow or re-arms the check.
+ * schedule-fired's Lambda timeout: it reads the session and starts a flow or re-arms the check.
+ * An idle check delivered early (up to IDLE_CHECK_MAX_EARLY_SECONDS, 70 s by default) no longer
+ * waits in the function: idle-snapshot's first state, a Step Functions Wait, does (issue 15).
  */
-export const SCHEDULE_FIRED_TIMEOUT_SECONDS = 100;
+export const SCHEDULE_FIRED_TIMEOUT_SECONDS = 30;
 /** API Gateway HTTP APIs give up on an integration after 30 s: every route's Lambda answers before that. */
 export const HTTP_INTEGRATION_TIMEOUT_SECONDS = 30;
 /** Lambda timeout of an HTTP route that does not call the agent (table reads and writes, a flow start). */
@@ -449,7 +449,7 @@ export class ControlPlaneStack extends Stack {
       alarmDescription: "schedule-fired threw in the last 5 minutes (Scheduler retries, then drops the firing)",
       environment: flowEnvironment,
       memorySize: 512,
-      // An early idle-check delivery waits up to IDLE_CHECK_MAX_EARLY_SECONDS, then does the work.
+      // The work only: an early idle-check delivery waits in the idle-snapshot flow's Wait state, not here.
       timeout: Duration.seconds(SCHEDULE_FIRED_TIMEOUT_SECONDS),
       table: this.table,
       tableAccess: "read",

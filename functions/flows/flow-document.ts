@@ -1,10 +1,12 @@
 /**
  * The JSON document a lifecycle flow carries from state to state (the Step Functions state
- * input). The execution input is `FlowInput`; the first Pass state adds the execution name;
+ * input). The execution input is `FlowInput`, the execution name included (the runners put it
+ * there: the name is theirs to choose, and no Pass state has to add it);
  * every Task writes its result under its own key (`ResultPath: "$.<step>"`), so later steps and
  * the audit trail see what earlier ones did. Step handlers parse what they read with zod.
  */
 import * as z from "zod";
+import { SessionRecord } from "../domain/session";
 import { FLOW_NAMES } from "../ports/flow-runner";
 
 export const FlowInput = z.object({
@@ -13,6 +15,10 @@ export const FlowInput = z.object({
   generation: z.union([z.number(), z.string()]),
   actor: z.string().min(1),
   reason: z.string().nullable().optional(),
+  /** The execution's name: the lease owner. */
+  execution: z.string().min(1),
+  /** idle-snapshot: the time its Wait state held Begin until (StartFlowInput.notBefore). */
+  notBefore: z.string().optional(),
 });
 export type FlowInput = z.infer<typeof FlowInput>;
 
@@ -39,6 +45,12 @@ export const BeginResult = z.object({
   sandboxExpiresAt: z.string().nullable().optional(),
   /** Idle snapshots and user pauses: the relay lease this flow took from the relay while it works (released by finish). */
   relayLease: LeaseDoc.nullable().optional(),
+  /**
+   * The session as the lease take left it (the write's ALL_NEW): later steps act on it instead of
+   * reading it again. Only lease holders bump `version`, so under the lease it stays current for
+   * every lifecycle field; the commit's version CAS catches anything else (issue 15).
+   */
+  session: SessionRecord.optional(),
   startedAt: z.string(),
   ms: z.number(),
 });
@@ -79,7 +91,14 @@ export const TerminateResult = z.object({ sandboxId: z.string().nullable(), term
 
 export const QuiesceResult = z.object({ waitedMs: z.number(), aborted: z.boolean(), ms: z.number() });
 
-export const CommitResult = z.object({ status: z.string(), sandboxId: z.string().nullable(), version: z.number(), ms: z.number() });
+export const CommitResult = z.object({
+  status: z.string(),
+  sandboxId: z.string().nullable(),
+  version: z.number(),
+  /** The commit write also freed the flow's lease: Finish has nothing to release. */
+  leaseReleased: z.boolean().optional(),
+  ms: z.number(),
+});
 
 /**
  * A Lambda function error's `Cause` as Step Functions writes it: the runtime's error payload as a
@@ -100,14 +119,13 @@ export function causeMessage(cause: string): string {
 /** What a Catch adds: Step Functions' `{Error, Cause}` (Cause reduced to the error's message). */
 export const CaughtError = z.object({ Error: z.string(), Cause: z.string().transform(causeMessage).optional() });
 
-export const FlowDocument = FlowInput.extend({
-  execution: z.string().min(1),
+const FlowDocumentFields = FlowInput.extend({
   /**
-   * When the execution started (`$$.Execution.StartTime`; the pausing flows' Init adds it): a
-   * client that connects, or a resume asked for, after this moment wakes the session the flow
-   * pauses (issue 25 §1, `wake-waiters.ts`).
+   * When the execution started (`$$.Execution.StartTime`; the user pause's Init adds it): a client
+   * that connects, or a resume asked for, after this moment wakes the session the flow pauses
+   * (issue 25 §1, `wake-waiters.ts`). The other pausing flows use Begin's time.
    */
-  executionStartedAt: z.string().optional(),
+  started: z.object({ at: z.string() }).optional(),
   begin: BeginResult.optional(),
   provision: ProvisionResult.optional(),
   quiesce: QuiesceResult.optional(),
@@ -120,5 +138,28 @@ export const FlowDocument = FlowInput.extend({
   standDown: CaughtError.optional(),
   recorded: z.object({ ms: z.number() }).optional(),
   discarded: z.object({ terminated: z.string().nullable(), ms: z.number() }).optional(),
+  /** What a step carried out through a Catch (step-errors.ts `CarryError`): lifted back into the document. */
+  carried: CaughtError.optional(),
 });
+
+/**
+ * Lifts a carried result (`$.carried`, Step Functions' `{Error, Cause}` whose message is the JSON
+ * of document keys) back into the document: Begin's result when it found nothing to do, Commit's
+ * when its in-process finish did not complete. Keys the document already has win.
+ */
+function liftCarried(raw: unknown): unknown {
+  if (typeof raw !== "object" || raw === null) return raw;
+  const doc = raw as Record<string, unknown>;
+  const carried = doc.carried as { Cause?: unknown } | undefined;
+  if (typeof carried?.Cause !== "string") return raw;
+  try {
+    const lifted = JSON.parse(causeMessage(carried.Cause)) as unknown;
+    if (typeof lifted !== "object" || lifted === null) return raw;
+    return { ...(lifted as Record<string, unknown>), ...doc };
+  } catch {
+    return raw;
+  }
+}
+
+export const FlowDocument = z.preprocess(liftCarried, FlowDocumentFields);
 export type FlowDocument = z.infer<typeof FlowDocument>;

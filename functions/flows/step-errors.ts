@@ -22,7 +22,35 @@ export const STEP_ERRORS = {
   notIdle: "NotIdle",
   /** A memory snapshot could not be restored (seed 002 §5c): the snapshot id is cleared. */
   restoreFailed: "RestoreFailed",
+  /**
+   * Begin found nothing to do under the lease (issue 15: no Choice state after Begin). Not a
+   * failure: the ASL catches it straight to Finish, its result carried in the error (`CarryError`).
+   */
+  nothingToDo: "NothingToDo",
+  /** Commit's write landed but the finish it runs in the same invocation did not complete: Finish (retried) completes it. */
+  finishIncomplete: "FinishIncomplete",
 } as const;
+
+/**
+ * A step that has done its work but must leave the normal path (Begin with nothing to do, a
+ * Commit whose in-process finish failed) throws this: `flowStep` turns it into a `StepError`
+ * named `name` whose message is the JSON of `carried` (plus the step's `ms`), and the ASL's
+ * `Catch` (`ResultPath: "$.carried"`) hands it to Finish, where `FlowDocument` lifts it back into
+ * the document. It saves a Choice state per flow (one billed state transition).
+ */
+export class CarryError extends Error {
+  constructor(
+    name: string,
+    /** The step's result under its document key, e.g. `begin`. */
+    readonly key: string,
+    readonly carried: Record<string, unknown>,
+    /** Other document keys to carry as they are (e.g. a Commit's in-process `terminate`). */
+    readonly extra: Record<string, unknown> = {},
+  ) {
+    super(`${name}: ${key}`);
+    this.name = name;
+  }
+}
 
 export class StepError extends Error {
   constructor(

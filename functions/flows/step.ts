@@ -10,10 +10,12 @@
  * flow (test/infra/limits.test.ts checks that the limits nest). A renewal that finds the lease
  * taken over stops; the step's own lease checks and the guarded commit then fail as before.
  */
+import { LeaseLostError, NotFoundError } from "../domain/errors";
+import type { SessionRecord } from "../domain/session";
 import { errorForLog } from "../observability/logger";
 import type { FlowDeps } from "./flow-deps";
 import { FlowDocument } from "./flow-document";
-import { toStepError } from "./step-errors";
+import { CarryError, StepError, toStepError } from "./step-errors";
 
 /** Renew the flow's lease every TTL x this while a step runs. */
 export const LEASE_HEARTBEAT_FRACTION = 1 / 3;
@@ -34,6 +36,12 @@ export function flowStep<R extends object>(name: string, run: (doc: FlowDocument
       deps.logger.info("flow step done", { ...log, ms });
       return { ...result, ms };
     } catch (err) {
+      if (err instanceof CarryError) {
+        // Not a failure: the step's result leaves through the ASL Catch (see CarryError).
+        const ms = Date.now() - started;
+        deps.logger.info("flow step done", { ...log, ms, leaves: err.name });
+        throw new StepError(err.name, JSON.stringify({ ...err.extra, [err.key]: { ...err.carried, ms } }));
+      }
       const stepError = toStepError(err);
       deps.logger.warn("flow step failed", { ...log, ms: Date.now() - started, errorName: stepError.name, error: errorForLog(err) });
       throw stepError;
@@ -75,4 +83,40 @@ function startLeaseHeartbeat(doc: FlowDocument, deps: FlowDeps): { stop(): void 
 export function leaseOf(doc: FlowDocument): { sessionId: string; owner: string; fence: number; expiresAt: number } {
   if (!doc.begin) throw new Error(`flow document of ${doc.execution} has no lease (begin did not run)`);
   return doc.begin.lease;
+}
+
+/**
+ * The session and the proof that this flow still holds its lease, from one strongly consistent
+ * read (issue 15: a destructive step used to read the session, then the lease). `LeaseLost` when
+ * the lease was taken over or ran out (seed 002 verification 17); `SessionNotFound` when it is gone.
+ */
+export async function readUnderLease(doc: FlowDocument, deps: FlowDeps): Promise<SessionRecord> {
+  const lease = leaseOf(doc);
+  const found = await deps.sessions.getSessionWithLease(doc.sessionId);
+  if (!found) throw new NotFoundError(`session ${doc.sessionId} not found`);
+  assertLeaseHeld(lease, found.lease, deps.now());
+  return found.session;
+}
+
+/** Throws `LeaseLostError` unless `stored` is still `lease` (same owner and fence) and live at `now`. */
+export function assertLeaseHeld(
+  lease: { sessionId: string; owner: string; fence: number },
+  stored: { owner: string | null; fence: number; expiresAt: number | null },
+  now: Date,
+): void {
+  if (stored.owner !== lease.owner || stored.fence !== lease.fence || (stored.expiresAt ?? 0) <= now.getTime()) {
+    throw new LeaseLostError(`session ${lease.sessionId}: lease of ${lease.owner} (fence ${lease.fence}) is no longer held`, {
+      context: { sessionId: lease.sessionId, holder: stored.owner, fence: stored.fence },
+    });
+  }
+}
+
+/**
+ * The session for a step that does not destroy anything (Provision): the record Begin's lease
+ * take returned (no read), or a read for documents without it.
+ */
+export async function sessionOf(doc: FlowDocument, deps: FlowDeps): Promise<SessionRecord> {
+  const session = doc.begin?.session ?? (await deps.sessions.getSession(doc.sessionId));
+  if (!session) throw new NotFoundError(`session ${doc.sessionId} not found`);
+  return session;
 }

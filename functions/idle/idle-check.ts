@@ -56,9 +56,10 @@ export type ArmDeps = Pick<FlowDeps, "sessions" | "scheduler" | "config" | "now"
  * a failure is logged, never thrown at the caller (a client disconnecting must not fail because
  * a schedule could not be written); the sweeper catches what a lost arm misses.
  */
-export async function armIdleCheck(deps: ArmDeps, sessionId: string, why: string): Promise<Date | null> {
+export async function armIdleCheck(deps: ArmDeps, sessionId: string, why: string, known?: SessionRecord): Promise<Date | null> {
   try {
-    const session = await deps.sessions.getSession(sessionId);
+    // `known`: a record the caller has just written or read (a flow's commit), so it is not read again.
+    const session = known ?? (await deps.sessions.getSession(sessionId));
     if (!session || session.status !== "running" || !session.sandboxId) return null;
     const { graceExpiresAt } = evaluateIdle(
       { session, clients: 0, proxies: 0, relayWatching: true, pendingPrompts: 0, now: deps.now() },
@@ -82,19 +83,25 @@ export interface IdleCheckResult {
   rearmedAt: Date | null;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /**
  * The `idle-check` schedule fired. `at` is the time it was armed for: EventBridge Scheduler
- * invokes within the minute, so an early delivery waits for it (bounded), which keeps the lag
- * from grace expiry to the snapshot's start to about a second instead of up to a minute.
+ * invokes within the minute, so a delivery may come up to IDLE_CHECK_MAX_EARLY_SECONDS early.
+ * An early delivery does not wait here (issue 15: up to a minute of billed Lambda per check):
+ * it judges the session as of `at` and, if it will be idle then, starts `idle-snapshot` at once
+ * with `notBefore: at`; the flow's first state (a Step Functions Wait, one state transition)
+ * holds Begin until then, and Begin re-checks the whole predicate under the lease, so activity
+ * during the wait still aborts it. The lag from grace expiry to the snapshot's start stays about
+ * the Wait's precision plus Begin, not up to a minute.
  */
 export async function runIdleCheck(deps: IdleCheckDeps, input: { sessionId: string; at: Date; actor?: string }): Promise<IdleCheckResult> {
-  const early = input.at.getTime() - deps.now().getTime();
-  if (early > 0 && early <= deps.config.IDLE_CHECK_MAX_EARLY_SECONDS * 1000) await sleep(early);
+  const now = deps.now();
+  const early = input.at.getTime() - now.getTime();
+  const isEarly = early > 0 && early <= deps.config.IDLE_CHECK_MAX_EARLY_SECONDS * 1000;
+  const due = isEarly ? input.at : now;
   const facts = await readIdleFacts(deps, input.sessionId);
   if (!facts) return { verdict: null, started: null, rearmedAt: null };
-  const verdict = evaluateIdle(facts, "inactivity", deps.config);
+  // As of the time the check is for: an early delivery sees the grace as run out if nothing moved it.
+  const verdict = evaluateIdle({ ...facts, now: due }, "inactivity", deps.config);
   if (verdict.idle) {
     const lease = await deps.sessions.readLease(input.sessionId);
     const { executionName } = await deps.flows.start({
@@ -103,6 +110,8 @@ export async function runIdleCheck(deps: IdleCheckDeps, input: { sessionId: stri
       generation: lease?.fence ?? 0,
       actor: input.actor ?? "schedule:idle-check",
       reason: "inactivity",
+      // Early: wait (in the flow) for the time the check was armed for. On time or late: no wait.
+      ...(isEarly ? { notBefore: input.at.toISOString() } : {}),
     });
     return { verdict, started: executionName, rearmedAt: null };
   }
@@ -113,4 +122,3 @@ export async function runIdleCheck(deps: IdleCheckDeps, input: { sessionId: stri
   deps.logger.info("idle check: not idle", { sessionId: input.sessionId, reason: verdict.reason });
   return { verdict, started: null, rearmedAt: null };
 }
-

@@ -18,6 +18,13 @@ export interface StartFlowInput {
   /** Who asked: "user", "schedule:expiry", "relay", ... (recorded in the audit trail). */
   actor: string;
   reason?: string;
+  /**
+   * idle-snapshot only: the flow's first state (a Step Functions Wait, which costs one state
+   * transition and no compute) waits until this ISO time before Begin. An idle check delivered
+   * early (EventBridge Scheduler's one-minute precision) starts the flow at once with its exact
+   * time here, instead of sleeping in the Lambda (issue 15). Absent: no wait.
+   */
+  notBefore?: string;
 }
 
 export interface StartFlowResult {

@@ -23,6 +23,8 @@ export interface LeaseGuard {
   owner: string;
   /** Monotonic per session: every acquisition gets a larger fence than any before it. */
   fence: number;
+  /** On a write (`transition`, `update`): the same write also frees the lease (a flow's commit). */
+  release?: boolean;
 }
 
 /** A held session lease: flows and the relay present it on every guarded write. */
@@ -71,6 +73,10 @@ export interface SessionStore {
    * expired, or already `owner`'s. `LeaseBusyError` while another owner holds a live lease.
    */
   acquireLease(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<Lease>;
+  /** `acquireLease`, returning the session as the same write left it (no read after the take). */
+  acquireLeaseWithSession(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<{ lease: Lease; session: SessionRecord }>;
+  /** The session and its lease attributes from one strongly consistent read; null when it does not exist. */
+  getSessionWithLease(sessionId: string): Promise<{ session: SessionRecord; lease: { owner: string | null; fence: number; expiresAt: number | null } } | null>;
   /** Extends a held lease; `LeaseLostError` if it is no longer the caller's. */
   renewLease(lease: Lease, now: Date, ttlSeconds: number): Promise<Lease>;
   /** Releases a held lease; a no-op if it was already taken over or released. */
@@ -89,6 +95,8 @@ export interface SessionStore {
    * `NotFoundError` if the session does not exist.
    */
   touchActivity(sessionId: string, now: Date): Promise<void>;
+  /** `touchActivity`, returning the session and its lease as the write left (or found) them: no read after it. */
+  touchActivityReturning(sessionId: string, now: Date): Promise<{ session: SessionRecord; lease: { owner: string | null; fence: number; expiresAt: number | null } }>;
   /**
    * The relay's view of the agent (seed 002 constraints 9, 10): `busy`, and on a busy -> idle
    * transition `lastKnownAgentIdleAt = at`. Like activity, never bumps `version`. Only written

@@ -16,6 +16,7 @@
  *   finish delivers.
  */
 import { agentEndpoint } from "../agent/agent-endpoint";
+import type { SessionRecord } from "../domain/session";
 import { errorForLog } from "../observability/logger";
 import type { RelayLeaseStore, RelayNudge } from "../ports/relay";
 import type { PromptFailure } from "../ports/session-items";
@@ -58,13 +59,22 @@ export interface DeliveryResult {
 export async function deliverQueuedPrompts(
   deps: DeliveryDeps,
   sessionId: string,
-  options: { actor: string; wakeFromError: boolean },
+  options: {
+    actor: string;
+    wakeFromError: boolean;
+    /**
+     * The session and its lease as a write made after the prompt was stored returned them (the
+     * prompt route's activity touch): no read here (issue 15). Without it, one read.
+     */
+    known?: { session: SessionRecord; lease: { owner: string | null; fence: number; expiresAt: number | null } };
+  },
 ): Promise<DeliveryResult> {
   const queued = await deps.prompts.list(sessionId, "queued");
   if (queued.length === 0) return { outcome: "none", sent: 0, queued: 0 };
-  const lease = await deps.sessions.readLease(sessionId);
-  const session = await deps.sessions.getSession(sessionId);
-  if (!session || !lease) return { outcome: "none", sent: 0, queued: queued.length };
+  // The session and its lease from one read (issue 15: the prompt path read the item three times).
+  const found = options.known ?? (await deps.sessions.getSessionWithLease(sessionId));
+  if (!found) return { outcome: "none", sent: 0, queued: queued.length };
+  const { session, lease } = found;
   if (lease.owner !== null && (lease.expiresAt ?? 0) > deps.now().getTime()) {
     return { outcome: "deferred", sent: 0, queued: queued.length };
   }

@@ -49,8 +49,10 @@ export async function submitPrompt(
   if (input.maxQueued !== undefined) await requireQueueRoom(deps, session.id, input.maxQueued);
   const now = deps.now();
   const prompt = await deps.prompts.enqueue({ sessionId: session.id, content: input.content, source: input.source, now });
-  await deps.sessions.touchActivity(session.id, now);
-  const delivery = await deliverQueuedPrompts(deps, session.id, { actor: input.source, wakeFromError: true });
+  // The touch comes after the prompt is stored, and returns the session and lease as they are
+  // then: delivery decides on them without reading the item again (issue 15).
+  const known = await deps.sessions.touchActivityReturning(session.id, now);
+  const delivery = await deliverQueuedPrompts(deps, session.id, { actor: input.source, wakeFromError: true, known });
   const open = (await deps.prompts.list(session.id)).filter((p) => p.status === "queued" || p.status === "processing");
   const index = open.findIndex((p) => p.promptId === prompt.promptId);
   return {

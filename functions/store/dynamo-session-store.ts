@@ -13,7 +13,9 @@ import { SessionRecord, type SessionStatus } from "../domain/session";
 import { allowedSources, applyTransition, pickTransitionChanges, type TransitionChanges } from "../domain/session-transitions";
 import type { ApiTokenStore, Lease, LeaseGuard, ListOptions, ListPage, NewTokenPrincipal, SessionStore, TokenConnections } from "../ports/session-store";
 import { GSI_BY_ORG, GSI_BY_STATUS, keys } from "./table-layout";
-import { ItemLease, conditions, isConditionFailure, stripKeys } from "./item-lease";
+import { ItemLease, conditionFailureItem, conditions, isConditionFailure, storedLeaseOf, stripKeys, type StoredLease } from "./item-lease";
+
+const FLOW_LEASE = { owner: "leaseOwner", expiresAt: "leaseExpiresAt", fence: "fence" } as const;
 
 function toRecord(item: Record<string, unknown>): SessionRecord {
   return SessionRecord.parse(stripKeys(item));
@@ -60,7 +62,7 @@ export class DynamoSessionStore implements SessionStore {
     private readonly doc: DynamoDBDocumentClient,
     private readonly tableName: string,
   ) {
-    this.lease = new ItemLease(doc, tableName, { owner: "leaseOwner", expiresAt: "leaseExpiresAt", fence: "fence" });
+    this.lease = new ItemLease(doc, tableName, FLOW_LEASE);
   }
 
   async createSession(record: SessionRecord): Promise<void> {
@@ -132,6 +134,13 @@ export class DynamoSessionStore implements SessionStore {
       new GetCommand({ TableName: this.tableName, Key: keys.session(sessionId), ConsistentRead: true }),
     );
     return out.Item ? toRecord(out.Item) : null;
+  }
+
+  async getSessionWithLease(sessionId: string): Promise<{ session: SessionRecord; lease: StoredLease } | null> {
+    const out = await this.doc.send(
+      new GetCommand({ TableName: this.tableName, Key: keys.session(sessionId), ConsistentRead: true }),
+    );
+    return out.Item ? { session: toRecord(out.Item), lease: storedLeaseOf(out.Item, FLOW_LEASE) } : null;
   }
 
   listSessionsByOrg(orgId: string, options: ListOptions): Promise<ListPage<SessionRecord>> {
@@ -309,12 +318,14 @@ export class DynamoSessionStore implements SessionStore {
       values[":leaseOwner"] = guard.owner;
       values[":fence"] = guard.fence;
     }
+    // The flow's commit also frees its lease (issue 15: one write, not a commit and a release).
+    const release = guard?.release === true;
     try {
-      await this.doc.send(
+      const out = await this.doc.send(
         new UpdateCommand({
           TableName: this.tableName,
           Key: keys.session(current.id),
-          UpdateExpression: `SET ${sets.join(", ")}`,
+          UpdateExpression: `SET ${sets.join(", ")}${release ? " REMOVE #leaseOwner, #leaseExpiresAt" : ""}`,
           ConditionExpression: conditions({
             // The session must exist: an update must never create a half item.
             exists: "attribute_exists(PK)",
@@ -324,18 +335,25 @@ export class DynamoSessionStore implements SessionStore {
             // A flow whose lease was taken over must commit nothing (seed 002 verification 18).
             ...(guard ? { leaseHeld: "#leaseOwner = :leaseOwner AND #fence = :fence" } : {}),
           }),
-          ExpressionAttributeNames: names,
+          ExpressionAttributeNames: release ? { ...names, "#leaseExpiresAt": "leaseExpiresAt" } : names,
           ExpressionAttributeValues: values,
+          // The record as stored after the write (fields the writer did not set included), and
+          // on a failed condition the item as it was: no re-read either way (issue 15).
+          ReturnValues: "ALL_NEW",
+          ReturnValuesOnConditionCheckFailure: "ALL_OLD",
         }),
       );
-      return next;
+      return out.Attributes ? toRecord(out.Attributes) : next;
     } catch (err) {
       if (!isConditionFailure(err)) throw err;
-      const stored = await this.getSession(current.id);
-      if (!stored) throw new NotFoundError(`session ${current.id} not found`, { cause: err });
+      // The item as it stood: from the failure itself, or read when the backend returns none (dynalite).
+      const old = conditionFailureItem(err);
+      const found = old ? { session: toRecord(old), lease: storedLeaseOf(old, FLOW_LEASE) } : await this.getSessionWithLease(current.id);
+      if (!found) throw new NotFoundError(`session ${current.id} not found`, { cause: err });
+      const stored = found.session;
       if (guard) {
-        const lease = await this.readLease(current.id);
-        if (lease?.owner !== guard.owner || lease.fence !== guard.fence) {
+        const lease = found.lease;
+        if (lease.owner !== guard.owner || lease.fence !== guard.fence) {
           throw new LeaseLostError(`session ${current.id}: lease of ${guard.owner} (fence ${guard.fence}) is no longer held`, { cause: err });
         }
       }
@@ -348,9 +366,13 @@ export class DynamoSessionStore implements SessionStore {
   }
 
   async acquireLease(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<Lease> {
-    const lease = await this.lease.take(sessionId, owner, now, ttlSeconds);
-    if (lease) return lease;
-    const held = await this.readLease(sessionId);
+    return (await this.acquireLeaseWithSession(sessionId, owner, now, ttlSeconds)).lease;
+  }
+
+  async acquireLeaseWithSession(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<{ lease: Lease; session: SessionRecord }> {
+    const { lease, item } = await this.lease.takeReturning(sessionId, owner, now, ttlSeconds);
+    if (lease && item) return { lease, session: toRecord(item) };
+    const held = item ? storedLeaseOf(item, FLOW_LEASE) : await this.readLease(sessionId);
     if (!held) throw new NotFoundError(`session ${sessionId} not found`);
     throw new LeaseBusyError(`session ${sessionId} is busy: lease held by ${held.owner ?? "?"} until ${new Date(held.expiresAt ?? 0).toISOString()}`, {
       context: { sessionId, holder: held.owner, expiresAt: held.expiresAt },
@@ -442,6 +464,38 @@ export class DynamoSessionStore implements SessionStore {
     );
     const at = out.Item?.resumeRequestedAt;
     return typeof at === "string" ? new Date(at) : null;
+  }
+
+  /** `touchActivity` that also returns the item (the prompt path: delivery then reads nothing). */
+  async touchActivityReturning(sessionId: string, now: Date): Promise<{ session: SessionRecord; lease: StoredLease }> {
+    const at = now.toISOString();
+    try {
+      const out = await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(sessionId),
+          UpdateExpression: "SET lastActivityAt = :now",
+          ConditionExpression: conditions({
+            exists: "attribute_exists(PK)",
+            // Activity only moves forward: a delayed, older touch must not shorten the grace.
+            monotonic: "lastActivityAt < :now",
+          }),
+          ExpressionAttributeValues: { ":now": at },
+          // The item as this write left it (or found it): the caller needs no read after the touch.
+          ReturnValues: "ALL_NEW",
+          ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+        }),
+      );
+      const item = out.Attributes ?? {};
+      return { session: toRecord(item), lease: storedLeaseOf(item, FLOW_LEASE) };
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+      // Documented no-op: a newer (or equal) touch already landed. Only a missing session is an error.
+      const old = conditionFailureItem(err);
+      const stored = old ? { session: toRecord(old), lease: storedLeaseOf(old, FLOW_LEASE) } : await this.getSessionWithLease(sessionId);
+      if (!stored) throw new NotFoundError(`session ${sessionId} not found`, { cause: err });
+      return stored;
+    }
   }
 }
 

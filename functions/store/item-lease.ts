@@ -20,6 +20,42 @@ export function isConditionFailure(err: unknown): boolean {
   return err instanceof ConditionalCheckFailedException || (err as { name?: string } | null)?.name === "ConditionalCheckFailedException";
 }
 
+/**
+ * The item a failed conditional write returned (`ReturnValuesOnConditionCheckFailure: ALL_OLD`),
+ * as plain values: the document client does not unmarshall an error's `Item`. Undefined when the
+ * error carries none (the item does not exist, or a backend such as dynalite ignores the option):
+ * the caller reads the item then.
+ */
+export function conditionFailureItem(err: unknown): Record<string, unknown> | undefined {
+  const item = (err as { Item?: unknown } | null)?.Item;
+  if (typeof item !== "object" || item === null) return undefined;
+  return Object.fromEntries(Object.entries(item as Record<string, unknown>).map(([k, v]) => [k, fromAttributeValue(v)]));
+}
+
+/** One DynamoDB AttributeValue (`{S}`, `{N}`, `{BOOL}`, `{NULL}`, `{M}`, `{L}`, `{SS}`, `{NS}`) as a plain value. */
+function fromAttributeValue(value: unknown): unknown {
+  const v = value as Record<string, unknown>;
+  if (typeof v !== "object" || v === null) return value;
+  if ("S" in v) return v.S;
+  if ("N" in v) return Number(v.N);
+  if ("BOOL" in v) return v.BOOL;
+  if ("NULL" in v) return null;
+  if ("M" in v) return Object.fromEntries(Object.entries(v.M as Record<string, unknown>).map(([k, x]) => [k, fromAttributeValue(x)]));
+  if ("L" in v) return (v.L as unknown[]).map(fromAttributeValue);
+  if ("SS" in v) return new Set(v.SS as string[]);
+  if ("NS" in v) return new Set((v.NS as string[]).map(Number));
+  return value;
+}
+
+/** The lease attributes of an item as stored. */
+export function storedLeaseOf(item: Record<string, unknown>, attrs: LeaseAttributes): StoredLease {
+  return {
+    owner: typeof item[attrs.owner] === "string" ? (item[attrs.owner] as string) : null,
+    fence: typeof item[attrs.fence] === "number" ? (item[attrs.fence] as number) : 0,
+    expiresAt: typeof item[attrs.expiresAt] === "number" ? (item[attrs.expiresAt] as number) : null,
+  };
+}
+
 export function stripKeys(item: Record<string, unknown>): Record<string, unknown> {
   const out = { ...item };
   for (const k of KEY_ATTRIBUTES) delete out[k];
@@ -57,7 +93,17 @@ export class ItemLease {
   }
 
   /** Takes the lease if free, expired or already `owner`'s; null when that condition failed (busy or no session). */
-  take(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<HeldLease | null> {
+  async take(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<HeldLease | null> {
+    return (await this.write(sessionId, owner, now, ttlSeconds, { force: false })).lease;
+  }
+
+  /**
+   * `take`, returning the whole item too (issue 15: the write's `ALL_NEW`, so the caller reads
+   * nothing after taking the lease). When the take fails, `item` is the item as it stood
+   * (`ReturnValuesOnConditionCheckFailure: ALL_OLD`), or undefined where the backend does not
+   * return it (dynalite) or the session does not exist.
+   */
+  takeReturning(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<{ lease: HeldLease | null; item: Record<string, unknown> | undefined }> {
     return this.write(sessionId, owner, now, ttlSeconds, { force: false });
   }
 
@@ -65,11 +111,17 @@ export class ItemLease {
    * Takes the lease whoever holds it (the fence grows, so the holder's next renew fails and it
    * lets go); null only when the session does not exist.
    */
-  seize(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<HeldLease | null> {
-    return this.write(sessionId, owner, now, ttlSeconds, { force: true });
+  async seize(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<HeldLease | null> {
+    return (await this.write(sessionId, owner, now, ttlSeconds, { force: true })).lease;
   }
 
-  private async write(sessionId: string, owner: string, now: Date, ttlSeconds: number, opts: { force: boolean }): Promise<HeldLease | null> {
+  private async write(
+    sessionId: string,
+    owner: string,
+    now: Date,
+    ttlSeconds: number,
+    opts: { force: boolean },
+  ): Promise<{ lease: HeldLease | null; item: Record<string, unknown> | undefined }> {
     const expiresAt = now.getTime() + Math.round(ttlSeconds * 1000);
     try {
       const out = await this.doc.send(
@@ -90,12 +142,13 @@ export class ItemLease {
           ExpressionAttributeValues: opts.force
             ? { ":owner": owner, ":expiresAt": expiresAt, ":zero": 0, ":one": 1 }
             : { ":owner": owner, ":expiresAt": expiresAt, ":now": now.getTime(), ":zero": 0, ":one": 1 },
-          ReturnValues: "UPDATED_NEW",
+          ReturnValues: "ALL_NEW",
+          ReturnValuesOnConditionCheckFailure: "ALL_OLD",
         }),
       );
-      return { sessionId, owner, fence: Number(out.Attributes?.[this.attrs.fence]), expiresAt };
+      return { lease: { sessionId, owner, fence: Number(out.Attributes?.[this.attrs.fence]), expiresAt }, item: out.Attributes };
     } catch (err) {
-      if (isConditionFailure(err)) return null;
+      if (isConditionFailure(err)) return { lease: null, item: conditionFailureItem(err) };
       throw err;
     }
   }
@@ -153,11 +206,6 @@ export class ItemLease {
       }),
     );
     if (!out.Item) return null;
-    const item = out.Item;
-    return {
-      owner: typeof item[this.attrs.owner] === "string" ? (item[this.attrs.owner] as string) : null,
-      fence: typeof item[this.attrs.fence] === "number" ? (item[this.attrs.fence] as number) : 0,
-      expiresAt: typeof item[this.attrs.expiresAt] === "number" ? (item[this.attrs.expiresAt] as number) : null,
-    };
+    return storedLeaseOf(out.Item, this.attrs);
   }
 }

@@ -119,7 +119,11 @@ async function terminateListed(deps: FlowDeps, provider: SandboxProvider, listed
   const now = deps.now();
   if (listed.startedAt !== null && now.getTime() - listed.startedAt < deps.config.ORPHAN_SANDBOX_MIN_AGE_SECONDS * 1000) return;
   if (!listed.sessionId) return; // Not attributable to a session: never ours to judge.
-  const session = await deps.sessions.getSession(listed.sessionId);
+  // The session and its lease from one read: a flow's commit sets the sandbox and frees the lease
+  // in one write, so two reads could see the sandbox unreferenced (before the commit) and the
+  // lease free (after it), and terminate the sandbox the flow just committed.
+  const found = await deps.sessions.getSessionWithLease(listed.sessionId);
+  const session = found?.session ?? null;
   if (session && session.sandboxId === listed.sandboxId) {
     // Referenced: only a leftover that a pause or stop failed to terminate is swept.
     const leftover = session.status === "stopped" || (session.status === "paused" && !provider.supportsPause);
@@ -138,7 +142,7 @@ async function terminateListed(deps: FlowDeps, provider: SandboxProvider, listed
     return;
   }
   // Unreferenced. A flow holding the session may be about to commit this very sandbox.
-  if (session && leaseHeld(await deps.sessions.readLease(session.id), now)) return;
+  if (found && leaseHeld(found.lease, now)) return;
   await provider.terminate(listed.sessionId, listed.sandboxId);
   deps.metrics.put(METRIC_NAMES.orphanSandboxesTerminated, 1, "Count");
   report.terminated.push({ sandboxId: listed.sandboxId, sessionId: listed.sessionId, why: "unreferenced" });

@@ -146,7 +146,7 @@ export class LocalFlowRunner implements FlowRunner {
         return [state, async (event: unknown) => JSON.parse(JSON.stringify((await handler(event)) ?? null)) as never];
       }),
     );
-    const executionInput = flowExecutionInput(input);
+    const executionInput = flowExecutionInput(input, name);
     const scale = this.options.retryIntervalScale;
     const retryIntervalOverrides = scale === undefined ? undefined : this.scaledRetries(loaded, scale);
     const run = machine.run(executionInput as never, {

@@ -60,7 +60,7 @@ describe("SfnFlowRunner", () => {
     expect(calls[0]?.args[0].input).toEqual({
       stateMachineArn: "arn:aws:states:eu-west-1:123456789012:stateMachine:pause",
       name: "pause-ses_01ABC-7",
-      input: JSON.stringify({ sessionId: "ses_01ABC", flow: "pause", generation: 7, actor: "user", reason: "user asked" }),
+      input: JSON.stringify({ sessionId: "ses_01ABC", flow: "pause", generation: 7, actor: "user", reason: "user asked", execution: "pause-ses_01ABC-7" }),
     });
   });
 
@@ -72,9 +72,9 @@ describe("SfnFlowRunner", () => {
     await runner.start(noReason);
 
     const [first, second] = sfn.commandCalls(StartExecutionCommand).map((c) => c.args[0].input);
-    expect(first?.input).toBe('{"sessionId":"s1","flow":"stop","generation":"v3","actor":"schedule:expiry","reason":null}');
+    expect(first?.input).toBe('{"sessionId":"s1","flow":"stop","generation":"v3","actor":"schedule:expiry","reason":null,"execution":"stop-s1-v3"}');
     expect(second).toEqual(first);
-    expect(flowExecutionInput(noReason)).toEqual({ sessionId: "s1", flow: "stop", generation: "v3", actor: "schedule:expiry", reason: null });
+    expect(flowExecutionInput(noReason, "stop-s1-v3")).toEqual({ sessionId: "s1", flow: "stop", generation: "v3", actor: "schedule:expiry", reason: null, execution: "stop-s1-v3" });
   });
 
   it("joins an existing execution while it runs (ExecutionAlreadyExists, DescribeExecution RUNNING → started false)", async () => {
@@ -100,9 +100,10 @@ describe("SfnFlowRunner", () => {
       expect(result).toEqual({ executionName: "pause-ses_01ABC-7-r1", started: true });
       const names = sfn.commandCalls(StartExecutionCommand).map((c) => c.args[0].input.name);
       expect(names).toEqual(["pause-ses_01ABC-7", "pause-ses_01ABC-7-r1"]);
-      // Same input for every attempt: only the name moves.
-      const inputs = new Set(sfn.commandCalls(StartExecutionCommand).map((c) => c.args[0].input.input));
-      expect(inputs.size).toBe(1);
+      // Same input for every attempt except the execution name it carries (the flow's lease owner).
+      const inputs = sfn.commandCalls(StartExecutionCommand).map((c) => JSON.parse(c.args[0].input.input ?? "{}") as Record<string, unknown>);
+      expect(inputs.map((i) => i.execution)).toEqual(names);
+      expect(new Set(inputs.map(({ execution: _, ...rest }) => JSON.stringify(rest))).size).toBe(1);
     },
   );
 

@@ -108,3 +108,48 @@ describe("renew and release", () => {
     await expect(store.acquireLease(s.id, "other", at(2), TTL)).resolves.toMatchObject({ owner: "other" });
   });
 });
+
+describe("issue 15: writes that return the item, so nobody reads it again", () => {
+  it("acquireLeaseWithSession returns the session as the lease write left it; busy and missing as acquireLease", async () => {
+    const s = await newSession();
+    await store.touchActivity(s.id, at(5));
+    const { lease, session } = await store.acquireLeaseWithSession(s.id, "flow-a", at(10), TTL);
+    expect(lease).toMatchObject({ owner: "flow-a", fence: 1 });
+    expect(session).toMatchObject({ id: s.id, status: "paused", lastActivityAt: at(5).toISOString(), version: s.version });
+    await expect(store.acquireLeaseWithSession(s.id, "flow-b", at(11), TTL)).rejects.toBeInstanceOf(LeaseBusyError);
+    await expect(store.acquireLeaseWithSession("ses_missing", "flow-b", at(11), TTL)).rejects.toBeInstanceOf(NotFoundError);
+  });
+
+  it("a commit with release frees the lease in the same write and returns the stored record, fields it did not set included", async () => {
+    const s = await newSession();
+    const { lease, session } = await store.acquireLeaseWithSession(s.id, "flow-a", at(0), TTL);
+    // Activity lands after the flow read the session (it does not bump the version).
+    await store.touchActivity(s.id, at(20));
+    const next = await store.transition(session, "running", at(30), { sandboxId: "sb-1", openCodeUrl: "http://x", snapshotId: null }, { ...lease, release: true });
+    expect(next).toMatchObject({ status: "running", sandboxId: "sb-1", lastActivityAt: at(20).toISOString() });
+    expect(await store.readLease(s.id)).toEqual({ owner: null, fence: lease.fence, expiresAt: null });
+    const read = await store.getSessionWithLease(s.id);
+    expect(read?.session).toEqual(next);
+    expect(read?.lease).toEqual({ owner: null, fence: lease.fence, expiresAt: null });
+  });
+
+  it("a stale holder's commit with release changes nothing, the successor's lease included", async () => {
+    const s = await newSession();
+    const a = await store.acquireLeaseWithSession(s.id, "flow-a", at(0), TTL);
+    const b = await store.acquireLease(s.id, "flow-b", at(TTL + 1), TTL);
+    await expect(store.transition(a.session, "running", at(TTL + 2), { sandboxId: "sb-a" }, { ...a.lease, release: true })).rejects.toBeInstanceOf(LeaseLostError);
+    expect(await store.readLease(s.id)).toMatchObject({ owner: "flow-b", fence: b.fence });
+    expect((await store.getSession(s.id))?.status).toBe("paused");
+  });
+
+  it("touchActivityReturning returns the session and lease after the touch, and the stored ones when a newer touch won", async () => {
+    const s = await newSession();
+    const lease = await store.acquireLease(s.id, "flow-a", at(0), TTL);
+    const touched = await store.touchActivityReturning(s.id, at(40));
+    expect(touched.session.lastActivityAt).toBe(at(40).toISOString());
+    expect(touched.lease).toMatchObject({ owner: "flow-a", fence: lease.fence });
+    const older = await store.touchActivityReturning(s.id, at(30));
+    expect(older.session.lastActivityAt).toBe(at(40).toISOString());
+    await expect(store.touchActivityReturning("ses_missing", at(1))).rejects.toBeInstanceOf(NotFoundError);
+  });
+});

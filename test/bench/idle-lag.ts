@@ -28,6 +28,13 @@
  *      nothing here calls the idle check: the local scheduler's timer fires it.
  * Sizes: BENCH_IDLE_SESSIONS (default 200), BENCH_IDLE_GRACE_SECONDS (default 1),
  * BENCH_IDLE_SPREAD_SECONDS (the disconnects' window, default 30). About a minute in all.
+ *
+ * Early deliveries (issue 15): EventBridge Scheduler fires an idle check within the minute its
+ * time falls in, so in AWS it arrives up to a minute early. The bench delivers each check early
+ * by a random 0..BENCH_IDLE_EARLY_MS (default 1000; 0 = on time), carrying its exact time as the
+ * AWS adapter does, so the measured lag covers the path an early check takes: the check starts
+ * idle-snapshot at once with `notBefore`, and the flow's Wait state holds Begin until then (no
+ * Lambda sleeps; before issue 15 the target slept until the exact time).
  * Import this module only after the environment is set (it loads the runtime). Alone:
  *   POWERTOOLS_LOG_LEVEL=SILENT POWERTOOLS_METRICS_DISABLED=true AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED=true \
  *     npx tsx -e 'import("./test/bench/idle-lag.ts").then((m) => m.benchIdleLag())'
@@ -79,6 +86,7 @@ function envNumber(name: string, fallback: number): number {
 const N = Math.round(envNumber("BENCH_IDLE_SESSIONS", 200));
 const GRACE_SECONDS = envNumber("BENCH_IDLE_GRACE_SECONDS", 1);
 const SPREAD_SECONDS = envNumber("BENCH_IDLE_SPREAD_SECONDS", 30);
+const EARLY_MS = envNumber("BENCH_IDLE_EARLY_MS", 1000);
 /** Sessions taken through the whole path first (JIT, ASL, dynalite), not measured. */
 const WARM_UP = 10;
 /** Set-up sessions made running at once. */
@@ -195,9 +203,13 @@ function startBench(endpoint: string, tableName: string): Bench {
   const arms = new Map<string, Arm[]>();
   const bench = { scheduleErrors: 0 };
   const running = new Set<Promise<unknown>>();
+  /** The exact time each early-armed idle check is for (the event carries it, as in AWS). */
+  const exactAt = new Map<string, string>();
   // The local runtime's wiring: the scheduler delivers each firing to the real schedule target.
   const scheduler = new LocalLifecycleScheduler(
-    async (event: ScheduleFiredEvent) => {
+    async (fired: ScheduleFiredEvent) => {
+      const exact = fired.purpose === "idle-check" ? exactAt.get(scheduleName(fired)) : undefined;
+      const event = exact ? { ...fired, at: exact } : fired;
       if (event.purpose === "idle-check") {
         const list = firings.get(event.sessionId) ?? [];
         list.push({ firedAt: Date.now(), armedFor: Date.parse(event.at) });
@@ -241,6 +253,10 @@ function startBench(endpoint: string, tableName: string): Bench {
           const list = arms.get(target.sessionId) ?? [];
           list.push({ armedFor: at.getTime() });
           arms.set(target.sessionId, list);
+          // Delivered early, like EventBridge Scheduler's minute precision (see the header).
+          const early = Math.floor(Math.random() * EARLY_MS);
+          exactAt.set(scheduleName(target), at.toISOString());
+          return scheduler.arm(target, new Date(Math.max(Date.now(), at.getTime() - early)));
         }
         return scheduler.arm(target, at);
       },
@@ -494,9 +510,21 @@ export async function benchIdleLag(): Promise<void> {
       [
         row("(a) IdleSnapshotLag metric (Finish step)", metricLags),
         row("(b) audit event at − (lastActivityAt + grace)", storedLags),
-        row("    of which: timer late (fired − armed for)", timerLate),
-        row("    of which: fired → Begin started", firedToBegin),
+        row("    of which: delivered (fired − exact time; < 0 early)", timerLate),
+        row("    of which: fired → Begin started (+ the flow's Wait)", firedToBegin),
       ],
+    );
+    // Issue 15: an early check no longer sleeps in the schedule target; the flow's Wait state waits.
+    const earlyMs = timerLate.filter((d) => d < 0).map((d) => -d);
+    const lambdaGbSecondsBefore = (mean(earlyMs.length ? earlyMs : [0]) / 1000) * (512 / 1024);
+    note(
+      `early deliveries: ${earlyMs.length} of ${timerLate.length} (mean ${ms(mean(earlyMs))}, max ${ms(earlyMs.length ? Math.max(...earlyMs) : 0)}); time the schedule target` +
+        ` slept for them: 0 ms (before issue 15: the same ${ms(earlyMs.reduce((a, b) => a + b, 0))}, in the Lambda)`,
+    );
+    note(
+      `AWS, per 1,000 idle checks delivered early by a mean 30 s (uniform within Scheduler's minute): before, 30 s × 512 MB of billed` +
+        ` Lambda = $${((30 * 0.5 * 0.0000133334 * 1000) as number).toFixed(3)}; now one Wait state transition = $${(0.025).toFixed(3)}` +
+        ` (here: ${(lambdaGbSecondsBefore * 1000).toFixed(1)} GB-s avoided per 1,000 checks at this bench's early spread).`,
     );
     note(`seed design (${SEED_POLL_SECONDS} s poll): up to ${(SEED_POLL_SECONDS * 1000).toLocaleString("en-US").replace(/,/g, " ")} ms`);
     note(
@@ -506,8 +534,9 @@ export async function benchIdleLag(): Promise<void> {
     if (disconnectFailed || touchOutside || bench.scheduleErrors) {
       note(`! $disconnect failed ${disconnectFailed} time(s); lastActivityAt outside the $disconnect call on ${touchOutside}; schedule targets failed ${bench.scheduleErrors} time(s)`);
     }
-    note("Fired → Begin started: the check's reads (session, clients, proxies, prompts; the lease twice), StartExecution and");
-    note("Begin's lease write, each a loopback request to dynalite; plus waiting for this shared event loop.");
+    note("Fired → Begin started: the check's reads (session, clients, proxies, prompts; the lease), StartExecution, the Wait");
+    note("until the exact time when the check came early, and Begin's lease write (loopback requests to dynalite); plus this");
+    note("shared event loop.");
 
     console.log("\n   b) No polling: idle checks per session");
     table(
@@ -524,10 +553,11 @@ export async function benchIdleLag(): Promise<void> {
 
     console.log("\n   Notes");
     note("AWS: EventBridge Scheduler has one-minute precision, so the stack arms idle checks for the start of the minute the");
-    note("grace runs out in (functions/adapters/aws/eventbridge-lifecycle-scheduler.ts earlyAtExpression), and the target waits");
-    note("for the exact time in its event (up to IDLE_CHECK_MAX_EARLY_SECONDS, default 70 s, inside the Lambda) before it");
-    note("evaluates the predicate: the lag stays about this figure plus a Lambda invocation, not up to a minute. The local");
-    note("figure measures our own overhead: timer delivery, the predicate's reads, StartExecution and the Begin step's lease.");
+    note("grace runs out in (functions/adapters/aws/eventbridge-lifecycle-scheduler.ts earlyAtExpression). The target judges");
+    note("the session as of the exact time in its event and starts idle-snapshot at once with notBefore = that time; the");
+    note("flow's first state (WaitUntilDue, a Wait) holds Begin until then and Begin re-checks the predicate under the lease.");
+    note(`This bench delivers checks early by up to BENCH_IDLE_EARLY_MS=${EARLY_MS} ms to take that path; the local figure measures our`);
+    note("own overhead: timer delivery, the predicate's reads, StartExecution, the Wait's timer and the Begin step's lease.");
     note("Local dynalite (a child process) and in-process flows: latency is not AWS latency (no cold starts, no real DynamoDB).");
   } finally {
     await b?.close();

@@ -32,6 +32,15 @@ const USD_PER_SCHEDULED_INVOCATION = 1 / 1_000_000;
 const USD_PER_WEBSOCKET_MESSAGE = 1 / 1_000_000;
 const WEBSOCKET_MESSAGE_UNIT_BYTES = 32 * 1024;
 
+/** The figures of issue 15, measured at dd49683 with this section: printed beside today's. */
+const BEFORE_ISSUE_15 = {
+  dynamoRequests: 52,
+  dynamoMix: "GetItem×25, Query×10, UpdateItem×12, PutItem×5",
+  transitions: 25,
+  usdPer1000: 0.7,
+  stepFunctionsShare: 89,
+};
+
 /** What one lifecycle step cost, summed over the measured sessions. */
 class Usage {
   dynamo = new Map<string, number>();
@@ -345,6 +354,19 @@ export async function benchLifecycleFlows(): Promise<void> {
       }),
     );
 
+    // Issue 15: each figure beside the one measured at dd49683 (the issue's), and the target.
+    console.log("\n   e) Per lifecycle, beside dd49683 (issue 15)");
+    const requests = [...total.dynamo.values()].reduce((a, b) => a + b, 0) / N;
+    const cost = (total.cost().total / N) * 1000;
+    const sfn = (total.cost().stepFunctions / N) * 1000;
+    table(
+      ["figure", "dd49683", "now", "target"],
+      [
+        ["DynamoDB requests", `${BEFORE_ISSUE_15.dynamoRequests} (${BEFORE_ISSUE_15.dynamoMix})`, `${num(requests)} (${perSession(total.dynamo, N)})`, "<= 26"],
+        ["Step Functions state transitions", BEFORE_ISSUE_15.transitions, num(total.transitions / N), "-"],
+        ["cost per 1,000 lifecycles", `$${BEFORE_ISSUE_15.usdPer1000.toFixed(2)} (${BEFORE_ISSUE_15.stepFunctionsShare}% Step Functions)`, `${usd(cost)} (${((sfn / cost) * 100).toFixed(0)}% Step Functions)`, "<= $0.35"],
+      ],
+    );
     if (total.chainedStarts > 0) note(`Flows started by steps or schedules (chained StartExecution): ${num(total.chainedStarts / N)} per lifecycle, included in executions.`);
     note("DynamoDB counts per flow include the API's lease read (1 GetItem) before StartExecution.");
     note("How counted: transitions = states entered (Task, Pass, Choice) + retries, read from each execution's event log");

@@ -10,6 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { LeaseLostError, ProviderError } from "../../functions/domain/errors";
 import type { SessionRecord } from "../../functions/domain/session";
 import { runIdleCheck } from "../../functions/idle/idle-check";
+import { scheduleName } from "../../functions/ports/lifecycle-scheduler";
 import { METRIC_NAMES } from "../../functions/ports/metrics-sink";
 import { sweep } from "../../functions/sweeper/orphan-sweeper";
 import { submitPrompt } from "../../functions/services/submit-prompt";
@@ -145,6 +146,63 @@ describe("the idle trigger and the snapshot by capability", () => {
   });
 });
 
+describe("an early idle-check delivery (issue 15: the wait is a Step Functions Wait state, not a sleeping Lambda)", () => {
+  /**
+   * A running session whose grace (6 s: a margin for a loaded machine, the Wait runs on the real
+   * clock) runs out 6 s from now, and the check armed for that moment.
+   */
+  async function dueSoon(): Promise<{ s: SessionRecord; at: Date }> {
+    await setup({ env: { IDLE_SNAPSHOT_DELAY_SECONDS: "6" } });
+    const s = await runningSession();
+    const touched = new Date();
+    await h.deps.sessions.touchActivity(s.id, touched);
+    return { s, at: new Date(touched.getTime() + 6000) };
+  }
+
+  it("starts idle-snapshot at once with the check's time; the flow's Wait holds Begin until then, and it snapshots", async () => {
+    const { s, at } = await dueSoon();
+    const check = await runIdleCheck(h.deps, { sessionId: s.id, at });
+    expect(check.verdict?.idle).toBe(true);
+    const execution = h.runner.executions.get(check.started ?? "");
+    // The check did not wait: it handed the time to the flow, whose first state waits for it.
+    expect(execution?.input).toMatchObject({ flow: "idle-snapshot", notBefore: at.toISOString() });
+    await execution?.done;
+    const [event] = await idleEvents(s.id);
+    expect(event).toMatchObject({ outcome: "committed", from: "running", to: "paused", reason: "inactivity" });
+    expect(Date.parse(event?.at ?? "")).toBeGreaterThanOrEqual(at.getTime());
+    expect(await h.session(s.id)).toMatchObject({ status: "paused", pauseReason: "inactivity" });
+  });
+
+  it("activity during the wait aborts it: Begin re-checks the predicate under the lease, and the check is re-armed", async () => {
+    const { s, at } = await dueSoon();
+    const check = await runIdleCheck(h.deps, { sessionId: s.id, at });
+    expect(check.started).not.toBeNull();
+    // While the flow sits in its Wait state: a prompt, a heartbeat, a proxy request. (Stamped a
+    // minute ahead, so the check Finish re-arms cannot fire and snapshot before the test looks.)
+    await h.deps.sessions.touchActivity(s.id, new Date(Date.now() + 60_000));
+    const execution = h.runner.executions.get(check.started ?? "");
+    expect(execution?.status, "the flow is still in its Wait when the activity lands").toBe("running");
+    expect(await h.deps.sessions.readLease(s.id)).toMatchObject({ owner: null });
+    await execution?.done;
+    const [event] = await idleEvents(s.id);
+    expect(event).toMatchObject({ outcome: "skipped", reason: "inactivity", message: "not idle: in_grace" });
+    expect(await h.session(s.id)).toMatchObject({ status: "running", sandboxId: s.sandboxId });
+    // Finish re-armed the check for the new grace expiry.
+    expect(h.scheduler.pending().map((p) => p.name)).toContain(scheduleName({ sessionId: s.id, purpose: "idle-check" }));
+  });
+
+  it("a check delivered on time or late starts the flow with no wait", async () => {
+    await setup();
+    const s = await runningSession();
+    h.advance(GRACE_MS);
+    const check = await runIdleCheck(h.deps, { sessionId: s.id, at: new Date(h.deps.now().getTime() - 1000) });
+    const execution = h.runner.executions.get(check.started ?? "");
+    expect(execution?.input.notBefore).toBeUndefined();
+    await execution?.done;
+    expect(await h.session(s.id)).toMatchObject({ status: "paused" });
+  });
+});
+
 describe("what keeps a session awake", () => {
   it("verification 6: an open proxy connection (terminal) keeps it running; closing it lets it snapshot", async () => {
     await setup();
@@ -222,7 +280,10 @@ describe("what keeps a session awake", () => {
 
 describe("races", () => {
   it("verification 7: activity that arrives while the idle snapshot waits for the lease aborts it (touch before wait, re-check under the lease)", async () => {
-    await setup();
+    // The blocker's lease must outlive the grace the clock skips, or the idle snapshot takes it
+    // over at once instead of waiting (this only passed by a race while Begin read the session
+    // after its lease write; since issue 15 the write returns the session).
+    await setup({ env: { LEASE_TTL_SECONDS: "300" } });
     const s = await runningSession();
     const hold = provider.hold("snapshot");
     const blocker = await h.start("snapshot", s.id); // another flow holds the lease

@@ -286,13 +286,15 @@ describe("EventBridge Scheduler", () => {
     expectSchedulingGrant(statements, "ScheduleFired");
   });
 
-  it("schedule-fired outlives an early idle-check delivery (it waits up to IDLE_CHECK_MAX_EARLY_SECONDS) plus the work", () => {
+  it("schedule-fired never waits for an early idle-check delivery: idle-snapshot's first state is the Wait (issue 15)", () => {
     const maxEarly = parseConfig({ TABLE_NAME: "t" }).IDLE_CHECK_MAX_EARLY_SECONDS;
-    expect(SCHEDULE_FIRED_TIMEOUT_SECONDS).toBeGreaterThanOrEqual(maxEarly + 20);
-    expect(SCHEDULE_FIRED_TIMEOUT_SECONDS).toBe(100);
+    // The timeout covers the work (reads, a flow start or a re-arm), not the up-to-70 s an early delivery used to sleep.
+    expect(SCHEDULE_FIRED_TIMEOUT_SECONDS).toBe(30);
+    expect(SCHEDULE_FIRED_TIMEOUT_SECONDS).toBeLessThan(maxEarly);
     expect(resources[logicalIdOf(stack.functions.ScheduleFired)]?.Properties.Timeout).toBe(SCHEDULE_FIRED_TIMEOUT_SECONDS);
-    // Nothing overrides the default the timeout was sized for.
-    expect(envOf("ScheduleFired").IDLE_CHECK_MAX_EARLY_SECONDS).toBeUndefined();
+    // The deployed idle-snapshot machine starts with the Wait on the execution input's notBefore.
+    const machine = Object.values(resources).find((r) => r.Type === "AWS::StepFunctions::StateMachine" && JSON.stringify(r.Properties).includes("WaitUntilDue"));
+    expect(JSON.stringify(machine?.Properties.DefinitionString)).toContain('\\"StartAt\\":\\"WaitUntilDue\\"');
   });
 });
 
@@ -400,6 +402,8 @@ describe("provider credentials", () => {
         "TerminateStep",
         "DiscardStep",
         "FinishStep",
+        // Commit terminates (pause, stop) and runs Finish in process (issue 15).
+        "CommitStep",
         "CreatePrompt",
         "CreateSidecarAccess",
         "SandboxGitCredential",

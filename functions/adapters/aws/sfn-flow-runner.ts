@@ -26,16 +26,31 @@ export interface FlowExecutionInput {
   generation: number | string;
   actor: string;
   reason: string | null;
+  /**
+   * The execution's own name (the flow's lease owner), so no Pass state has to copy
+   * `$$.Execution.Name` into the document (issue 15: one billed transition per flow less).
+   */
+  execution: string;
+  /** idle-snapshot only (its Wait state reads it): the time Begin may start; the epoch when the flow need not wait. */
+  notBefore?: string;
 }
 
-/** Pure and deterministic: the same request always yields the same input (and so the same execution). */
-export function flowExecutionInput(input: StartFlowInput): FlowExecutionInput {
+/** idle-snapshot's `notBefore` when the start does not ask to wait: a Wait on a past time passes at once. */
+export const NO_WAIT = "1970-01-01T00:00:00Z";
+
+/**
+ * Pure and deterministic: the same request under the same execution name always yields the same
+ * input (and so the same execution).
+ */
+export function flowExecutionInput(input: StartFlowInput, name: string): FlowExecutionInput {
   return {
     sessionId: input.sessionId,
     flow: input.flow,
     generation: input.generation,
     actor: input.actor,
     reason: input.reason ?? null,
+    execution: name,
+    ...(input.flow === "idle-snapshot" ? { notBefore: input.notBefore ?? NO_WAIT } : {}),
   };
 }
 
@@ -75,12 +90,11 @@ export class SfnFlowRunner implements FlowRunner {
       const variable = stateMachineArnEnvName(input.flow);
       throw new InternalError(`${variable} is not set: cannot start the ${input.flow} flow`, { context: { variable, flow: input.flow } });
     }
-    const body = JSON.stringify(flowExecutionInput(input));
     const [client, { StartExecutionCommand, DescribeExecutionCommand }] = await Promise.all([this.client(), sdk()]);
     return startFlowExecution(input, {
       tryStart: async (name) => {
         try {
-          await client.send(new StartExecutionCommand({ stateMachineArn, name, input: body }));
+          await client.send(new StartExecutionCommand({ stateMachineArn, name, input: JSON.stringify(flowExecutionInput(input, name)) }));
           return "started";
         } catch (err) {
           if (hasErrorName(err, "ExecutionAlreadyExists")) return "exists";

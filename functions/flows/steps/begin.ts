@@ -1,23 +1,23 @@
 /**
  * Flow step `begin`: take the session lease (LeaseBusy makes the ASL retry with backoff),
  * re-read the session under it (seed 002 constraint 14), decide whether there is work to do,
- * and show clients the in-progress status (`creating`, `resuming`, `migrating`).
+ * and show clients the in-progress status (`creating`, `resuming`, `migrating`). Nothing to do
+ * leaves through `NothingToDo` (a `CarryError`): the ASL goes straight to Finish with the result.
  */
-import { NotFoundError } from "../../domain/errors";
 import { readIdleFacts } from "../../idle/idle-check";
 import { evaluateIdle, idleModeOf } from "../../idle/idle-predicate";
 import { broadcastStatus } from "../../services/broadcast";
 import { planFlow } from "../plan";
 import { referencedSnapshotIds } from "../../domain/restore-source";
+import { CarryError, STEP_ERRORS } from "../step-errors";
 import { flowStep } from "../step";
 import { stepEntry } from "../lambda-entry";
 
 export const makeBeginStep = flowStep("begin", async (doc, deps) => {
-  const lease = await deps.sessions.acquireLease(doc.sessionId, doc.execution, deps.now(), deps.config.LEASE_TTL_SECONDS);
+  // One write takes the lease and returns the session as it left it: no read after it (issue 15).
+  const { lease, session } = await deps.sessions.acquireLeaseWithSession(doc.sessionId, doc.execution, deps.now(), deps.config.LEASE_TTL_SECONDS);
   const startedAt = deps.now().toISOString();
   try {
-    const session = await deps.sessions.getSession(doc.sessionId);
-    if (!session) throw new NotFoundError(`session ${doc.sessionId} not found`);
     const connectedClients = doc.flow === "migrate" ? (await deps.connections.listLive(doc.sessionId, deps.now())).length : 0;
     // Idle snapshots re-check the whole predicate from fresh state under the lease (seed 002 constraints 2, 13, 14).
     const facts = doc.flow === "idle-snapshot" ? await readIdleFacts(deps, doc.sessionId, session) : null;
@@ -33,7 +33,7 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
     if (plan.proceed && plan.progressStatus) {
       await broadcastStatus(deps, doc.sessionId, plan.progressStatus, plan.progressStatus === "migrating" ? "Extending session..." : undefined);
     }
-    return {
+    const result = {
       lease,
       proceed: plan.proceed,
       skipReason: plan.skipReason,
@@ -45,9 +45,16 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
       graceExpiresAt: idle ? idle.graceExpiresAt.toISOString() : null,
       sandboxExpiresAt: session.sandboxExpiresAt,
       relayLease,
+      session,
       startedAt,
     };
+    // Nothing to do: straight to Finish (which releases the lease), carried through the ASL
+    // Catch instead of a Choice state (one billed transition per flow less).
+    // (Without the session record: Finish does not need it, and a Cause holds at most 32 KB.)
+    if (!plan.proceed) throw new CarryError(STEP_ERRORS.nothingToDo, "begin", { ...result, session: undefined });
+    return result;
   } catch (err) {
+    if (err instanceof CarryError) throw err;
     // Nothing else will release it: the Catch path has no lease in the document.
     await deps.sessions.releaseLease(lease);
     throw err;

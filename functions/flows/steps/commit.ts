@@ -3,6 +3,13 @@
  * (owner + fence) and by the sandbox the flow found. A flow whose lease was taken over, or whose
  * session moved on, affects 0 items and fails with `LeaseLost`/`StaleWrite`; the ASL then
  * discards what the flow created (seed 002 verification 18).
+ *
+ * Issue 15 (a lifecycle costs half): the write also frees the lease and returns the session as
+ * stored; the step acts on the record Begin's lease take returned (re-read only when the version
+ * CAS says it moved); in the pause and stop flows it first terminates the sandbox itself (no
+ * Terminate state); and after a successful write it runs Finish in the same invocation (no
+ * Finish state on the committed path). A finish that cannot complete leaves through
+ * `FinishIncomplete` with the commit carried, and the Finish state (retried) completes it.
  */
 import { NotFoundError, StaleWriteError } from "../../domain/errors";
 import type { SessionRecord } from "../../domain/session";
@@ -11,6 +18,10 @@ import type { FlowDeps } from "../flow-deps";
 import { commitKind, pausedChanges, pauseReasonFor } from "../plan";
 import { flowStep, leaseOf } from "../step";
 import { stepEntry } from "../lambda-entry";
+import { awsProviders } from "../../providers/aws-providers";
+import { CarryError, STEP_ERRORS } from "../step-errors";
+import { finishFlow } from "./finish";
+import { readForTerminate, terminateFoundSandbox } from "./terminate";
 
 function required<T>(value: T | undefined, what: string): T {
   if (value === undefined) throw new Error(`flow document has no ${what}`);
@@ -49,7 +60,7 @@ function snapshotFacts(s: NonNullable<FlowDocument["snapshot"]>) {
 const NO_SNAPSHOTS = { snapshotId: null, snapshotExpiresAt: null, durableSnapshotId: null, durableSnapshotExpiresAt: null };
 
 async function write(doc: FlowDocument, deps: FlowDeps, session: SessionRecord): Promise<SessionRecord> {
-  const guard = leaseOf(doc);
+  const guard = { ...leaseOf(doc), release: true };
   const now = deps.now();
   const branch = doc.begin?.branch ?? null;
   const foundSandbox = doc.begin?.sandboxId ?? null;
@@ -130,15 +141,56 @@ async function write(doc: FlowDocument, deps: FlowDeps, session: SessionRecord):
   }
 }
 
-export const makeCommitStep = flowStep("commit", async (doc, deps) => {
-  const session = await deps.sessions.getSession(doc.sessionId);
-  if (!session) throw new NotFoundError(`session ${doc.sessionId} not found`);
+/** The pause and stop flows have no Terminate state: their commit terminates first (a Terminate state that ran leaves its result). */
+function terminatesHere(doc: FlowDocument): boolean {
+  if (doc.terminate) return false;
+  const kind = commitKind(doc.flow, doc.begin?.branch ?? null);
+  return kind === "paused" || kind === "stopped";
+}
+
+async function commitOn(doc: FlowDocument, deps: FlowDeps, session: SessionRecord): Promise<SessionRecord> {
   // The CAS on the sandbox the flow found (seed 002 §5b `WHERE sandbox_id = freshSandboxId`).
   if (session.sandboxId !== (doc.begin?.sandboxId ?? null)) {
     throw new StaleWriteError(`session ${session.id} now references sandbox ${session.sandboxId ?? "none"}, not ${doc.begin?.sandboxId ?? "none"}`);
   }
-  const next = await write(doc, deps, session);
-  return { status: next.status, sandboxId: next.sandboxId, version: next.version };
+  return write(doc, deps, session);
+}
+
+export const makeCommitStep = flowStep("commit", async (given, deps) => {
+  let doc = given;
+  let known = doc.begin?.session;
+  if (terminatesHere(doc)) {
+    const terminateStarted = Date.now();
+    // Read (session and lease, one request) only when there is a sandbox to terminate.
+    const read = async () => {
+      const found = await readForTerminate(doc, deps);
+      known = found.session;
+      return found;
+    };
+    const terminate = { ...(await terminateFoundSandbox(doc, deps, known ?? (await read()).session, read)), ms: Date.now() - terminateStarted };
+    doc = { ...doc, terminate };
+  }
+  const writeStarted = Date.now();
+  let next: SessionRecord;
+  try {
+    if (!known) throw new StaleWriteError(`no session record in the flow document of ${doc.execution}`);
+    next = await commitOn(doc, deps, known);
+  } catch (err) {
+    // The record Begin saw is stale only if something bumped the version under the lease (e.g. a
+    // document from before records were carried): read it once and try again, as before issue 15.
+    if (!(err instanceof StaleWriteError)) throw err;
+    const fresh = await deps.sessions.getSession(doc.sessionId);
+    if (!fresh) throw new NotFoundError(`session ${doc.sessionId} not found`);
+    next = await commitOn(doc, deps, fresh);
+  }
+  const commit = { status: next.status, sandboxId: next.sandboxId, version: next.version, leaseReleased: true, ms: Date.now() - writeStarted };
+  try {
+    const finish = await finishFlow({ ...doc, commit }, deps, next);
+    return { ...commit, ...(doc.terminate && !given.terminate ? { terminate: doc.terminate } : {}), finish };
+  } catch (err) {
+    deps.logger.error("commit written, finish incomplete: the Finish state completes it", { sessionId: doc.sessionId, execution: doc.execution, error: String(err) });
+    throw new CarryError(STEP_ERRORS.finishIncomplete, "commit", commit, doc.terminate && !given.terminate ? { terminate: doc.terminate } : {});
+  }
 });
 
-export const handler = stepEntry(makeCommitStep);
+export const handler = stepEntry(makeCommitStep, awsProviders);

@@ -21,7 +21,6 @@ import { finalClientStatus } from "../plan";
 import { deliverQueuedPrompts } from "../../services/prompt-delivery";
 import { flowStep } from "../step";
 import { wakeWaiters } from "../wake-waiters";
-import { stepEntry } from "../lambda-entry";
 import { retireSupersededSnapshots } from "../snapshot-retirement";
 
 /** In the order the flows run them. */
@@ -100,15 +99,21 @@ async function settleIdleSnapshot(doc: FlowDocument, deps: FlowDeps, session: Se
   await armIdleCheck(deps, session.id, `idle snapshot ${outcome}`);
 }
 
-export const makeFinishStep = flowStep("finish", async (doc, deps) => {
+/**
+ * Everything Finish does, also run in process by Commit right after its write (issue 15: the
+ * committed path has no Finish state). `known`: the session as the commit write left it, so
+ * nothing is read again.
+ */
+export async function finishFlow(doc: FlowDocument, deps: FlowDeps, known?: SessionRecord): Promise<{ outcome: LifecycleOutcome; status?: string; delivery?: string }> {
   const outcome = outcomeOf(doc);
   if (doc.begin) {
     const lease = doc.begin.lease;
-    await isolated(deps, "release", doc.sessionId, () => deps.sessions.releaseLease(lease));
+    // A commit write that freed the lease leaves nothing to release (and a second write would cost a failed condition).
+    if (!doc.commit?.leaseReleased) await isolated(deps, "release", doc.sessionId, () => deps.sessions.releaseLease(lease));
     const relayLease = doc.begin.relayLease;
     if (relayLease) await isolated(deps, "release relay", doc.sessionId, () => deps.relayLeases.release(relayLease));
   }
-  const session = await deps.sessions.getSession(doc.sessionId);
+  const session = known ?? (await deps.sessions.getSession(doc.sessionId));
   if (!session) return { outcome };
 
   if (outcome === "committed") {
@@ -123,7 +128,7 @@ export const makeFinishStep = flowStep("finish", async (doc, deps) => {
         await deps.scheduler.cancel({ sessionId: session.id, purpose: "idle-check" });
       }
       // A session that (still) runs may go idle without any client ever connecting.
-      if (session.status === "running") await armIdleCheck(deps, session.id, `${doc.flow} committed`);
+      if (session.status === "running") await armIdleCheck(deps, session.id, `${doc.flow} committed`, session);
     });
   }
   // After the commit, never before (issue 22 §4); on every outcome, since a failed restore or a
@@ -180,6 +185,6 @@ export const makeFinishStep = flowStep("finish", async (doc, deps) => {
     delivery = (await deliverQueuedPrompts(deps, doc.sessionId, { actor: `flow:${doc.execution}`, wakeFromError: false })).outcome;
   });
   return { outcome, status: session.status, delivery };
-});
+}
 
-export const handler = stepEntry(makeFinishStep);
+export const makeFinishStep = flowStep("finish", (doc, deps) => finishFlow(doc, deps));

@@ -22,17 +22,17 @@ import type { FlowDeps } from "../flow-deps";
 import type { Config } from "../../config/config";
 import { resolveSnapshot, type SnapshotResolutionInput } from "../../domain/snapshot-resolution";
 import { resolveRestoreSource } from "../../domain/restore-source";
-import { NotFoundError, SessionSettingsError } from "../../domain/errors";
+import { SessionSettingsError } from "../../domain/errors";
 import { errorForLog } from "../../observability/logger";
-import { flowStep } from "../step";
+import { flowStep, sessionOf } from "../step";
 import { SANDBOX_KEY_ENV } from "../../../sandbox/shared/access-token";
 import { stepEntry } from "../lambda-entry";
 import { awsProviders } from "../../providers/aws-providers";
 import { agentEndpointForKey } from "../../agent/agent-endpoint";
 
 export const makeProvisionStep = flowStep("provision", async (doc, deps) => {
-  const session = await deps.sessions.getSession(doc.sessionId);
-  if (!session) throw new NotFoundError(`session ${doc.sessionId} not found`);
+  // The record Begin's lease take returned: nothing else changes it while the flow holds the lease (issue 15).
+  const session = await sessionOf(doc, deps);
   const provider: SandboxProvider = await deps.provider(session.provider);
   const migrating = doc.flow === "migrate";
   // issue 22 §3: the session's snapshot while it is valid, its durable filesystem snapshot after.

@@ -32,7 +32,7 @@ import type { FlowDeps } from "../flow-deps";
 import type { FlowDocument } from "../flow-document";
 import { snapshotMethod } from "../plan";
 import { STEP_ERRORS, StepError } from "../step-errors";
-import { flowStep, leaseOf } from "../step";
+import { assertLeaseHeld, flowStep, leaseOf } from "../step";
 import { stepEntry } from "../lambda-entry";
 import { awsProviders } from "../../providers/aws-providers";
 import { deleteSnapshotOrRecord } from "../snapshot-retirement";
@@ -58,8 +58,12 @@ export const makeSnapshotStep = flowStep("snapshot", async (doc, deps) => {
   const lease = leaseOf(doc);
   const sandboxId = doc.begin?.sandboxId;
   if (!sandboxId) throw new NotFoundError(`session ${doc.sessionId} has no sandbox to snapshot`);
-  const session = await deps.sessions.getSession(doc.sessionId);
-  if (!session) throw new NotFoundError(`session ${doc.sessionId} not found`);
+  // The session and the lease check from one read (issue 15); idle snapshots check the lease
+  // again after looking at the agent, right before they act.
+  const read = await deps.sessions.getSessionWithLease(doc.sessionId);
+  if (!read) throw new NotFoundError(`session ${doc.sessionId} not found`);
+  const { session } = read;
+  assertLeaseHeld(lease, read.lease, deps.now());
   const provider = await deps.provider(session.provider);
   if (doc.flow === "idle-snapshot") {
     const mode = idleModeOf(doc.reason);
@@ -80,7 +84,7 @@ export const makeSnapshotStep = flowStep("snapshot", async (doc, deps) => {
     if (mode === "sandbox_lost") throw new StepError(STEP_ERRORS.notIdle, `session ${session.id}: sandbox ${sandboxId} is alive`);
   }
   const method = snapshotMethod(doc.flow, doc.begin?.branch ?? null, provider);
-  await deps.sessions.verifyLease(lease, deps.now());
+  if (doc.flow === "idle-snapshot") await deps.sessions.verifyLease(lease, deps.now());
   let taken: PauseResult | SnapshotResult;
   try {
     taken =
