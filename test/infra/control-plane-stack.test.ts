@@ -131,7 +131,7 @@ describe("functions", () => {
     }
   });
 
-  it("bundle only what their entry reaches: every HTTP and WebSocket route without sandbox access is under 300 KB, with no provider SDK", () => {
+  it("bundle only what their entry reaches: every HTTP and WebSocket route without sandbox access is under 400 KB, with no provider SDK", () => {
     const functions = template.findResources("AWS::Lambda::Function") as Record<string, { Properties: { Code: { S3Key: string } } }>;
     const bundleOf = (id: string): string => {
       const entry = Object.entries(functions).find(([logicalId]) => logicalId.startsWith(`${id}Function`));
@@ -142,13 +142,15 @@ describe("functions", () => {
     expect(small.length).toBeGreaterThan(20);
     for (const id of small) {
       const bundle = bundleOf(id);
-      expect(Buffer.byteLength(bundle), id).toBeLessThan(300 * 1024);
+      // Every route builds its dependencies from the one composition root (every store: about 95 KB
+      // of ours, minified), so the budget grows with the stores; a provider SDK alone is ~2 MB.
+      expect(Buffer.byteLength(bundle), id).toBeLessThan(400 * 1024);
       // The provider SDKs (Modal over gRPC, E2B over Connect) stay out of them.
       expect(bundle, id).not.toContain("@grpc/grpc-js");
       expect(bundle, id).not.toContain("modal.client.ModalClient");
     }
     // A route that calls a provider (tunnels) binds them, and so bundles them.
-    for (const route of HTTP_FUNCTIONS.filter((r) => r.sandboxAccess)) expect(Buffer.byteLength(bundleOf(route.id)), route.id).toBeGreaterThan(300 * 1024);
+    for (const route of HTTP_FUNCTIONS.filter((r) => r.sandboxAccess)) expect(Buffer.byteLength(bundleOf(route.id)), route.id).toBeGreaterThan(400 * 1024);
   });
 
   it("load at cold start only what every route needs: the DynamoDB SDK by require, every other AWS SDK and OpenCode's client on first use", async () => {
