@@ -8,10 +8,11 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { readSandboxRecord } from "../../functions/providers/local/sandbox-registry";
 import type { LocalRuntime } from "../../infra/local/runtime";
 import { startRuntimeForTest, storedSession, waitFor, type ApiClient } from "../support/local-runtime";
+import { runtimeDiagnostics } from "../support/runtime-diagnostics";
 import { TestWsClient, type ServerMessage } from "../support/ws-client";
 
 let runtime: LocalRuntime;
@@ -22,6 +23,9 @@ const DATABASE_URL = "postgres://app:agent-tools@db:5432/app";
 beforeAll(async () => {
   ({ runtime, api } = await startRuntimeForTest({ retryIntervalScale: 0.05, env: { RELAY_SCAN_INTERVAL_SECONDS: "0.2" } }));
   expect((await api.request("PUT", "/v1/secrets/DATABASE_URL", { body: { value: DATABASE_URL } })).status).toBe(200);
+});
+afterEach((ctx) => {
+  if (ctx.task.result?.state === "fail") console.error(runtimeDiagnostics(runtime, clients));
 });
 afterAll(async () => {
   await Promise.all(clients.map((c) => c.close()));
