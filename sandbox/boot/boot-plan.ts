@@ -287,6 +287,12 @@ function phase1(spec: BootSpec, secrets: BootSecrets): BootStep[] {
     env: {
       ...homeEnv(layout.home),
       OPENCODE_CONFIG_CONTENT: JSON.stringify(config),
+      // OpenCode reads `opencode.json` and `.opencode/` in every ancestor of its directory up to
+      // the git worktree, which is `/` for a workspace outside git: on a local sandbox those are
+      // the host's (e.g. `/tmp/.opencode`). Its custom tools then wait for an npm install into each
+      // such dir (minutes against the unreachable registry). The agent is configured by the boot
+      // alone: OPENCODE_CONFIG_CONTENT and the config dir written above.
+      OPENCODE_DISABLE_PROJECT_CONFIG: "1",
       ...(secrets.agentPassword ? { [AGENT_PASSWORD_ENV]: secrets.agentPassword } : {}),
       // The agent's own tools call the sidecar's socket (issue 25 §4). A path, not a credential:
       // the socket's mode is the auth, and the agent's shell runs as its owner anyway.

@@ -6,7 +6,8 @@
  * control plane with an access token signed by the sandbox key, and the tool's answer comes back
  * to the model, whose final text (`tool <name> answered: ...`) the test reads.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { readSandboxRecord } from "../../functions/providers/local/sandbox-registry";
@@ -20,7 +21,17 @@ let api: ApiClient;
 const clients: TestWsClient[] = [];
 const DATABASE_URL = "postgres://app:agent-tools@db:5432/app";
 
+// The host's directories above a local sandbox are not the agent's: OpenCode reads `.opencode/`
+// in every ancestor of a workspace outside git, and its custom tools wait for an npm install into
+// each (minutes against the unreachable registry). The sandboxes here live under a directory that
+// has one, as a CI machine's temporary directory may.
+const hostTmp = mkdtempSync(join(tmpdir(), "agent-tools-host-"));
+const savedTmpdir = process.env.TMPDIR;
+
 beforeAll(async () => {
+  mkdirSync(join(hostTmp, ".opencode"));
+  writeFileSync(join(hostTmp, ".opencode", "package.json"), JSON.stringify({ dependencies: { "left-pad": "1.3.0" } }));
+  process.env.TMPDIR = hostTmp;
   ({ runtime, api } = await startRuntimeForTest({ retryIntervalScale: 0.05, env: { RELAY_SCAN_INTERVAL_SECONDS: "0.2" } }));
   expect((await api.request("PUT", "/v1/secrets/DATABASE_URL", { body: { value: DATABASE_URL } })).status).toBe(200);
 });
@@ -30,6 +41,9 @@ afterEach((ctx) => {
 afterAll(async () => {
   await Promise.all(clients.map((c) => c.close()));
   await runtime?.close();
+  if (savedTmpdir === undefined) delete process.env.TMPDIR;
+  else process.env.TMPDIR = savedTmpdir;
+  rmSync(hostTmp, { recursive: true, force: true });
 });
 
 async function runningSession(body: Record<string, unknown>): Promise<{ id: string; client: TestWsClient }> {
@@ -38,7 +52,7 @@ async function runningSession(body: Record<string, unknown>): Promise<{ id: stri
   const id = (res.body as { session: { id: string } }).session.id;
   const client = await TestWsClient.connect(runtime.wsUrl, { sessionId: id, token: runtime.devApiToken });
   clients.push(client);
-  await client.waitFor((m) => m.type === "status" && m.status === "running", 90_000, "running");
+  await client.waitFor((m) => m.type === "status" && m.status === "running", 180_000, "running");
   return { id, client };
 }
 
@@ -48,7 +62,7 @@ async function callTool(client: TestWsClient, tool: string, args: unknown): Prom
   const prefix = `tool ${tool} answered: `;
   const done = await client.waitFor(
     (m) => m.type === "message.finalize" && typeof m.text === "string" && m.text.startsWith(prefix) && !answered.has(m),
-    120_000,
+    180_000,
     `the answer of ${tool}`,
   );
   answered.add(done);
@@ -60,10 +74,15 @@ async function events(id: string): Promise<{ flow: string; outcome: string; acto
   return ((await api.request("GET", `/v1/sessions/${id}/events?limit=100`)).body as { items: never[] }).items;
 }
 
-describe("the agent's own tools, called by the real OpenCode agent", () => {
-  it("save_snapshot runs the snapshot flow and answers with the id it committed; request_env_variables asks the clients and logs it; verify reports the evidence", async () => {
-    const { id, client } = await runningSession({ title: "agent tools" });
+/** One `it` per tool call or two: each waits on a real OpenCode turn, slow on a loaded CI machine. */
+const STEP_TIMEOUT_MS = 240_000;
 
+describe("the agent's own tools, called by the real OpenCode agent (one coding session)", () => {
+  let coding: Promise<{ id: string; client: TestWsClient }> | undefined;
+  const codingSession = () => (coding ??= runningSession({ title: "agent tools" }));
+
+  it("save_snapshot runs the snapshot flow and answers with the id it committed", async () => {
+    const { id, client } = await codingSession();
     const saved = await callTool(client, "save_snapshot", { message: "after setup" });
     const snapshotId = /^Snapshot saved: (\S+)$/.exec(saved)?.[1];
     expect(snapshotId, saved).toBeTruthy();
@@ -72,7 +91,10 @@ describe("the agent's own tools, called by the real OpenCode agent", () => {
     expect(session.snapshotId).toBe(snapshotId);
     const flow = (await events(id)).find((e) => e.flow === "snapshot");
     expect(flow).toMatchObject({ outcome: "committed", actor: "agent", snapshotId });
+  }, STEP_TIMEOUT_MS);
 
+  it("request_env_variables asks the clients and logs it, and a bad request is refused naming the field", async () => {
+    const { id, client } = await codingSession();
     const asked = await callTool(client, "request_env_variables", {
       keys: [{ name: "STRIPE_KEY", description: "payments sandbox key" }, { name: "DATABASE_URL" }],
       reason: "to run the app's tests",
@@ -97,26 +119,36 @@ describe("the agent's own tools, called by the real OpenCode agent", () => {
     const refused = await callTool(client, "request_env_variables", { keys: [{ name: "1BAD" }] });
     expect(refused).toContain("keys.0.name: must be an environment variable name");
     expect(client.received.filter((m) => m.type === "env.requested")).toHaveLength(1);
+  }, STEP_TIMEOUT_MS);
 
-    // verify: the agent puts evidence in a folder (a real bash call), then reports it for review.
+  it("verify reports the evidence the agent put in a folder", async () => {
+    const { id, client } = await codingSession();
+    // The agent puts evidence in a folder (a real bash call), then reports it for review.
     const shell = "$ mkdir -p evidence/shots && printf ok > evidence/test.log";
     client.send({ type: "prompt", content: shell });
-    await client.waitFor((m) => m.type === "message.finalize" && m.text === `echo: ${shell}`, 120_000, "the evidence written");
+    await client.waitFor((m) => m.type === "message.finalize" && m.text === `echo: ${shell}`, 180_000, "the evidence written");
     const verified = await callTool(client, "verify", { folder: "evidence", summary: "the tests pass" });
     expect(verified).toMatch(/^Reported to the user for review \(verification agt_\S+\)\. Evidence in evidence: test\.log \(2 bytes\)\. Services: none\.$/);
     const report = await client.waitFor((m) => m.type === "verification.reported", 10_000, "verification.reported");
     expect(report).toMatchObject({ folder: "evidence", summary: "the tests pass", files: [{ path: "test.log", bytes: 2 }], truncated: false, services: [] });
     expect((await events(id)).find((e) => e.flow === "agent:verify")?.message).toBe("verification reported: 1 evidence file(s) in evidence; services: none");
+  }, STEP_TIMEOUT_MS);
 
-    // Coding sessions have no setup-only tools: OpenCode itself refuses the call.
+  it("a coding session has no setup-only tools: OpenCode itself refuses the call", async () => {
+    const { id, client } = await codingSession();
     const missing = await callTool(client, "save_service_commands", { commands: [{ name: "web", command: "npm start" }] });
     expect(missing).not.toMatch(/^Saved/);
     expect((await storedSession(runtime, id)).serviceCommands).toEqual([]);
-  });
+  }, STEP_TIMEOUT_MS);
+});
 
-  it("save_service_commands and save_env_files (setup sessions) are saved on the session, and the next boot starts and generates them", async () => {
-    const { id, client } = await runningSession({ title: "setup", sessionType: "setup" });
-    const commands = [{ name: "web", command: "echo up > web-started.txt; exec sleep 600" }];
+describe("the setup-only tools, called by the real OpenCode agent (one setup session)", () => {
+  const commands = [{ name: "web", command: "echo up > web-started.txt; exec sleep 600" }];
+  let setup: Promise<{ id: string; client: TestWsClient }> | undefined;
+  const setupSession = () => (setup ??= runningSession({ title: "setup", sessionType: "setup" }));
+
+  it("save_service_commands and save_env_files are saved on the session; a path leaving the workspace is refused", async () => {
+    const { id, client } = await setupSession();
     expect(await callTool(client, "save_service_commands", { commands })).toBe(
       "Saved 1 service command(s) (web) to the session: they start at every boot from now on.",
     );
@@ -130,19 +162,26 @@ describe("the agent's own tools, called by the real OpenCode agent", () => {
     expect(saved.serviceCommands).toEqual(commands);
     expect(saved.envFiles).toEqual([{ path: ".env", format: "dotenv", keys: [{ name: "DATABASE_URL", required: true }] }]);
     expect((await events(id)).map((e) => e.flow)).toEqual(expect.arrayContaining(["agent:save_service_commands", "agent:save_env_files"]));
+  }, STEP_TIMEOUT_MS);
 
-    // The next boot (pause, then resume from the snapshot) defines and starts the service and writes the env file.
+  it("the next boot (pause, then resume from the snapshot) starts the saved service and writes the env file", async () => {
+    const { id } = await setupSession();
+    expect((await storedSession(runtime, id)).serviceCommands).toEqual(commands);
     expect((await api.request("POST", `/v1/sessions/${id}/pause`)).status).toBe(202);
-    await waitFor("paused", async () => (await storedSession(runtime, id)).status === "paused");
+    await waitFor("paused", async () => (await storedSession(runtime, id)).status === "paused", 180_000);
     expect((await api.request("POST", `/v1/sessions/${id}/resume`)).status).toBe(202);
-    const resumed = await waitFor("running again", async () => {
-      const s = await storedSession(runtime, id);
-      return s.status === "running" && s.sandboxId ? s : null;
-    });
+    const resumed = await waitFor(
+      "running again",
+      async () => {
+        const s = await storedSession(runtime, id);
+        return s.status === "running" && s.sandboxId ? s : null;
+      },
+      180_000,
+    );
     const sandbox = await readSandboxRecord(runtime.sandboxDir, String(resumed.sandboxId));
     if (!sandbox) throw new Error(`no local sandbox ${String(resumed.sandboxId)}`);
     await waitFor("the saved service started", () => existsSync(join(sandbox.workspace, "web-started.txt")));
     await waitFor("the saved env file", () => existsSync(join(sandbox.workspace, ".env")));
     expect(readFileSync(join(sandbox.workspace, ".env"), "utf8")).toContain(`DATABASE_URL=${DATABASE_URL}`);
-  });
+  }, STEP_TIMEOUT_MS);
 });

@@ -21,6 +21,12 @@ export function runtimeDiagnostics(runtime: LocalRuntime, clients: readonly Test
   for (const e of runtime.flows.executions.values()) {
     lines.push(`${e.flow} ${e.name} ${e.status}${e.error ? ` ${e.error}` : ""} session=${String((e.input as { sessionId?: unknown }).sessionId ?? "")}`);
   }
+  try {
+    const relay = runtime.relay();
+    lines.push(`--- relay counters ${JSON.stringify(relay.counters)} streams ${JSON.stringify(relay.streamCounters())}`);
+  } catch (err) {
+    lines.push(`(no relay: ${(err as Error).message})`);
+  }
   const root = join(runtime.sandboxDir, "sandboxes");
   let sandboxes: string[] = [];
   try {

@@ -190,6 +190,11 @@ describe("git: identity, credential helper, history", () => {
     expect(step<"spawn">(image({ controlPlaneUrl: "https://api.example.test" }).phase1, "start opencode").env.SIDECAR_SOCKET).toBe("/tmp/sandbox/sidecar.sock");
   });
 
+  it("OpenCode reads no project config: the workspace's ancestors (the host's, on a local sandbox) never configure the agent", () => {
+    expect(step<"spawn">(image({}).phase1, "start opencode").env.OPENCODE_DISABLE_PROJECT_CONFIG).toBe("1");
+    expect(step<"spawn">(planBoot(spec({}, { devModel: { port: 4200 } })).phase1, "start opencode").env.OPENCODE_DISABLE_PROJECT_CONFIG).toBe("1");
+  });
+
   it("the development model's key: OpenCode's config names the variable, never the value", () => {
     const local = spec({}, { devModel: { port: 4200 } });
     const withKey = planBoot(local, { agentPassword: null, devModelKey: true });
