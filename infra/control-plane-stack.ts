@@ -421,8 +421,8 @@ export class ControlPlaneStack extends Stack {
     }
 
     // The snapshot builder (functions/builds/, statemachines/builds/): one function per step, like
-    // the flow steps; the sandbox steps get the provider credentials (no sandbox key: a build
-    // sandbox belongs to no session).
+    // the flow steps; the sandbox steps get the provider credentials and the sandbox access key
+    // (a build sandbox's key derives from it: functions/builds/build-sandbox.ts).
     const buildStepFunctions = new Map<string, NodejsFunction>();
     for (const step of BUILD_STEPS) {
       const fn = createHandlerFunction(this, {
@@ -437,6 +437,7 @@ export class ControlPlaneStack extends Stack {
         tableAccess: "readwrite",
       });
       if (step.sandboxAccess) allowProviderSecret(fn);
+      if (step.sandboxAccess) allowSandboxKeys(fn);
       buildStepFunctions.set(stepArnVariable(step), fn);
       this.functions[step.id] = fn;
     }

@@ -49,23 +49,9 @@ async function loadRepos(catalog: RepoCatalog, orgId: string, prebuild: Prebuild
   return new Map(found.filter((r): r is RepoRecord => r !== null).map((r) => [r.id, r]));
 }
 
-/**
- * A build sandbox belongs to no session, so it has no way to fetch an org secret: a target whose
- * repos name a `credential` cannot be built yet (409, naming the repo).
- */
-function requireBuildable(plan: BuildPlan): void {
-  const withCredential = plan.repos.find((r) => r.credential);
-  if (withCredential) {
-    throw new ConflictError(`repository ${withCredential.repoId ?? withCredential.url} names a credential: builds of private repositories over http(s) are not supported yet`, {
-      context: { repoId: withCredential.repoId ?? null },
-    });
-  }
-}
-
 export async function startBuild(deps: BuildStartDeps, input: { orgId: string; target: BuildTarget; trigger: BuildTrigger; provider: ProviderType }): Promise<BuildRecord> {
   const plan = await loadBuildPlan(deps.catalog, input.orgId, input.target);
   if ("missing" in plan) throw new ConflictError(plan.missing);
-  requireBuildable(plan);
   const now = deps.now();
   const build: BuildRecord = {
     id: newBuildId(now),
@@ -106,7 +92,7 @@ export function repoSnapshotProvider(config: Config): ProviderType | null {
 export async function refreshRepo(deps: BuildStartDeps, orgId: string, repo: RepoRecord): Promise<BuildRecord[]> {
   const builds: BuildRecord[] = [];
   const repoProvider = repoSnapshotProvider(deps.config);
-  if (repoProvider && !repo.credential) builds.push(await startBuild(deps, { orgId, target: { kind: "repo", id: repo.id }, trigger: "push", provider: repoProvider }));
+  if (repoProvider) builds.push(await startBuild(deps, { orgId, target: { kind: "repo", id: repo.id }, trigger: "push", provider: repoProvider }));
   for (const prebuild of await deps.catalog.listPrebuilds(orgId)) {
     if (!prebuild.repos.some((r) => r.repoId === repo.id)) continue;
     builds.push(await startBuild(deps, { orgId, target: { kind: "prebuild", id: prebuild.id }, trigger: "push", provider: prebuild.provider }));

@@ -10,6 +10,7 @@ import { boundedLog, MAX_BUILD_LOG_LINES, supersedes } from "../../functions/dom
 import { rebuildDue } from "../../functions/builds/build-start";
 import { serviceProbeScript } from "../../functions/builds/builder-steps";
 import { DynamoRepoCatalog } from "../../functions/store/dynamo-repo-catalog";
+import { GetCommand } from "../../functions/store/dynamodb-sdk";
 import { startTestTable, type TestTable } from "../support/dynalite";
 import { execFileSync } from "node:child_process";
 
@@ -78,6 +79,21 @@ describe("builds racing on one prebuild", () => {
     const rec = await catalog.recordSnapshot(ORG, { kind: "prebuild", id: "pb_gone" }, { id: "s", builtAt: at(71), buildId: "bld_x", startedAt: at(70), provider: "local" });
     expect(rec.recorded).toBe(false);
     expect(await catalog.getPrebuild(ORG, "pb_gone")).toBeNull();
+    // Nor can it be found by its id (what a build sandbox and the sweeper know).
+    expect(await catalog.findBuild("bld_x")).toBeNull();
+  });
+
+  it("findBuild: a build by its id alone, as it is now (a locator with a TTL, written with the build); unknown ids are null", async () => {
+    const target = { kind: "prebuild" as const, id: "pb_1" };
+    const b = build("bld_findme", "pb_1", at(80));
+    await catalog.startBuild(b);
+    expect(await catalog.findBuild("bld_findme")).toEqual(b);
+    await catalog.setBuildSandbox(ORG, target, b.id, "sbx-1");
+    await catalog.finishBuild(ORG, target, b.id, { status: "failed", endedAt: at(90), snapshotId: null, error: "x", timings: {} });
+    expect(await catalog.findBuild("bld_findme")).toMatchObject({ id: "bld_findme", orgId: ORG, target, status: "failed", sandboxId: "sbx-1" });
+    expect(await catalog.findBuild("bld_unknown")).toBeNull();
+    const locator = await table.doc.send(new GetCommand({ TableName: table.tableName, Key: { PK: "BUILDREF#bld_findme", SK: "BUILDREF" } }));
+    expect(locator.Item?.ttl).toBe(Date.parse(at(80)) / 1000 + 24 * 3600);
   });
 });
 
