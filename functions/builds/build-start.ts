@@ -10,7 +10,7 @@ import type { Logger } from "@aws-lambda-powertools/logger";
 import type { Config } from "../config/config";
 import { ConflictError } from "../domain/errors";
 import { newSortableId } from "../domain/ids";
-import type { BuildRecord, BuildTarget, BuildTrigger, PrebuildRecord, RepoRecord } from "../domain/repos-prebuilds";
+import { builtSnapshotUsable, type BuildRecord, type BuildTarget, type BuildTrigger, type PrebuildRecord, type RepoRecord } from "../domain/repos-prebuilds";
 import type { ProviderType } from "../domain/session";
 import type { BuildRunner } from "../ports/build-runner";
 import type { RepoCatalog } from "../ports/repo-catalog";
@@ -101,9 +101,11 @@ export async function refreshRepo(deps: BuildStartDeps, orgId: string, repo: Rep
 }
 
 /** Whether a prebuild is due for its scheduled rebuild at `now`. Pure. */
-export function rebuildDue(prebuild: Pick<PrebuildRecord, "latestBuild">, now: Date, intervalSeconds: number): boolean {
+export function rebuildDue(prebuild: Pick<PrebuildRecord, "latestBuild"> & Partial<Pick<PrebuildRecord, "snapshot">>, now: Date, intervalSeconds: number): boolean {
   const last = prebuild.latestBuild;
   if (!last) return true;
+  // The last good snapshot expired at its provider (a Modal image TTL) and no build is under way: build again now.
+  if (prebuild.snapshot && !builtSnapshotUsable(prebuild.snapshot, now) && last.status !== "running") return true;
   const age = now.getTime() - Date.parse(last.startedAt);
   // A build still `running` long after it started died without finishing: build again.
   return age >= intervalSeconds * 1000;

@@ -160,9 +160,18 @@ export const makeBuildCaptureStep = buildStep("build-capture", async (doc, deps)
   if (!sandboxId) throw new Error("build document has no sandbox");
   const build = await buildOf(doc, deps);
   const provider = await deps.provider(build.provider);
-  const { snapshotId } = await provider.snapshot(build.id, sandboxId);
+  const { snapshotId, expiresAt } = await provider.snapshot(build.id, sandboxId);
   const builtAt = deps.now().toISOString();
-  const outcome = await deps.catalog.recordSnapshot(doc.orgId, doc.target, { id: snapshotId, builtAt, buildId: build.id, startedAt: build.startedAt, provider: build.provider });
+  // A snapshot with a lifetime (Modal images under MODAL_FILESYSTEM_SNAPSHOT_TTL_SECONDS) records it:
+  // provision never starts a session from it once expired, and the scheduled rebuild replaces it.
+  const outcome = await deps.catalog.recordSnapshot(doc.orgId, doc.target, {
+    id: snapshotId,
+    builtAt,
+    buildId: build.id,
+    startedAt: build.startedAt,
+    provider: build.provider,
+    ...(typeof expiresAt === "number" ? { expiresAt: new Date(expiresAt).toISOString() } : {}),
+  });
   const stale = outcome.recorded ? (outcome.previous?.id ?? null) : snapshotId;
   const deleted: string[] = [];
   if (stale && !(outcome.recorded && stale === snapshotId) && (await deleteSnapshotOrRecord(deps, provider, { provider: build.provider, snapshotId: stale, sessionId: null }))) deleted.push(stale);

@@ -123,13 +123,19 @@ describe("pure rules", () => {
     expect(supersedes({ startedAt: at(2) }, at(2))).toBe(false);
   });
 
-  it("rebuildDue: never built, or the latest build started an interval ago (a stuck running one included)", () => {
+  it("rebuildDue: never built, the latest build started an interval ago (a stuck running one included), or the snapshot expired", () => {
     const now = new Date(at(100));
     expect(rebuildDue({ latestBuild: null }, now, 60)).toBe(true);
     const last = (startedAt: string, status: "running" | "succeeded") => ({ latestBuild: { id: "b", status, trigger: "schedule" as const, startedAt, endedAt: null, error: null } });
     expect(rebuildDue(last(at(50), "succeeded"), now, 60)).toBe(false);
     expect(rebuildDue(last(at(40), "succeeded"), now, 60)).toBe(true);
     expect(rebuildDue(last(at(40), "running"), now, 60)).toBe(true);
+    // The last good snapshot expired at its provider (a Modal image TTL): due at once, unless a build is under way.
+    const snapshot = (expiresAt: string | null) => ({ id: "im-1", builtAt: at(45), buildId: "b", startedAt: at(45), provider: "modal" as const, expiresAt });
+    expect(rebuildDue({ ...last(at(50), "succeeded"), snapshot: snapshot(at(99)) }, now, 60)).toBe(true);
+    expect(rebuildDue({ ...last(at(50), "succeeded"), snapshot: snapshot(at(101)) }, now, 60)).toBe(false);
+    expect(rebuildDue({ ...last(at(50), "succeeded"), snapshot: snapshot(null) }, now, 60)).toBe(false);
+    expect(rebuildDue({ ...last(at(90), "running"), snapshot: snapshot(at(99)) }, now, 60)).toBe(false);
   });
 
   it("boundedLog keeps the last lines, each cut", () => {

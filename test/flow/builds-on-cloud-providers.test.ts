@@ -16,7 +16,7 @@
  * attempt that left its sandbox behind collided with it (AlreadyExistsError) until the build failed.
  */
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { startBuild } from "../../functions/builds/build-start";
+import { rebuildStalePrebuilds, startBuild } from "../../functions/builds/build-start";
 import { ProviderError } from "../../functions/domain/errors";
 import type { BuildRecord, BuildTarget, PrebuildRecord, RepoRecord } from "../../functions/domain/repos-prebuilds";
 import type { ProviderType } from "../../functions/domain/session";
@@ -180,6 +180,31 @@ describe("builds on Modal (stand-in)", () => {
     const running = await t.run("ensure-runtime", s.id);
     expect(running).toMatchObject({ status: "running", snapshotLayer: "repo" });
     expect(m.standIn.boxes.get(running.sandboxId ?? "")?.machine.readFile(`${WORKSPACE}/.setup-marker`)).toBe("built\n");
+  });
+
+  it("an image with a lifetime (MODAL_FILESYSTEM_SNAPSHOT_TTL_SECONDS) is recorded with its expiry; once expired, sessions start from the base and the scheduled rebuild builds again", async () => {
+    const standIn = new ModalStandIn("v2");
+    const calls: SdkCall[] = [];
+    const provider = new ModalSandboxProvider(recordSdk(standIn, calls), { appName: APP, baseImage: MODAL_STANDIN_BASE_IMAGE, timeoutSeconds: 3600, filesystemSnapshotTtlSeconds: 7200 }, { now: () => Date.now(), readiness: { fetch: standIn.fetch, sleep: async () => undefined } });
+    const t = await harness(provider);
+    await t.deps.catalog.createRepo(repo("repo_t"));
+    await t.deps.catalog.createPrebuild(prebuild("pb_t", "repo_t", "modal"));
+    const before = Date.now();
+    const done = await build(t, { kind: "prebuild", id: "pb_t" }, "modal");
+    expect(argsOf(calls, "sandbox.snapshotFilesystem")).toEqual([[{ ttlMs: 7_200_000 }]]);
+    const snap = (await t.deps.catalog.getPrebuild(ORG, "pb_t"))?.snapshot;
+    expect(snap?.id).toBe(done.snapshotId);
+    expect(Date.parse(snap?.expiresAt ?? "")).toBeGreaterThanOrEqual(before + 7_200_000);
+    const deps = { catalog: t.deps.catalog, builds, config: t.config, now: () => t.deps.now(), logger: t.deps.logger };
+    expect((await rebuildStalePrebuilds(deps)).started).toEqual([]);
+
+    t.advance(7_300_000);
+    const s = await t.createSession({ orgId: ORG, prebuildId: "pb_t", repos: [{ url: "https://github.com/acme/repo_t.git", workspacePath: "app", repoId: "repo_t" }] });
+    expect(await t.run("ensure-runtime", s.id)).toMatchObject({ status: "running", snapshotLayer: "none" });
+    const rebuilt = await rebuildStalePrebuilds(deps);
+    expect(rebuilt.started).toHaveLength(1);
+    await builds.whenIdle();
+    expect((await t.deps.catalog.getPrebuild(ORG, "pb_t"))?.latestBuild).toMatchObject({ id: rebuilt.started[0], status: "succeeded" });
   });
 
   it("a provision retried after an attempt that left its sandbox behind: the leftover (named after the build) is terminated first, so the retry does not collide with it", async () => {
