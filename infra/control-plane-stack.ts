@@ -32,7 +32,7 @@ import { METRIC_NAMES } from "../functions/ports/metrics-sink";
 import { TABLE_DEFINITION } from "../functions/store/table-layout";
 import { SEND_INIT_ENTRY, WS_ROUTES } from "../functions/ws/routes";
 import { createHandlerFunction } from "./handler-function";
-import { BUILD_STEPS } from "../functions/builds/build-steps";
+import { BUILD_KEY_HOLDERS, BUILD_STEPS } from "../functions/builds/build-steps";
 import { allowStartingBuilds, createSnapshotBuilder } from "./snapshot-builder";
 import { acknowledgeExecutionWildcards, allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
 import { createRelayService, type RelayService } from "./relay-service";
@@ -421,8 +421,8 @@ export class ControlPlaneStack extends Stack {
     }
 
     // The snapshot builder (functions/builds/, statemachines/builds/): one function per step, like
-    // the flow steps; the sandbox steps get the provider credentials (no sandbox key: a build
-    // sandbox belongs to no session).
+    // the flow steps; the sandbox steps get the provider credentials, and provision the sandbox
+    // access key too (it derives the build sandbox's key: functions/builds/build-sandbox.ts).
     const buildStepFunctions = new Map<string, NodejsFunction>();
     for (const step of BUILD_STEPS) {
       const fn = createHandlerFunction(this, {
@@ -437,6 +437,7 @@ export class ControlPlaneStack extends Stack {
         tableAccess: "readwrite",
       });
       if (step.sandboxAccess) allowProviderSecret(fn);
+      if (BUILD_KEY_HOLDERS.includes(step.id)) allowSandboxKeys(fn);
       buildStepFunctions.set(stepArnVariable(step), fn);
       this.functions[step.id] = fn;
     }

@@ -16,13 +16,14 @@ import { DefinitionBody, LogLevel, StateMachine, StateMachineType } from "aws-cd
 import type { Construct } from "constructs";
 import { BUILD_STATE_MACHINE_ARN_ENV } from "../functions/adapters/aws/sfn-build-runner";
 import { BUILD_FLOW } from "../functions/builds/build-steps";
+import { BUILD_MAX_RUNNING_SECONDS } from "../functions/builds/build-sandbox";
 import { REPO_ROOT } from "./handler-function";
 import { substitutionVariables, taskResources } from "./lifecycle-flows";
 
 export const BUILD_DEFINITION_FILE = path.join(REPO_ROOT, "statemachines", "builds", `${BUILD_FLOW}.asl.json`);
 
-/** Above the worst path: provision and setup at Lambda's maximum for every attempt their retriers allow. */
-const BUILD_TIMEOUT = Duration.hours(3);
+/** Above the worst path: provision and setup at Lambda's maximum for every attempt their retriers allow (the sweeper protects a build's sandbox this long at most). */
+const BUILD_TIMEOUT = Duration.seconds(BUILD_MAX_RUNNING_SECONDS);
 
 export function builderStateMachineName(stack: Stack): string {
   return `${stack.stackName}-${BUILD_FLOW}`;

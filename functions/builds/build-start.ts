@@ -10,7 +10,7 @@ import type { Logger } from "@aws-lambda-powertools/logger";
 import type { Config } from "../config/config";
 import { ConflictError } from "../domain/errors";
 import { newSortableId } from "../domain/ids";
-import type { BuildRecord, BuildTarget, BuildTrigger, PrebuildRecord, RepoRecord } from "../domain/repos-prebuilds";
+import { builtSnapshotUsable, type BuildRecord, type BuildTarget, type BuildTrigger, type PrebuildRecord, type RepoRecord } from "../domain/repos-prebuilds";
 import type { ProviderType } from "../domain/session";
 import type { BuildRunner } from "../ports/build-runner";
 import type { RepoCatalog } from "../ports/repo-catalog";
@@ -49,23 +49,9 @@ async function loadRepos(catalog: RepoCatalog, orgId: string, prebuild: Prebuild
   return new Map(found.filter((r): r is RepoRecord => r !== null).map((r) => [r.id, r]));
 }
 
-/**
- * A build sandbox belongs to no session, so it has no way to fetch an org secret: a target whose
- * repos name a `credential` cannot be built yet (409, naming the repo).
- */
-function requireBuildable(plan: BuildPlan): void {
-  const withCredential = plan.repos.find((r) => r.credential);
-  if (withCredential) {
-    throw new ConflictError(`repository ${withCredential.repoId ?? withCredential.url} names a credential: builds of private repositories over http(s) are not supported yet`, {
-      context: { repoId: withCredential.repoId ?? null },
-    });
-  }
-}
-
 export async function startBuild(deps: BuildStartDeps, input: { orgId: string; target: BuildTarget; trigger: BuildTrigger; provider: ProviderType }): Promise<BuildRecord> {
   const plan = await loadBuildPlan(deps.catalog, input.orgId, input.target);
   if ("missing" in plan) throw new ConflictError(plan.missing);
-  requireBuildable(plan);
   const now = deps.now();
   const build: BuildRecord = {
     id: newBuildId(now),
@@ -106,7 +92,7 @@ export function repoSnapshotProvider(config: Config): ProviderType | null {
 export async function refreshRepo(deps: BuildStartDeps, orgId: string, repo: RepoRecord): Promise<BuildRecord[]> {
   const builds: BuildRecord[] = [];
   const repoProvider = repoSnapshotProvider(deps.config);
-  if (repoProvider && !repo.credential) builds.push(await startBuild(deps, { orgId, target: { kind: "repo", id: repo.id }, trigger: "push", provider: repoProvider }));
+  if (repoProvider) builds.push(await startBuild(deps, { orgId, target: { kind: "repo", id: repo.id }, trigger: "push", provider: repoProvider }));
   for (const prebuild of await deps.catalog.listPrebuilds(orgId)) {
     if (!prebuild.repos.some((r) => r.repoId === repo.id)) continue;
     builds.push(await startBuild(deps, { orgId, target: { kind: "prebuild", id: prebuild.id }, trigger: "push", provider: prebuild.provider }));
@@ -115,9 +101,11 @@ export async function refreshRepo(deps: BuildStartDeps, orgId: string, repo: Rep
 }
 
 /** Whether a prebuild is due for its scheduled rebuild at `now`. Pure. */
-export function rebuildDue(prebuild: Pick<PrebuildRecord, "latestBuild">, now: Date, intervalSeconds: number): boolean {
+export function rebuildDue(prebuild: Pick<PrebuildRecord, "latestBuild"> & Partial<Pick<PrebuildRecord, "snapshot">>, now: Date, intervalSeconds: number): boolean {
   const last = prebuild.latestBuild;
   if (!last) return true;
+  // The last good snapshot expired at its provider (a Modal image TTL) and no build is under way: build again now.
+  if (prebuild.snapshot && !builtSnapshotUsable(prebuild.snapshot, now) && last.status !== "running") return true;
   const age = now.getTime() - Date.parse(last.startedAt);
   // A build still `running` long after it started died without finishing: build again.
   return age >= intervalSeconds * 1000;

@@ -16,3 +16,10 @@ export const BUILD_STEPS: readonly FlowStepDefinition[] = [
 ];
 
 export const BUILD_FLOW = "snapshot-builder";
+
+/**
+ * The build steps that derive a build sandbox's key (functions/builds/build-sandbox.ts) and so
+ * read the sandbox access key: only provision, which hands the key to the sandbox. The others
+ * call the provider alone (exec, snapshot, terminate).
+ */
+export const BUILD_KEY_HOLDERS: readonly string[] = ["BuildProvisionStep"];

@@ -6,8 +6,10 @@
  * the build sandbox on every path. A failed build keeps its (redacted, bounded) log.
  *
  * The build sandbox belongs to no session: the provider sees the build id where a session id
- * would be. It gets no sandbox key and no control-plane URL, so no credential can be fetched
- * through it: repositories that name a credential are refused at build start (build-start.ts).
+ * would be, and the sandbox gets a key of its own (build-sandbox.ts) and the control-plane URL,
+ * so its sidecar fetches the git credentials of the build's repositories like a session's does
+ * (POST /v1/sandbox/git-credential), only while the build runs. Nothing here is specific to a
+ * provider: the steps use the port's create, exec, snapshot, deleteSnapshot and terminate only.
  */
 import { ProviderError } from "../domain/errors";
 import { boundedLog } from "../domain/repos-prebuilds";
@@ -20,6 +22,8 @@ import { toStepError } from "../flows/step-errors";
 import { deleteSnapshotOrRecord } from "../flows/snapshot-retirement";
 import { BuildDocument } from "./build-document";
 import { loadBuildPlan } from "./build-start";
+import { buildSandboxKey } from "./build-sandbox";
+import { SANDBOX_KEY_ENV } from "../../sandbox/shared/access-token";
 
 /** A setup command or service verification that failed: the build fails (no retry). */
 export const BUILD_COMMAND_FAILED = "BuildCommandFailed";
@@ -62,13 +66,21 @@ export const makeBuildProvisionStep = buildStep("build-provision", async (doc, d
   const plan = await loadBuildPlan(deps.catalog, doc.orgId, doc.target);
   if ("missing" in plan) throw new BuildStepError(BUILD_TARGET_GONE, plan.missing);
   const provider = await deps.provider(build.provider);
+  // A retry starts clean: whatever an earlier attempt of this build left (a Lambda that timed out
+  // mid-boot) is terminated first, so it neither runs on as an orphan nor collides with the new
+  // sandbox's name (Modal names sandboxes after the build id, unique per app).
+  await provider.terminate(build.id, null);
+  const controlPlaneUrl = deps.config.CONTROL_PLANE_URL?.replace(/\/+$/, "");
   const result = await provider.createSandbox({
     sessionId: build.id,
     repos: plan.repos,
-    envVars: { SESSION_ID: build.id },
+    // The build's own sandbox key: OpenCode's tunnel takes only its password (Modal and E2B tunnels
+    // are public), and the sidecar signs its credential requests with it.
+    envVars: { SESSION_ID: build.id, [SANDBOX_KEY_ENV]: await buildSandboxKey(deps.sandboxKeys, build.id) },
     snapshotId: null,
     baseSnapshotId: null,
     sessionType: "setup",
+    ...(controlPlaneUrl ? { controlPlaneUrl } : {}),
   });
   await deps.catalog.setBuildSandbox(doc.orgId, doc.target, build.id, result.sandboxId);
   return { sandboxId: result.sandboxId };
@@ -148,9 +160,18 @@ export const makeBuildCaptureStep = buildStep("build-capture", async (doc, deps)
   if (!sandboxId) throw new Error("build document has no sandbox");
   const build = await buildOf(doc, deps);
   const provider = await deps.provider(build.provider);
-  const { snapshotId } = await provider.snapshot(build.id, sandboxId);
+  const { snapshotId, expiresAt } = await provider.snapshot(build.id, sandboxId);
   const builtAt = deps.now().toISOString();
-  const outcome = await deps.catalog.recordSnapshot(doc.orgId, doc.target, { id: snapshotId, builtAt, buildId: build.id, startedAt: build.startedAt, provider: build.provider });
+  // A snapshot with a lifetime (Modal images under MODAL_FILESYSTEM_SNAPSHOT_TTL_SECONDS) records it:
+  // provision never starts a session from it once expired, and the scheduled rebuild replaces it.
+  const outcome = await deps.catalog.recordSnapshot(doc.orgId, doc.target, {
+    id: snapshotId,
+    builtAt,
+    buildId: build.id,
+    startedAt: build.startedAt,
+    provider: build.provider,
+    ...(typeof expiresAt === "number" ? { expiresAt: new Date(expiresAt).toISOString() } : {}),
+  });
   const stale = outcome.recorded ? (outcome.previous?.id ?? null) : snapshotId;
   const deleted: string[] = [];
   if (stale && !(outcome.recorded && stale === snapshotId) && (await deleteSnapshotOrRecord(deps, provider, { provider: build.provider, snapshotId: stale, sessionId: null }))) deleted.push(stale);

@@ -31,8 +31,18 @@ export const BuiltSnapshot = z.object({
   buildId: z.string().min(1),
   startedAt: z.iso.datetime(),
   provider: ProviderType,
+  /**
+   * When the provider stops restoring it (a Modal filesystem image taken with
+   * MODAL_FILESYSTEM_SNAPSHOT_TTL_SECONDS); absent or null: kept until deleted.
+   */
+  expiresAt: z.iso.datetime().nullable().optional(),
 });
 export type BuiltSnapshot = z.infer<typeof BuiltSnapshot>;
+
+/** Whether a built snapshot can still be restored at `now` (an expired one is never offered to a session). Pure. */
+export function builtSnapshotUsable(snapshot: Pick<BuiltSnapshot, "expiresAt">, now: Date): boolean {
+  return !snapshot.expiresAt || Date.parse(snapshot.expiresAt) > now.getTime();
+}
 
 /** The latest build's summary on its target (`latestBuild` in the API). */
 export const BuildSummary = z.object({

@@ -35,6 +35,7 @@ import type { ApiTokenStore, SessionStore } from "../ports/session-store";
 import type { WsTicketStore } from "../ports/ws-tickets";
 import type { RepoCatalog } from "../ports/repo-catalog";
 import type { BuildRunner } from "../ports/build-runner";
+import { buildSandboxKey, isBuildId } from "../builds/build-sandbox";
 
 /** Everything a route function may touch, passed in (STYLE.md 1): no module-level I/O. */
 export interface HttpDeps {
@@ -87,6 +88,8 @@ export interface HttpRequest<B, P, Q> {
   query: Q;
   /** The session whose sandbox called (routes declared `auth: "sandbox"`), else null. */
   sandboxSessionId: string | null;
+  /** The build whose sandbox called (routes declared `auth: "sandbox"` with `buildSandboxes`), else null. */
+  sandboxBuildId?: string | null;
   /** Null only on routes declared `auth: false` or `"sandbox"`. */
   principal: Principal | null;
   requestId: string;
@@ -106,6 +109,12 @@ export interface RouteSpec<B, P, Q> {
    * session's sandbox key (the sandbox calling back for its credentials); `false`: none.
    */
   auth: boolean | "sandbox";
+  /**
+   * With `auth: "sandbox"`: a build sandbox's token (signed with its build's key,
+   * functions/builds/build-sandbox.ts) is accepted too, and its build id is `sandboxBuildId`.
+   * Other sandbox routes refuse build sandboxes (401, like any bad credential).
+   */
+  buildSandboxes?: boolean;
   body?: ZodType<B>;
   params?: ZodType<P>;
   query?: ZodType<Q>;
@@ -158,17 +167,23 @@ async function authenticate(event: APIGatewayProxyEventV2, tokens: ApiTokenStore
  * A sandbox calling back: `Authorization: Bearer sca1...` signed with the key of the session it
  * names (sandbox/shared/access-token.ts), at the session's current key epoch or the next one (a
  * sandbox being provisioned asks for git credentials before the flow commits it). An older
- * epoch's key is refused. Any failure is the same 401, naming no reason.
+ * epoch's key is refused. Where the route takes build sandboxes (`buildSandboxes`), a token naming
+ * a build id is checked with that build's key (functions/builds/build-sandbox.ts). Any failure is
+ * the same 401, naming no reason.
  */
-async function authenticateSandbox(event: APIGatewayProxyEventV2, keyring: SandboxKeyring, now: Date): Promise<string> {
+async function authenticateSandbox(event: APIGatewayProxyEventV2, keyring: SandboxKeyring, now: Date, builds = false): Promise<{ sessionId: string | null; buildId: string | null }> {
   const header = event.headers?.authorization ?? event.headers?.Authorization ?? "";
   const token = /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] ?? "";
   const sessionId = claimedSessionId(token);
+  if (builds && isBuildId(sessionId)) {
+    const verdict = verifyAccessToken(token, await buildSandboxKey(keyring, sessionId), { sessionId, nowSeconds: Math.floor(now.getTime() / 1000) });
+    if (verdict.ok) return { sessionId: null, buildId: sessionId };
+  }
   if (sessionId && SessionId.safeParse(sessionId).success) {
     const epoch = await keyring.currentEpoch(sessionId);
     for (const at of [epoch, epoch + 1]) {
       const verdict = verifyAccessToken(token, await keyring.sandboxKey(sessionId, at), { sessionId, nowSeconds: Math.floor(now.getTime() / 1000) });
-      if (verdict.ok) return sessionId;
+      if (verdict.ok) return { sessionId, buildId: null };
     }
   }
   throw new UnauthorizedError("a sandbox credential is required");
@@ -209,7 +224,9 @@ export function httpRoute<B, P, Q>(
     const core = async (event: APIGatewayProxyEventV2): Promise<APIGatewayProxyStructuredResultV2> => {
       const requestId = event.requestContext?.requestId ?? "unknown";
       const principal = spec.auth === true ? await authenticate(event, deps.tokens, deps.now()) : null;
-      const sandboxSessionId = spec.auth === "sandbox" ? await authenticateSandbox(event, deps.sandboxKeys, deps.now()) : null;
+      const sandbox = spec.auth === "sandbox" ? await authenticateSandbox(event, deps.sandboxKeys, deps.now(), spec.buildSandboxes === true) : null;
+      const sandboxSessionId = sandbox?.sessionId ?? null;
+      const sandboxBuildId = sandbox?.buildId ?? null;
       const params = parseWith(spec.params, event.pathParameters ?? {}, "", "invalid_id");
       const query = parseWith(spec.query, event.queryStringParameters ?? {}, "query", "invalid_query");
       const rawBody = readBody(event, deps.config.MAX_BODY_BYTES);
@@ -219,7 +236,7 @@ export function httpRoute<B, P, Q>(
         throw new ValidationError(`body: must be a JSON object, not ${rawBody === null ? "null" : Array.isArray(rawBody) ? "an array" : `a ${typeof rawBody}`}`);
       }
       const body = parseWith(spec.body, rawBody ?? {}, "body", "invalid_request");
-      const result = await run({ body, params, query, principal, sandboxSessionId, requestId }, deps);
+      const result = await run({ body, params, query, principal, sandboxSessionId, sandboxBuildId, requestId }, deps);
       return json(result.status, result.body, result.headers);
     };
 

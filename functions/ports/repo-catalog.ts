@@ -48,6 +48,11 @@ export interface RepoCatalog {
   /** Stores the build `running` and makes it its target's `latestBuild`; false when the target is gone. */
   startBuild(build: BuildRecord): Promise<boolean>;
   getBuild(orgId: string, target: BuildTarget, buildId: string): Promise<BuildRecord | null>;
+  /**
+   * A build by its id alone (what a build sandbox knows: the sandbox-credential routes and the
+   * orphan sweeper), or null when unknown. Strongly consistent.
+   */
+  findBuild(buildId: string): Promise<BuildRecord | null>;
   /** A target's builds, newest first. */
   listBuilds(orgId: string, target: BuildTarget, limit: number): Promise<BuildRecord[]>;
   /** The build's sandbox, once it exists (so a failure path can terminate it). */

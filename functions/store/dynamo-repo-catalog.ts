@@ -7,15 +7,18 @@
  * | repo     | `ORG#<org>`  | `REPO#<repoId>`                 | -                                  |
  * | prebuild | `ORG#<org>`  | `PREBUILD#<prebuildId>`         | `PREBUILDS` / `<prebuildId>` (the scheduled rebuild lists all) |
  * | build    | `ORG#<org>`  | `BUILD#<targetId>#<buildId>`    | -                                  |
+ * | build locator | `BUILDREF#<buildId>` | `BUILDREF`          | -                                  |
  *
- * Build ids are time-ordered, so a target's builds read newest first with one Query.
+ * Build ids are time-ordered, so a target's builds read newest first with one Query. A build
+ * sandbox knows only its build id: the locator (org and target, written with the build, `ttl` a
+ * day after it is written: far past BUILD_MAX_RUNNING_SECONDS) finds the build from it.
  */
 import type { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
 import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from "./dynamodb-sdk";
 import type { ServiceCommand } from "../domain/agent-settings";
-import { BuildRecord, BuiltSnapshot, PrebuildRecord, RepoRecord, type BuildSummary, type BuildTarget } from "../domain/repos-prebuilds";
+import { BuildRecord, BuildTarget, BuiltSnapshot, PrebuildRecord, RepoRecord, type BuildSummary } from "../domain/repos-prebuilds";
 import type { BuildOutcome, PrebuildChanges, RecordSnapshotResult, RepoCatalog, RepoChanges } from "../ports/repo-catalog";
-import { GSI_BY_STATUS, keys } from "./table-layout";
+import { GSI_BY_STATUS, TTL_ATTRIBUTE, keys } from "./table-layout";
 import { isConditionFailure, stripKeys } from "./item-lease";
 
 const PREBUILDS_INDEX_PARTITION = "PREBUILDS";
@@ -23,6 +26,9 @@ const PREBUILDS_INDEX_PARTITION = "PREBUILDS";
 const repoKey = (orgId: string, repoId: string) => ({ PK: keys.orgPartition(orgId), SK: `REPO#${repoId}` });
 const prebuildKey = (orgId: string, prebuildId: string) => ({ PK: keys.orgPartition(orgId), SK: `PREBUILD#${prebuildId}` });
 const buildKey = (orgId: string, targetId: string, buildId: string) => ({ PK: keys.orgPartition(orgId), SK: `BUILD#${targetId}#${buildId}` });
+const buildLocatorKey = (buildId: string) => ({ PK: `BUILDREF#${buildId}`, SK: "BUILDREF" });
+/** A locator outlives any build that can still be running (BUILD_MAX_RUNNING_SECONDS), then DynamoDB removes it. */
+const BUILD_LOCATOR_RETENTION_SECONDS = 24 * 3600;
 const targetKey = (orgId: string, target: BuildTarget) => (target.kind === "repo" ? repoKey(orgId, target.id) : prebuildKey(orgId, target.id));
 
 function summaryOf(build: BuildRecord): BuildSummary {
@@ -140,7 +146,17 @@ export class DynamoRepoCatalog implements RepoCatalog {
       throw err;
     }
     await this.doc.send(new PutCommand({ TableName: this.tableName, Item: { ...buildKey(build.orgId, build.target.id, build.id), ...build } }));
+    const ttl = Math.ceil(Date.parse(build.startedAt) / 1000) + BUILD_LOCATOR_RETENTION_SECONDS;
+    await this.doc.send(new PutCommand({ TableName: this.tableName, Item: { ...buildLocatorKey(build.id), orgId: build.orgId, target: build.target, [TTL_ATTRIBUTE]: ttl } }));
     return true;
+  }
+
+  async findBuild(buildId: string): Promise<BuildRecord | null> {
+    const out = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: buildLocatorKey(buildId), ConsistentRead: true }));
+    const orgId = out.Item?.orgId;
+    const target = BuildTarget.safeParse(out.Item?.target);
+    if (typeof orgId !== "string" || !target.success) return null;
+    return this.getBuild(orgId, target.data, buildId);
   }
 
   async getBuild(orgId: string, target: BuildTarget, buildId: string): Promise<BuildRecord | null> {

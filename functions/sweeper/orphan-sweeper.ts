@@ -15,7 +15,11 @@
  * - referenced by no session (and older than ORPHAN_SANDBOX_MIN_AGE_SECONDS, with no flow holding
  *   its session, since a flow may be about to commit it) -> terminated;
  * - still referenced by a paused or stopped session whose terminate failed (seed 002 §5b step 8:
- *   "keep sandboxId for sweeper retry") -> terminated, and the reference cleared under the lease.
+ *   "keep sandboxId for sweeper retry") -> terminated, and the reference cleared under the lease;
+ * - a build's sandbox (its owner id is a build id, functions/builds/build-sandbox.ts): left alone
+ *   while the build runs and the sandbox is the build's (or the build has recorded none yet);
+ *   terminated once the build ended, ran past BUILD_MAX_RUNNING_SECONDS, or is unknown, or when it
+ *   is a leftover of an earlier provision attempt (`build_ended`).
  * Pass 3, every pending snapshot deletion (a delete that failed, issue 22 §4): retried, unless its
  * session references the snapshot again (flows/snapshot-retirement.ts).
  */
@@ -27,13 +31,14 @@ import { errorForLog } from "../observability/logger";
 import { METRIC_NAMES } from "../ports/metrics-sink";
 import type { ListedSandbox, SandboxProvider } from "../ports/sandbox-provider";
 import { retryPendingSnapshotDeletions } from "../flows/snapshot-retirement";
+import { buildStillRunning, isBuildId } from "../builds/build-sandbox";
 
 export interface SweepReport {
   runningScanned: number;
   started: { sessionId: string; mode: IdleMode; execution: string }[];
   rearmed: number;
   sandboxesListed: number;
-  terminated: { sandboxId: string; sessionId: string | null; why: "unreferenced" | "leftover" }[];
+  terminated: { sandboxId: string; sessionId: string | null; why: "unreferenced" | "leftover" | "build_ended" }[];
   /** Pending snapshot deletions that succeeded on this pass. */
   snapshotsDeleted: string[];
   errors: number;
@@ -119,6 +124,7 @@ async function terminateListed(deps: FlowDeps, provider: SandboxProvider, listed
   const now = deps.now();
   if (listed.startedAt !== null && now.getTime() - listed.startedAt < deps.config.ORPHAN_SANDBOX_MIN_AGE_SECONDS * 1000) return;
   if (!listed.sessionId) return; // Not attributable to a session: never ours to judge.
+  if (isBuildId(listed.sessionId)) return terminateBuildSandbox(deps, provider, { ...listed, sessionId: listed.sessionId }, report);
   // The session and its lease from one read: a flow's commit sets the sandbox and frees the lease
   // in one write, so two reads could see the sandbox unreferenced (before the commit) and the
   // lease free (after it), and terminate the sandbox the flow just committed.
@@ -146,6 +152,15 @@ async function terminateListed(deps: FlowDeps, provider: SandboxProvider, listed
   await provider.terminate(listed.sessionId, listed.sandboxId);
   deps.metrics.put(METRIC_NAMES.orphanSandboxesTerminated, 1, "Count");
   report.terminated.push({ sandboxId: listed.sandboxId, sessionId: listed.sessionId, why: "unreferenced" });
+}
+
+/** A build's sandbox: kept while its build runs, else terminated (the build's terminate failed or never ran). */
+async function terminateBuildSandbox(deps: FlowDeps, provider: SandboxProvider, listed: ListedSandbox & { sessionId: string }, report: SweepReport): Promise<void> {
+  const build = await deps.catalog.findBuild(listed.sessionId);
+  if (build && buildStillRunning(build, deps.now()) && (build.sandboxId === null || build.sandboxId === listed.sandboxId)) return;
+  await provider.terminate(listed.sessionId, listed.sandboxId);
+  deps.metrics.put(METRIC_NAMES.orphanSandboxesTerminated, 1, "Count");
+  report.terminated.push({ sandboxId: listed.sandboxId, sessionId: listed.sessionId, why: "build_ended" });
 }
 
 async function sweepSandboxes(deps: FlowDeps, report: SweepReport): Promise<void> {

@@ -10,6 +10,7 @@ import { boundedLog, MAX_BUILD_LOG_LINES, supersedes } from "../../functions/dom
 import { rebuildDue } from "../../functions/builds/build-start";
 import { serviceProbeScript } from "../../functions/builds/builder-steps";
 import { DynamoRepoCatalog } from "../../functions/store/dynamo-repo-catalog";
+import { GetCommand } from "../../functions/store/dynamodb-sdk";
 import { startTestTable, type TestTable } from "../support/dynalite";
 import { execFileSync } from "node:child_process";
 
@@ -78,6 +79,21 @@ describe("builds racing on one prebuild", () => {
     const rec = await catalog.recordSnapshot(ORG, { kind: "prebuild", id: "pb_gone" }, { id: "s", builtAt: at(71), buildId: "bld_x", startedAt: at(70), provider: "local" });
     expect(rec.recorded).toBe(false);
     expect(await catalog.getPrebuild(ORG, "pb_gone")).toBeNull();
+    // Nor can it be found by its id (what a build sandbox and the sweeper know).
+    expect(await catalog.findBuild("bld_x")).toBeNull();
+  });
+
+  it("findBuild: a build by its id alone, as it is now (a locator with a TTL, written with the build); unknown ids are null", async () => {
+    const target = { kind: "prebuild" as const, id: "pb_1" };
+    const b = build("bld_findme", "pb_1", at(80));
+    await catalog.startBuild(b);
+    expect(await catalog.findBuild("bld_findme")).toEqual(b);
+    await catalog.setBuildSandbox(ORG, target, b.id, "sbx-1");
+    await catalog.finishBuild(ORG, target, b.id, { status: "failed", endedAt: at(90), snapshotId: null, error: "x", timings: {} });
+    expect(await catalog.findBuild("bld_findme")).toMatchObject({ id: "bld_findme", orgId: ORG, target, status: "failed", sandboxId: "sbx-1" });
+    expect(await catalog.findBuild("bld_unknown")).toBeNull();
+    const locator = await table.doc.send(new GetCommand({ TableName: table.tableName, Key: { PK: "BUILDREF#bld_findme", SK: "BUILDREF" } }));
+    expect(locator.Item?.ttl).toBe(Date.parse(at(80)) / 1000 + 24 * 3600);
   });
 });
 
@@ -107,13 +123,19 @@ describe("pure rules", () => {
     expect(supersedes({ startedAt: at(2) }, at(2))).toBe(false);
   });
 
-  it("rebuildDue: never built, or the latest build started an interval ago (a stuck running one included)", () => {
+  it("rebuildDue: never built, the latest build started an interval ago (a stuck running one included), or the snapshot expired", () => {
     const now = new Date(at(100));
     expect(rebuildDue({ latestBuild: null }, now, 60)).toBe(true);
     const last = (startedAt: string, status: "running" | "succeeded") => ({ latestBuild: { id: "b", status, trigger: "schedule" as const, startedAt, endedAt: null, error: null } });
     expect(rebuildDue(last(at(50), "succeeded"), now, 60)).toBe(false);
     expect(rebuildDue(last(at(40), "succeeded"), now, 60)).toBe(true);
     expect(rebuildDue(last(at(40), "running"), now, 60)).toBe(true);
+    // The last good snapshot expired at its provider (a Modal image TTL): due at once, unless a build is under way.
+    const snapshot = (expiresAt: string | null) => ({ id: "im-1", builtAt: at(45), buildId: "b", startedAt: at(45), provider: "modal" as const, expiresAt });
+    expect(rebuildDue({ ...last(at(50), "succeeded"), snapshot: snapshot(at(99)) }, now, 60)).toBe(true);
+    expect(rebuildDue({ ...last(at(50), "succeeded"), snapshot: snapshot(at(101)) }, now, 60)).toBe(false);
+    expect(rebuildDue({ ...last(at(50), "succeeded"), snapshot: snapshot(null) }, now, 60)).toBe(false);
+    expect(rebuildDue({ ...last(at(90), "running"), snapshot: snapshot(at(99)) }, now, 60)).toBe(false);
   });
 
   it("boundedLog keeps the last lines, each cut", () => {

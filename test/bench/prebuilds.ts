@@ -3,7 +3,10 @@
  * snapshots, real boot, real OpenCode): a new session's time to `running` started from the base
  * (clone, no setup) versus from a prebuild's snapshot (restore, freshness pull), and the builder's
  * own duration (per step). The repository is a generated one (`FILES` files) whose setup writes
- * `SETUP_FILES` more, standing in for a dependency install.
+ * `SETUP_FILES` more, standing in for a dependency install. The same build of the same repository
+ * as a private one (served over loopback HTTP with basic auth, its `credential` an org secret)
+ * shows what the build sandbox's credential path costs (the sidecar first in the boot, the helper
+ * asking the control plane).
  */
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -11,6 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startLocalRuntime } from "../../infra/local/runtime";
 import { apiClient } from "../support/local-runtime";
+import { startGitHttpServer } from "../support/git-http-server";
 import { waitFor } from "../support/wait-for";
 import { heading, median, ms, note, table } from "./report";
 
@@ -50,6 +54,33 @@ export async function benchPrebuilds(): Promise<void> {
     const build = builds.items[0];
     if (build?.status !== "succeeded") throw new Error(`the bench build did not succeed: ${JSON.stringify(build)}`);
 
+    // The same repository, private: cloned over HTTP through the build sandbox's credential path.
+    const gitRoot = mkdtempSync(join(tmpdir(), "bench-prebuild-private-"));
+    execFileSync("git", ["clone", "--quiet", "--bare", repo.dir, join(gitRoot, "app.git")], { env: { PATH: process.env.PATH ?? "", HOME: gitRoot, GIT_CONFIG_NOSYSTEM: "1" } });
+    const token = "ghp_benchPrivateRepoToken0123456789";
+    const gitServer = await startGitHttpServer({ root: gitRoot, username: "x-access-token", password: token });
+    let privateBuild: { ms: number; timings: Record<string, number> };
+    try {
+      await api.request("PUT", "/v1/secrets/BENCH_GIT_TOKEN", { body: { value: token } });
+      const privateRepo = await api.request("POST", "/v1/repos", {
+        body: { url: `${gitServer.url}/app.git`, credential: "BENCH_GIT_TOKEN", setupCommands: [`mkdir -p deps && for i in $(seq 1 ${SETUP_FILES}); do echo "dep $i" > deps/$i.txt; done`], serviceCommands: [{ name: "web", command: "exec sleep 600" }] },
+      });
+      const privateRepoId = (privateRepo.body as { repo: { id: string } }).repo.id;
+      const privatePb = await api.request("POST", "/v1/prebuilds", { body: { name: "bench-private", repos: [{ repoId: privateRepoId }] } });
+      const privatePrebuildId = (privatePb.body as { prebuild: { id: string } }).prebuild.id;
+      const p0 = performance.now();
+      await api.request("POST", `/v1/prebuilds/${privatePrebuildId}/builds`);
+      await runtime.builds.whenIdle();
+      const privateMs = performance.now() - p0;
+      const privateBuilds = (await api.request("GET", `/v1/prebuilds/${privatePrebuildId}/builds`)).body as { items: { status: string; error: string | null; timings: Record<string, number> }[] };
+      const done = privateBuilds.items[0];
+      if (done?.status !== "succeeded") throw new Error(`the private bench build did not succeed: ${JSON.stringify(done)}`);
+      privateBuild = { ms: privateMs, timings: done.timings };
+    } finally {
+      await gitServer.close();
+      rmSync(gitRoot, { recursive: true, force: true });
+    }
+
     const toRunning = async (body: unknown): Promise<number> => {
       const res = await api.request("POST", "/v1/sessions", { body });
       const id = (res.body as { session: { id: string } }).session.id;
@@ -85,13 +116,15 @@ export async function benchPrebuilds(): Promise<void> {
       ],
     );
     table(
-      ["builder (one build)", "time"],
+      ["builder (one build)", "public repo (file://)", "private repo (HTTP + credential)"],
       [
-        ["whole build, POST /builds -> succeeded", ms(buildMs)],
-        ["provision (boot from the base, clone)", ms(build.timings.provision ?? 0)],
-        ["setup commands + service check", ms(build.timings.setup ?? 0)],
+        ["whole build, POST /builds -> succeeded", ms(buildMs), ms(privateBuild.ms)],
+        ["provision (boot from the base, clone)", ms(build.timings.provision ?? 0), ms(privateBuild.timings.provision ?? 0)],
+        ["setup commands + service check", ms(build.timings.setup ?? 0), ms(privateBuild.timings.setup ?? 0)],
       ],
     );
+    note("The private build clones over loopback HTTP through git's credential helper, the build sandbox's sidecar");
+    note("and POST /v1/sandbox/git-credential (signed with the build's own sandbox key); the public one over file://.");
     note("A session from the base still has the setup ahead of it (the builder's setup time above); one from the");
     note("prebuild has it done. The freshness pull runs in the boot's phase 2, after running.");
   } finally {

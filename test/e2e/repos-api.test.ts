@@ -1,8 +1,8 @@
 /**
  * /v1/repos and /v1/prebuilds over the local runtime (API.md "Repositories and prebuilds"):
  * validation answers 400 naming the field and stores nothing, another org's repositories and
- * prebuilds are unknown (404), sessions name repos by id and prebuilds by id, and a target whose
- * repos name a credential cannot be built (409). No sandbox starts here.
+ * prebuilds are unknown (404), and sessions name repos by id and prebuilds by id. No sandbox
+ * starts here (builds of repos that name a credential: test/e2e/prebuild-credentials.test.ts).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { LocalRuntime } from "../../infra/local/runtime";
@@ -139,16 +139,6 @@ describe("prebuilds: validation and org isolation", () => {
     const session = await api.request("POST", "/v1/sessions", { token: otherOrg, body: { prebuildId: prebuild.id } });
     expect(session.status).toBe(400);
     expect(message(session)).toBe(`body.prebuildId: no prebuild "${prebuild.id}" in this organization`);
-  });
-
-  it("a prebuild whose repo names a credential cannot be built yet: 409 naming the repo, no build stored", async () => {
-    const privateRepo = await createRepo({ url: "https://github.com/acme/private.git", credential: "GITHUB_TOKEN" });
-    const created = await api.request("POST", "/v1/prebuilds", { body: { name: "private", repos: [{ repoId: privateRepo }] } });
-    const id = (created.body as { prebuild: { id: string } }).prebuild.id;
-    const res = await api.request("POST", `/v1/prebuilds/${id}/builds`);
-    expect(res.status).toBe(409);
-    expect(message(res)).toContain(privateRepo);
-    expect(((await api.request("GET", `/v1/prebuilds/${id}`)).body as { prebuild: { latestBuild: unknown } }).prebuild.latestBuild).toBeNull();
   });
 });
 

@@ -13,6 +13,8 @@ import { runIdleCheck } from "../../functions/idle/idle-check";
 import { scheduleName } from "../../functions/ports/lifecycle-scheduler";
 import { METRIC_NAMES } from "../../functions/ports/metrics-sink";
 import { sweep } from "../../functions/sweeper/orphan-sweeper";
+import { BUILD_MAX_RUNNING_SECONDS } from "../../functions/builds/build-sandbox";
+import { newBuildId } from "../../functions/builds/build-start";
 import { submitPrompt } from "../../functions/services/submit-prompt";
 import { FaultInjectingProvider } from "../support/fault-injecting-provider";
 import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
@@ -570,6 +572,46 @@ describe("the sweeper", () => {
     expect(inner.live()).toEqual([kept.sandboxId]);
     expect((await h.session(stoppedSession.id)).sandboxId).toBeNull();
     expect(h.metrics.values(METRIC_NAMES.orphanSandboxesTerminated)).toEqual([1]);
+  });
+
+  it("knows build sandboxes: those of running builds are left alone past the minimum age; those of ended, unknown, overdue builds and earlier attempts are terminated", async () => {
+    await setup({ env: { ORPHAN_SANDBOX_MIN_AGE_SECONDS: "600" } });
+    const now = new Date().toISOString();
+    await h.deps.catalog.createRepo({ id: "repo_s", orgId: "org-a", url: "https://github.com/acme/s.git", defaultBranch: null, credential: null, setupCommands: [], serviceCommands: [], envFiles: [], snapshot: null, latestBuild: null, createdAt: now, updatedAt: now });
+    await h.deps.catalog.createPrebuild({ id: "pb_s", orgId: "org-a", name: "s", repos: [{ repoId: "repo_s" }], setupCommands: [], provider: "local", snapshot: null, latestBuild: null, createdAt: now, updatedAt: now });
+    const target = { kind: "prebuild" as const, id: "pb_s" };
+    let n = 0;
+    /** A build as the builder stores it, with a sandbox created for it (its id where a session id would be). */
+    const buildWithSandbox = async (options: { startedAt?: Date; recordSandbox?: "own" | "other" | "none"; ended?: boolean; stored?: boolean } = {}) => {
+      n += 1;
+      const id = newBuildId(new Date(Date.now() + n));
+      const sandbox = await inner.createSandbox({ sessionId: id, repos: [], envVars: {} });
+      if (options.stored !== false) {
+        const startedAt = (options.startedAt ?? new Date()).toISOString();
+        await h.deps.catalog.startBuild({ id, orgId: "org-a", target, provider: "local", status: "running", trigger: "manual", startedAt, endedAt: null, snapshotId: null, sandboxId: null, error: null, log: [], timings: {} });
+        const recorded = options.recordSandbox ?? "own";
+        if (recorded !== "none") await h.deps.catalog.setBuildSandbox("org-a", target, id, recorded === "own" ? sandbox.sandboxId : "isb_a-later-attempt");
+        if (options.ended) await h.deps.catalog.finishBuild("org-a", target, id, { status: "succeeded", endedAt: new Date().toISOString(), snapshotId: null, error: null, timings: {} });
+      }
+      return { id, sandboxId: sandbox.sandboxId };
+    };
+    const running = await buildWithSandbox();
+    const provisioning = await buildWithSandbox({ recordSandbox: "none" });
+    const earlierAttempt = await buildWithSandbox({ recordSandbox: "other" });
+    const ended = await buildWithSandbox({ ended: true });
+    const unknown = await buildWithSandbox({ stored: false });
+    const overdue = await buildWithSandbox({ startedAt: new Date(Date.now() - (BUILD_MAX_RUNNING_SECONDS + 60) * 1000) });
+
+    // Young: nothing is touched, whatever its build.
+    expect((await sweep(h.deps)).terminated).toEqual([]);
+
+    h.advance(601_000);
+    const report = await sweep(h.deps);
+    expect(report.terminated.map((t) => [t.sandboxId, t.sessionId, t.why]).sort()).toEqual(
+      [earlierAttempt, ended, unknown, overdue].map((b) => [b.sandboxId, b.id, "build_ended"]).sort(),
+    );
+    expect(inner.live().sort()).toEqual([running.sandboxId, provisioning.sandboxId].sort());
+    expect(report.errors).toBe(0);
   });
 
   it("leaves young sandboxes alone (a flow may be about to commit one)", async () => {

@@ -22,7 +22,7 @@ import {
 import { deployableFlows, executionArnPattern, flowDefinitionPath, stateMachineArn, taskResources } from "../../infra/lifecycle-flows";
 import { stateMachineArnEnvName } from "../../functions/adapters/aws/sfn-flow-runner";
 import { FLOW_STEPS, stepArnVariable } from "../../functions/flows/steps";
-import { BUILD_STEPS } from "../../functions/builds/build-steps";
+import { BUILD_KEY_HOLDERS, BUILD_STEPS } from "../../functions/builds/build-steps";
 import { builderStateMachineArn } from "../../infra/snapshot-builder";
 import { HTTP_ROUTES as DECLARED_ROUTES, servingRoute } from "../../functions/http/routes";
 
@@ -376,6 +376,7 @@ describe("provider credentials", () => {
     ...FLOW_STEPS.filter((s) => s.sandboxAccess).map((s) => s.id),
     ...HTTP_ROUTES.filter((r) => r.agentAccess || r.sandboxAccess || r.verifiesSandboxes).map((r) => r.id),
     ...WS_ROUTES.filter((r) => r.agentAccess).map((r) => r.id),
+    ...BUILD_KEY_HOLDERS,
   ];
 
   it("are a generated secret: no credential value in the template", () => {
@@ -404,6 +405,8 @@ describe("provider credentials", () => {
         "FinishStep",
         // Commit terminates (pause, stop) and runs Finish in process (issue 15).
         "CommitStep",
+        // A build sandbox's key (issue 24): derived at provision for the build id.
+        "BuildProvisionStep",
         "CreatePrompt",
         "CreateSidecarAccess",
         "SandboxGitCredential",

@@ -23,6 +23,7 @@ import type { Config } from "../../config/config";
 import { resolveSnapshot, type SnapshotResolutionInput } from "../../domain/snapshot-resolution";
 import { resolveRestoreSource } from "../../domain/restore-source";
 import { SessionSettingsError } from "../../domain/errors";
+import { builtSnapshotUsable } from "../../domain/repos-prebuilds";
 import { errorForLog } from "../../observability/logger";
 import { flowStep, sessionOf } from "../step";
 import { SANDBOX_KEY_ENV } from "../../../sandbox/shared/access-token";
@@ -105,12 +106,12 @@ async function builtLayers(session: SessionRecord, deps: FlowDeps): Promise<Pick
   if (session.prebuildId) {
     const prebuild = await deps.catalog.getPrebuild(session.orgId, session.prebuildId);
     const snap = prebuild?.snapshot;
-    if (snap && snap.provider === session.provider) out.prebuild = { snapshotId: snap.id, status: "ready" };
+    if (snap && snap.provider === session.provider && builtSnapshotUsable(snap, deps.now())) out.prebuild = { snapshotId: snap.id, status: "ready" };
   }
   const [only, ...rest] = session.repos;
   if (only?.repoId && rest.length === 0) {
     const snap = (await deps.catalog.getRepo(session.orgId, only.repoId))?.snapshot;
-    if (snap) out.repoSnapshot = { snapshotId: snap.id, status: "ready", provider: snap.provider };
+    if (snap && builtSnapshotUsable(snap, deps.now())) out.repoSnapshot = { snapshotId: snap.id, status: "ready", provider: snap.provider };
   }
   return out;
 }
