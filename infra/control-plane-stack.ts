@@ -550,6 +550,8 @@ export class ControlPlaneStack extends Stack {
       tableAccess: "readwrite",
     });
     allowPush(sendInit, webSocket);
+    // A late client gets the permission questions the agent waits on (issue 25 §3): it asks the agent.
+    allowSandboxKeys(sendInit);
     this.functions.SendInit = sendInit;
 
     const wsRoutes: WebSocketRoute[] = [];

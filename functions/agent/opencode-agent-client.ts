@@ -32,6 +32,7 @@ import { AgentUnavailableError } from "../domain/errors";
 import { redactSecrets } from "../observability/redact-secrets";
 import type { AgentClient, AgentEndpoint, AgentEvent, PermissionResponse } from "../ports/agent-client";
 import type { OpenCodeSdk } from "./opencode-sdk";
+import { OpenCodePermissionRequest } from "../relay/permission-asks";
 
 export type { OpenCodeSdk } from "./opencode-sdk";
 
@@ -252,6 +253,13 @@ export class OpenCodeAgentClient implements AgentClient {
   async replyPermission(endpoint: AgentEndpoint, permissionId: string, response: PermissionResponse): Promise<void> {
     const { api } = this;
     api.ok("replyPermission", await api.call("replyPermission", endpoint, (o, { sdk }) => sdk.permission.reply({ requestID: permissionId, reply: response }, o)));
+  }
+
+  /** OpenCode 1.18: `GET /permission` lists every session's pending requests; only this session's are kept. */
+  async pendingPermissions(endpoint: AgentEndpoint, agentSessionId: string): Promise<OpenCodePermissionRequest[]> {
+    const { api } = this;
+    const answer = await api.call("pendingPermissions", endpoint, (o, { sdk }) => sdk.permission.list({}, o));
+    return api.parse("pendingPermissions", answer, z.array(OpenCodePermissionRequest)).filter((p) => p.sessionID === agentSessionId);
   }
 
   async abort(endpoint: AgentEndpoint, agentSessionId: string): Promise<void> {

@@ -64,6 +64,73 @@ export function resolveModel(session: AgentModel | null, org: AgentModel | null)
   return { source: chosen.source, modelId: chosen.model.id, keyEnv, keySecret: chosen.model.apiKeySecret ?? null };
 }
 
+/**
+ * Seed 004 failover chain entries: `"provider/model"` (its provider's key comes from the chain or
+ * the deployment) or `{id, apiKeySecret?}` like the main model. Parsed to `AgentModel`.
+ */
+export const FallbackModel = z.preprocess((v) => (typeof v === "string" ? { id: v } : v), AgentModel);
+
+/** A request's failover chain: at most `max` models of providers a sandbox can hand a key to, each once. */
+export function fallbackModelList(max: number) {
+  return z
+    .array(FallbackModel.refine((m) => modelKeyEnv(m.id) !== null, { message: `provider must be one of ${Object.keys(MODEL_KEY_ENV).join(", ")}` }))
+    .max(max)
+    .refine((list) => new Set(list.map((m) => m.id)).size === list.length, "each model at most once");
+}
+
+/** The key secrets a chain's fallbacks name, by model id (stored beside the ids on the session). */
+export function fallbackKeySecrets(models: readonly AgentModel[]): Record<string, string> {
+  return Object.fromEntries(models.flatMap((m) => (m.apiKeySecret ? [[m.id, m.apiKeySecret]] : [])));
+}
+
+/** A session's fallbacks as models again: the ids with the key secrets they named. */
+export function fallbackChain(session: { fallbackModels: readonly string[]; fallbackKeySecrets?: Readonly<Record<string, string>> | undefined }): AgentModel[] {
+  return session.fallbackModels.map((id) => {
+    const secret = session.fallbackKeySecrets?.[id];
+    return secret ? { id, apiKeySecret: secret } : { id };
+  });
+}
+
+/** What one provider's key variable holds in a sandbox whose chain has models of that provider. */
+export interface ChainKey {
+  keyEnv: string;
+  /** The org secret holding it: the first model of the chain on that variable that names one; null: the deployment's own key. */
+  keySecret: string | null;
+}
+
+/**
+ * One key per provider variable for a model chain (the main model first, then its fallbacks):
+ * a sandbox's OpenCode reads each provider's key from one variable, so every model of a provider
+ * shares it. The first model naming a secret for a variable gives it; none naming one leaves the
+ * deployment's own key for that provider. Unknown providers are skipped (refused at the edge).
+ */
+export function chainKeys(chain: readonly AgentModel[]): ChainKey[] {
+  const byEnv = new Map<string, ChainKey>();
+  for (const model of chain) {
+    const keyEnv = modelKeyEnv(model.id);
+    if (!keyEnv) continue;
+    const seen = byEnv.get(keyEnv);
+    if (!seen) byEnv.set(keyEnv, { keyEnv, keySecret: model.apiKeySecret ?? null });
+    else if (seen.keySecret === null && model.apiKeySecret) seen.keySecret = model.apiKeySecret;
+  }
+  return [...byEnv.values()];
+}
+
+/** Two models of one provider naming different key secrets cannot both hold (one variable): the message for a 400, or null. */
+export function chainKeyConflict(chain: readonly AgentModel[]): string | null {
+  const named = new Map<string, { secret: string; modelId: string }>();
+  for (const model of chain) {
+    const keyEnv = modelKeyEnv(model.id);
+    if (!keyEnv || !model.apiKeySecret) continue;
+    const first = named.get(keyEnv);
+    if (!first) named.set(keyEnv, { secret: model.apiKeySecret, modelId: model.id });
+    else if (first.secret !== model.apiKeySecret) {
+      return `${model.id} names key secret "${model.apiKeySecret}" but ${first.modelId} names "${first.secret}": models of provider ${modelProvider(model.id)} share one key (${keyEnv})`;
+    }
+  }
+  return null;
+}
+
 /** A model whose provider the sandbox can hand a key to (a `superRefine` for request bodies). */
 export const SupportedAgentModel = AgentModel.refine((m) => modelKeyEnv(m.id) !== null, {
   message: `provider must be one of ${Object.keys(MODEL_KEY_ENV).join(", ")}`,

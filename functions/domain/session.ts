@@ -168,6 +168,8 @@ export const SessionRecord = z.object({
    * sandbox like the main model's: the deployment's, or the same provider's). `[]`: no failover.
    */
   fallbackModels: z.array(ModelId).default([]),
+  /** The org secret holding the key of each fallback that named one (by model id); the others use the chain's or the deployment's key. */
+  fallbackKeySecrets: z.record(z.string(), SecretName).default({}),
   permissionPolicy: PermissionPolicy.default("auto"),
   /** Written to the agent's `instructions.md` at every boot. */
   systemPrompt: z.string().nullable().default(null),
@@ -266,6 +268,7 @@ export interface NewSessionInput {
   envFiles?: SessionEnvFiles | undefined;
   model?: AgentModel | undefined;
   fallbackModels?: string[] | undefined;
+  fallbackKeySecrets?: Record<string, string> | undefined;
   permissionPolicy?: PermissionPolicy | undefined;
   systemPrompt?: string | undefined;
   serviceCommands?: ServiceCommand[] | undefined;
@@ -293,6 +296,7 @@ export function newSessionRecord(input: NewSessionInput): SessionRecord {
     envFiles: input.envFiles ?? [],
     model: input.model ?? null,
     fallbackModels: input.fallbackModels ?? [],
+    fallbackKeySecrets: input.fallbackKeySecrets ?? {},
     permissionPolicy: input.permissionPolicy ?? "auto",
     systemPrompt: input.systemPrompt ?? null,
     serviceCommands: input.serviceCommands ?? [],

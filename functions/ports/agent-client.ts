@@ -2,6 +2,8 @@
  * Agent client port: the coding agent's (OpenCode's) HTTP API and SSE event stream inside a
  * sandbox. One implementation (HTTP + SSE) serves the cloud and the local provider alike.
  */
+import type { OpenCodePermissionRequest } from "../relay/permission-asks";
+
 export interface AgentEvent {
   type: string;
   properties: Record<string, unknown>;
@@ -33,6 +35,12 @@ export interface AgentClient {
   promptAsync(endpoint: AgentEndpoint, agentSessionId: string, text: string, options?: { model?: string }): Promise<void>;
   /** Answers a permission request the agent raised (`permission.asked`, OpenCode `POST /permission/{id}/reply`). */
   replyPermission(endpoint: AgentEndpoint, permissionId: string, response: PermissionResponse): Promise<void>;
+  /**
+   * The permission requests the agent is waiting on in that session (OpenCode `GET /permission`,
+   * filtered by session), as its `permission.asked` events carry them: for clients that were not
+   * there when they were asked.
+   */
+  pendingPermissions(endpoint: AgentEndpoint, agentSessionId: string): Promise<OpenCodePermissionRequest[]>;
   abort(endpoint: AgentEndpoint, agentSessionId: string): Promise<void>;
   /** True while the agent is working on a turn in that session (OpenCode `GET /session/status`). */
   isBusy(endpoint: AgentEndpoint, agentSessionId: string): Promise<boolean>;

@@ -15,6 +15,11 @@ export interface AgentConfig {
    * key secret). Unset: the deployment default, its own Anthropic key, else the development model.
    */
   modelId?: string;
+  /**
+   * The session's failover chain (seed 004): each of their providers needs its key too (in
+   * `envVars` when a model of the chain named a key secret, else the deployment's own).
+   */
+  fallbackModelIds?: string[];
 }
 
 export interface ServiceCommand {

@@ -53,11 +53,13 @@ export const DEPLOYMENT_MODEL_VARS: readonly string[] = [...new Set([...Object.v
 /**
  * What a sandbox gets from the deployment's own model keys: with no model configured (the
  * deployment default) its Anthropic key; with a model named without a key secret, that
- * provider's key; nothing when the session's create call already carries the key (an org secret).
+ * provider's key; the same for each fallback model's provider (seed 004 failover); nothing for a
+ * variable the session's create call already carries (an org secret).
  */
 export function deploymentModelEnv(opts: Pick<CreateSandboxOpts, "agentConfig" | "envVars">, deployment: Readonly<Record<string, string | undefined>>): Record<string, string> {
   const modelId = opts.agentConfig?.modelId;
-  const wanted = !modelId ? ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"] : [modelKeyEnv(modelId), modelProvider(modelId) === "anthropic" ? "ANTHROPIC_BASE_URL" : null];
+  const keysOf = (id: string) => [modelKeyEnv(id), modelProvider(id) === "anthropic" ? "ANTHROPIC_BASE_URL" : null];
+  const wanted = [...(!modelId ? ["ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"] : keysOf(modelId)), ...(opts.agentConfig?.fallbackModelIds ?? []).flatMap(keysOf)];
   const out: Record<string, string> = {};
   for (const name of wanted) {
     const value = name ? deployment[name] : undefined;

@@ -23,7 +23,8 @@ import type { SessionStore } from "../ports/session-store";
 import type { TranscriptMessage, TranscriptStore } from "../ports/transcript";
 import { authorOf } from "../services/submit-prompt";
 import { FAILOVER_CODES, type AgentError } from "./agent-errors";
-import type { PermissionAsk, TurnOutcome } from "./event-translator";
+import type { TurnOutcome } from "./event-translator";
+import { permissionAskOf, type PermissionAsk } from "./permission-asks";
 
 export interface AgentTurnDeps {
   sessions: Pick<SessionStore, "getSession">;
@@ -80,6 +81,26 @@ export async function onPermissionsAsked(deps: AgentTurnDeps, watch: TurnWatch, 
     watch.asked.add(ask.permissionId);
     await send({ type: "permission.asked", ...ask });
   }
+}
+
+/**
+ * Questions the agent asked before this watch began (a relay took the session over, after a drain
+ * or a crash) or while its stream was down: OpenCode still waits on them, and no event will ask
+ * again, so they are listed and handled as if just asked (policy `auto` approves them, `ask` puts
+ * them to the clients again; a client answering twice gets `not_found`, nothing else). Only when
+ * the agent is busy: an idle agent waits on nothing.
+ */
+export async function onPendingPermissions(deps: AgentTurnDeps, watch: TurnWatch, send: Send): Promise<void> {
+  let pending;
+  try {
+    pending = await deps.agent.pendingPermissions(watch.endpoint, watch.agentSessionId);
+  } catch (err) {
+    // The stream just connected, so this is rare; the next reconnect lists them again.
+    deps.logger.warn("pending permissions could not be listed", { sessionId: watch.sessionId, error: errorForLog(err) });
+    return;
+  }
+  const asks = pending.map(permissionAskOf).filter((ask) => !watch.asked.has(ask.permissionId));
+  await onPermissionsAsked(deps, watch, asks, send);
 }
 
 export async function onPermissionsReplied(watch: TurnWatch, replies: { permissionId: string; response: string }[], send: Send): Promise<void> {

@@ -22,6 +22,7 @@ import * as z from "zod";
 import type { AgentEvent } from "../ports/agent-client";
 import type { TranscriptMessage, TranscriptPart } from "../ports/transcript";
 import type { AgentMessage } from "./agent-messages";
+import { OpenCodePermissionRequest, permissionAskOf, type PermissionAsk } from "./permission-asks";
 import { classifyAgentError, classifyRetry, clipToolText, clipToolValue, finishReasonOf, type AgentError, type FinishReason } from "./agent-errors";
 
 export const TOOL_STATUSES = ["pending", "running", "completed", "error"] as const;
@@ -49,16 +50,7 @@ export type RelayClientMessage =
   /** The agent failed (never sent for a cancel): the model provider's or OpenCode's error, redacted. */
   | { type: "error"; code: "agent_error"; message: string; error: AgentError; messageId?: string };
 
-/** OpenCode asks to run a tool that its permission rules say needs approval (`permission.asked`). */
-export interface PermissionAsk {
-  permissionId: string;
-  permission: string;
-  patterns: string[];
-  /** What may be approved for good with `always`. */
-  always: string[];
-  metadata: Record<string, unknown>;
-  tool: { messageId: string; callId: string } | null;
-}
+export type { PermissionAsk } from "./permission-asks";
 
 /** How a turn ended, with the idle transition that ended it. */
 export interface TurnOutcome {
@@ -99,14 +91,6 @@ const MessageInfo = z.object({
   modelID: z.string().optional(),
 });
 const SessionErrorProps = z.object({ error: z.unknown().optional() });
-const PermissionAskedProps = z.object({
-  id: z.string(),
-  permission: z.string(),
-  patterns: z.array(z.string()).default([]),
-  always: z.array(z.string()).default([]),
-  metadata: z.record(z.string(), z.unknown()).default({}),
-  tool: z.object({ messageID: z.string(), callID: z.string() }).optional(),
-});
 const PermissionRepliedProps = z.object({ requestID: z.string(), reply: z.string() });
 const ToolStateSchema = z
   .object({
@@ -244,17 +228,8 @@ export class EventTranslator {
           return;
         }
         case "permission.asked": {
-          const parsed = PermissionAskedProps.safeParse(event.properties);
-          if (!parsed.success) return;
-          const p = parsed.data;
-          out.permissionsAsked.push({
-            permissionId: p.id,
-            permission: p.permission,
-            patterns: p.patterns,
-            always: p.always,
-            metadata: clipToolValue(p.metadata) as Record<string, unknown>,
-            tool: p.tool ? { messageId: p.tool.messageID, callId: p.tool.callID } : null,
-          });
+          const parsed = OpenCodePermissionRequest.safeParse(event.properties);
+          if (parsed.success) out.permissionsAsked.push(permissionAskOf(parsed.data));
           return;
         }
         case "permission.replied": {

@@ -42,7 +42,7 @@ import type { SessionStore } from "../ports/session-store";
 import type { TranscriptStore } from "../ports/transcript";
 import { OpenCodeMessageReader, type AgentMessage, type AgentMessageSource } from "./agent-messages";
 import { EventTranslator, type RelayClientMessage, type Translation } from "./event-translator";
-import { onPermissionsAsked, onPermissionsReplied, onRetry, resendInterrupted, settleFailedTurn, withAuthors, type TurnWatch } from "./agent-turns";
+import { onPendingPermissions, onPermissionsAsked, onPermissionsReplied, onRetry, resendInterrupted, settleFailedTurn, withAuthors, type TurnWatch } from "./agent-turns";
 import { SessionStream, type StreamSnapshot } from "./session-stream";
 import { StreamLossReporter } from "./stream-loss";
 
@@ -612,6 +612,8 @@ export class StreamingRelay {
     // Busy on (re)connect: the turn began before this relay saw it.
     if (snapshot.busy) watch.busySince ??= this.deps.now();
     await this.perform(watch, translation);
+    // Issue 25 §3: a question asked before this relay held the session (takeover) or while the stream was down.
+    if (snapshot.busy) await onPendingPermissions(this.deps, watch.turn, (m) => this.fanOut(watch, m));
     if (translation.transition === null) {
       // First sight of this runtime (or no change): describe the agent as it is now.
       await this.recordAgentState(watch, snapshot.busy);

@@ -123,7 +123,7 @@ describe("sandbox context: secrets, git, model, settings", () => {
     const badProvider = await api.request("PUT", "/v1/org/model", { body: { model: { id: "nowhere/x" } } });
     expect(badProvider.status).toBe(400);
     await put("/v1/org/model", { model: { id: "dev/echo", apiKeySecret: "DEV_MODEL_KEY" } });
-    expect((await api.request("GET", "/v1/org/model")).body).toEqual({ model: { id: "dev/echo", apiKeySecret: "DEV_MODEL_KEY" } });
+    expect((await api.request("GET", "/v1/org/model")).body).toEqual({ model: { id: "dev/echo", apiKeySecret: "DEV_MODEL_KEY" }, fallbackModels: [] });
     const member = apiClient(runtime.url, await runtime.addApiToken({ userId: "bob", orgId: "dev-org" }));
     expect((await member.request("PUT", "/v1/org/model", { body: { model: null } })).status).toBe(403);
     expect((await member.request("GET", "/v1/org/model")).status).toBe(200);

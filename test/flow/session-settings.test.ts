@@ -86,6 +86,29 @@ describe("session settings in the create call", () => {
     expect(ownCall?.envVars.OPENAI_API_KEY).toBeUndefined();
   });
 
+  it("every model of the failover chain gets its provider's key: a fallback's own secret, the main model's for its provider, else the deployment's (seed 004)", async () => {
+    const s = await h.createSession({
+      ...SETTINGS,
+      fallbackModels: ["anthropic/claude-haiku-4-5", "openai/gpt-4o", "google/gemini-2.5-pro"],
+      fallbackKeySecrets: { "openai/gpt-4o": "OPENAI_KEY" },
+    });
+    await h.run("ensure-runtime", s.id);
+    const call = inner.createCalls[0];
+    expect(call?.envVars).toEqual({ SESSION_ID: s.id, SIDECAR_TOKEN: deriveSandboxKey(TEST_MASTER_KEY, s.id, 1), ANTHROPIC_API_KEY: ANTHROPIC_KEY, OPENAI_API_KEY: OPENAI_KEY });
+    // Google's key is the deployment's: the provider adds it (deploymentModelEnv) for the listed fallback.
+    expect(call?.agentConfig).toEqual({ modelId: "anthropic/claude-sonnet-4-5", fallbackModelIds: ["anthropic/claude-haiku-4-5", "openai/gpt-4o", "google/gemini-2.5-pro"] });
+    expect(JSON.stringify(await h.session(s.id))).not.toContain(OPENAI_KEY);
+  });
+
+  it("a fallback's key secret deleted since the session was created fails the provision with its name", async () => {
+    const s = await h.createSession({ ...SETTINGS, fallbackModels: ["openai/gpt-4o"], fallbackKeySecrets: { "openai/gpt-4o": "OPENAI_KEY" } });
+    await h.deps.secrets.delete("org_1", "OPENAI_KEY");
+    const failed = await h.run("ensure-runtime", s.id);
+    expect(failed.status).toBe("error");
+    expect(failed.errorMessage).toContain('the model key secret "OPENAI_KEY" no longer exists');
+    expect(inner.createCalls).toEqual([]);
+  });
+
   it("no model anywhere: no agent config and no key (the provider applies the deployment default)", async () => {
     const s = await h.createSession({ orgId: "org_1" });
     await h.run("ensure-runtime", s.id);

@@ -207,8 +207,9 @@ describe("WebSocket functions", () => {
       const env = q.envOf(id);
       for (const name of ["TABLE_NAME", "SCHEDULE_GROUP_NAME", "SCHEDULE_TARGET_ARN", "SCHEDULE_ROLE_ARN"]) expect(env[name], `${id} ${name}`).toEqual(stepEnv[name]);
       expect(env.PROVIDER_SECRET_ARN, id).toBeUndefined();
-      // $default delivers prompts and cancels turns: it derives the agent's password from the session's key.
-      const agentAccess = WS_ROUTES.find((r) => r.id === id)?.agentAccess ?? false;
+      // $default delivers prompts and cancels turns, send-init lists the agent's pending permission
+      // questions for a late client (issue 25 §3): they derive the agent's password from the session's key.
+      const agentAccess = id === "SendInit" || (WS_ROUTES.find((r) => r.id === id)?.agentAccess ?? false);
       expect(resourcesFor(q.statementsOfFunction(id), "secretsmanager:GetSecretValue"), id).toEqual(agentAccess ? [{ Ref: key }] : []);
       expect(env.SANDBOX_ACCESS_KEY_SECRET_ARN, id).toEqual(agentAccess ? { Ref: key } : undefined);
       // Building the scheduler adapter needs the settings, not the permissions: only the routes

@@ -295,6 +295,30 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     }
   });
 
+  it("a client of an `ask` session: send-init reads the sandbox key and asks the agent for its pending permission questions (issue 25 §3)", async () => {
+    const created = await world.http("POST", "/v1/sessions", { token, body: { permissionPolicy: "ask" } });
+    expect(created.status).toBe(201);
+    const sid = (created.body as { session: SessionView }).session.id;
+    expect((await world.http("POST", `/v1/sessions/${sid}/resume`, { token })).status).toBe(202);
+    await world.settle();
+    await expectStatus(sid, "running");
+    const before = world.calls.length;
+    const connectionId = "rehearsalConn3=";
+    expect((await world.ws("$connect", connectionId, { queryStringParameters: { sessionId: sid, token } })).statusCode).toBe(200);
+    await world.settle();
+    expect(world.pushed.get(connectionId)?.map((m) => (m as { type: string }).type)).toEqual(["init", "status"]);
+    const sendInit = world.fn("SendInit").spec.logicalId;
+    const sendInitCalls = world.calls.slice(before).filter((c) => c.function === sendInit);
+    expect(sendInitCalls.map((c) => c.action)).toContain("secretsmanager:GetSecretValue");
+    expect(world.denied.filter((c) => c.function === sendInit)).toEqual([]);
+    // The agent answered (no pending question: nothing was prompted).
+    expect(world.logs.filter((l) => l.line.includes("pending permissions could not be listed"))).toEqual([]);
+    expect((await world.ws("$disconnect", connectionId)).statusCode).toBe(200);
+    expect((await world.http("DELETE", `/v1/sessions/${sid}`, { token })).status).toBe(202);
+    await world.settle();
+    await expectStatus(sid, "stopped");
+  });
+
   it("every AWS call every function made is allowed by its role (IAM simulator)", () => {
     const denied = world.denied.map((c) => `${c.function}: ${c.action} on ${c.resource} (${c.detail})`);
     expect(denied).toEqual([]);

@@ -28,6 +28,7 @@ export function createSessionHarness() {
     sessions: { createSession: async (record: SessionRecord) => void stored.push(record), countOpenSessions: async () => stored.length },
     prompts: { enqueue: async (p: unknown) => void enqueued.push(p) },
     secrets: { existing: async () => new Set<string>() },
+    orgSettings: { getFallbackModels: async () => [] },
     tokens: { resolveToken: async () => ({ userId: "user-a", orgId: "org-a", role: "member" }), putToken: async () => undefined },
     config: parseConfig({ TABLE_NAME: "t" }),
     now: () => T0,

@@ -2,6 +2,7 @@
 import { AgentUnavailableError } from "../../functions/domain/errors";
 import type { AgentClient, AgentEndpoint, AgentEvent } from "../../functions/ports/agent-client";
 import type { AgentMessage, AgentMessageSource } from "../../functions/relay/agent-messages";
+import type { OpenCodePermissionRequest } from "../../functions/relay/permission-asks";
 
 /**
  * OpenCode as the relay sees it: `prompt_async` starts a turn (busy, the user message, an
@@ -52,6 +53,14 @@ export class FakeOpenCode implements AgentClient, AgentMessageSource {
     if (refused) return Promise.reject(refused);
     this.permissionReplies.push({ permissionId, response });
     return Promise.resolve();
+  }
+
+  /** Permission requests the agent waits on, by agent session (OpenCode `GET /permission`). */
+  readonly pending = new Map<string, OpenCodePermissionRequest[]>();
+  pendingPermissions(endpoint: AgentEndpoint, agentSessionId: string): Promise<OpenCodePermissionRequest[]> {
+    const refused = this.refusal(endpoint, "pendingPermissions", agentSessionId);
+    if (refused) return Promise.reject(refused);
+    return Promise.resolve(this.pending.get(agentSessionId) ?? []);
   }
 
   promptAsync(endpoint: AgentEndpoint, agentSessionId: string, text: string): Promise<void> {

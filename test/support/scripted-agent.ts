@@ -3,6 +3,7 @@
  * sandbox): records prompts per agent session and lets a test hold a turn busy.
  */
 import type { AgentClient, AgentEndpoint, AgentEvent } from "../../functions/ports/agent-client";
+import type { OpenCodePermissionRequest } from "../../functions/relay/permission-asks";
 
 export class ScriptedAgent implements AgentClient {
   readonly prompts: { baseUrl: string; authorization: string | null; agentSessionId: string; text: string }[] = [];
@@ -25,6 +26,11 @@ export class ScriptedAgent implements AgentClient {
   replyPermission(_endpoint: AgentEndpoint, permissionId: string, response: string): Promise<void> {
     this.permissionReplies.push({ permissionId, response });
     return Promise.resolve();
+  }
+  /** Permission requests the agent waits on, by agent session (OpenCode `GET /permission`). */
+  readonly pending = new Map<string, OpenCodePermissionRequest[]>();
+  pendingPermissions(_endpoint: AgentEndpoint, agentSessionId: string): Promise<OpenCodePermissionRequest[]> {
+    return Promise.resolve(this.pending.get(agentSessionId) ?? []);
   }
   abort(_endpoint: AgentEndpoint, agentSessionId: string): Promise<void> {
     this.aborts.push(agentSessionId);

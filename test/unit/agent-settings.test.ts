@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { gitIdentityFor, modelKeyEnv, resolveModel } from "../../functions/domain/agent-settings";
+import { chainKeyConflict, chainKeys, fallbackChain, fallbackKeySecrets, gitIdentityFor, modelKeyEnv, resolveModel } from "../../functions/domain/agent-settings";
+import { deploymentModelEnv } from "../../functions/providers/sandbox-boot";
 import { CreateSessionBody } from "../../functions/http/handlers/create-session";
 import { describeZodError } from "../../functions/http/http-handler";
 
@@ -60,5 +61,46 @@ describe("POST /v1/sessions settings: a 400 names the field", () => {
       triggerContext: { source: "automation" },
     });
     expect(ok.success, ok.success ? "" : describeZodError(ok.error, "body")).toBe(true);
+  });
+});
+
+describe("failover chains: every model gets its provider's key (seed 004)", () => {
+  it("fallbackModels take `provider/model` or `{id, apiKeySecret}`, each model once, known providers only", () => {
+    const parsed = CreateSessionBody.parse({ fallbackModels: ["dev/echo-backup", { id: "openai/gpt-4o", apiKeySecret: "OPENAI_KEY" }] });
+    expect(parsed.fallbackModels).toEqual([{ id: "dev/echo-backup" }, { id: "openai/gpt-4o", apiKeySecret: "OPENAI_KEY" }]);
+    expect(reject({ fallbackModels: ["openai/gpt-4o", { id: "openai/gpt-4o" }] })).toContain("each model at most once");
+    expect(reject({ fallbackModels: [{ id: "acme/model-1" }] })).toContain("provider must be one of");
+    expect(reject({ fallbackModels: [{ id: "openai/gpt-4o", apiKeySecret: "not a name" }] })).toContain("body.fallbackModels");
+  });
+
+  it("chainKeys: one key per provider variable, the first model naming a secret gives it, none: the deployment's", () => {
+    expect(
+      chainKeys([{ id: "anthropic/claude-sonnet-4-5" }, { id: "openai/gpt-4o", apiKeySecret: "OPENAI_KEY" }, { id: "anthropic/claude-haiku-4-5", apiKeySecret: "ANTHROPIC_KEY" }, { id: "google/gemini-2.5-pro" }]),
+    ).toEqual([
+      { keyEnv: "ANTHROPIC_API_KEY", keySecret: "ANTHROPIC_KEY" },
+      { keyEnv: "OPENAI_API_KEY", keySecret: "OPENAI_KEY" },
+      { keyEnv: "GOOGLE_GENERATIVE_AI_API_KEY", keySecret: null },
+    ]);
+  });
+
+  it("chainKeyConflict: two secrets for one provider's variable are refused, naming both models", () => {
+    expect(chainKeyConflict([{ id: "openai/gpt-4o", apiKeySecret: "A" }, { id: "openai/gpt-5", apiKeySecret: "A" }, { id: "dev/echo" }])).toBeNull();
+    expect(chainKeyConflict([{ id: "openai/gpt-4o", apiKeySecret: "A" }, { id: "openai/gpt-5", apiKeySecret: "B" }])).toBe(
+      'openai/gpt-5 names key secret "B" but openai/gpt-4o names "A": models of provider openai share one key (OPENAI_API_KEY)',
+    );
+  });
+
+  it("fallbackChain gives a session's fallbacks back their key secrets", () => {
+    const models = [{ id: "dev/echo-backup" }, { id: "openai/gpt-4o", apiKeySecret: "OPENAI_KEY" }];
+    expect(fallbackChain({ fallbackModels: models.map((m) => m.id), fallbackKeySecrets: fallbackKeySecrets(models) })).toEqual(models);
+  });
+
+  it("the deployment's key for each fallback's provider that has no org secret in the create call", () => {
+    const deployment = { ANTHROPIC_API_KEY: "dep-anthropic", OPENAI_API_KEY: "dep-openai", GROQ_API_KEY: "dep-groq", ANTHROPIC_BASE_URL: "https://proxy.example" };
+    expect(deploymentModelEnv({ agentConfig: { modelId: "groq/llama-3", fallbackModelIds: ["openai/gpt-4o"] }, envVars: {} }, deployment)).toEqual({ GROQ_API_KEY: "dep-groq", OPENAI_API_KEY: "dep-openai" });
+    // The org secret in the create call wins over the deployment's key for that variable.
+    expect(deploymentModelEnv({ agentConfig: { fallbackModelIds: ["openai/gpt-4o"] }, envVars: { OPENAI_API_KEY: "org" } }, deployment)).toEqual({ ANTHROPIC_API_KEY: "dep-anthropic", ANTHROPIC_BASE_URL: "https://proxy.example" });
+    // Without a chain, nothing of another provider's.
+    expect(deploymentModelEnv({ agentConfig: { modelId: "groq/llama-3" }, envVars: {} }, deployment)).toEqual({ GROQ_API_KEY: "dep-groq" });
   });
 });

@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { createLogger } from "../../functions/observability/logger";
 import type { PromptQueue, QueuedPrompt } from "../../functions/ports/session-items";
 import type { TranscriptMessage } from "../../functions/ports/transcript";
-import { nextModel, onPermissionsAsked, onRetry, resendInterrupted, settleFailedTurn, withAuthors, type AgentTurnDeps, type TurnWatch } from "../../functions/relay/agent-turns";
+import { nextModel, onPendingPermissions, onPermissionsAsked, onRetry, resendInterrupted, settleFailedTurn, withAuthors, type AgentTurnDeps, type TurnWatch } from "../../functions/relay/agent-turns";
 import type { PermissionAsk, TurnOutcome } from "../../functions/relay/event-translator";
 import { buildSession } from "../support/builders";
 import { ScriptedAgent } from "../support/scripted-agent";
@@ -123,5 +123,37 @@ describe("permissions and authors", () => {
     const record = (text: string, role: "user" | "assistant" = "user"): TranscriptMessage => ({ sessionId: "s", messageId: `m_${text}`, role, text, parts: [], createdAt: "2026-01-01T00:00:00.000Z", completedAt: null });
     const out = await withAuthors(h.deps, h.session.id, [record("same words"), record("other"), record("same words", "assistant")]);
     expect(out.map((r) => r.authorId)).toEqual(["bob", undefined, undefined]);
+  });
+});
+
+describe("onPendingPermissions (a relay takeover, a reconnect)", () => {
+  const pending = (id: string) => ({ id, sessionID: "ses_agent", permission: "external_directory", patterns: ["/etc/*"], always: ["/etc/*"], metadata: { filepath: "/etc/hostname" }, tool: { messageID: "msg_1", callID: "call_1" } });
+
+  it("policy ask: questions not yet put by this watch are sent as the live frames are, each once", async () => {
+    const h = harness(buildSession({ status: "running", permissionPolicy: "ask" }));
+    h.agent.pending.set("ses_agent", [pending("per_a"), pending("per_b")]);
+    h.watch.asked.add("per_a");
+    await onPendingPermissions(h.deps, h.watch, h.send);
+    expect(h.sent).toEqual([
+      { type: "permission.asked", permissionId: "per_b", permission: "external_directory", patterns: ["/etc/*"], always: ["/etc/*"], metadata: { filepath: "/etc/hostname" }, tool: { messageId: "msg_1", callId: "call_1" } },
+    ]);
+    await onPendingPermissions(h.deps, h.watch, h.send);
+    expect(h.sent).toHaveLength(1);
+    expect(h.agent.permissionReplies).toEqual([]);
+  });
+
+  it("policy auto: a question the previous relay never answered is approved", async () => {
+    const h = harness(buildSession({ status: "running", permissionPolicy: "auto" }));
+    h.agent.pending.set("ses_agent", [pending("per_a")]);
+    await onPendingPermissions(h.deps, h.watch, h.send);
+    expect(h.agent.permissionReplies).toEqual([{ permissionId: "per_a", response: "once" }]);
+    expect(h.sent).toEqual([]);
+  });
+
+  it("an agent that cannot be asked changes nothing (the next reconnect lists again)", async () => {
+    const h = harness(buildSession({ status: "running", permissionPolicy: "ask" }));
+    h.agent.pendingPermissions = () => Promise.reject(new Error("connection refused"));
+    await onPendingPermissions(h.deps, h.watch, h.send);
+    expect(h.sent).toEqual([]);
   });
 });

@@ -56,7 +56,9 @@ describe("POST /v1/sessions: bad input is a 400 naming the field, and nothing is
     { name: "service command with NUL", body: { serviceCommands: [{ name: "web", command: "npm\u0000start" }] }, field: "body.serviceCommands.0.command", mentions: "control" },
     { name: "ssh key comment with NUL", body: { sshPublicKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBBBB me\u0000x" }, field: "body.sshPublicKey" },
     // Issue 25: failover chain and permission policy.
-    { name: "a fallback model that is not provider/model", body: { fallbackModels: ["gpt"] }, field: "body.fallbackModels.0", mentions: "provider/model" },
+    { name: "a fallback model that is not provider/model", body: { fallbackModels: ["gpt"] }, field: "body.fallbackModels.0.id", mentions: "provider/model" },
+    { name: "a fallback model whose key secret is not a secret name", body: { fallbackModels: [{ id: "openai/gpt-4o", apiKeySecret: "no such name" }] }, field: "body.fallbackModels.0.apiKeySecret" },
+    { name: "two fallbacks of one provider naming different key secrets", body: { fallbackModels: [{ id: "openai/gpt-4o", apiKeySecret: "A" }, { id: "openai/gpt-5", apiKeySecret: "B" }] }, field: "body.fallbackModels", mentions: "share one key" },
     { name: "a fallback model of an unknown provider", body: { fallbackModels: ["acme/m1"] }, field: "body.fallbackModels.0", mentions: "provider must be one of" },
     { name: "the same fallback model twice", body: { fallbackModels: ["dev/echo-backup", "dev/echo-backup"] }, field: "body.fallbackModels", mentions: "at most once" },
     { name: "too many fallback models", body: { fallbackModels: ["openai/a", "openai/b", "openai/c", "openai/d", "openai/e", "openai/f"] }, field: "body.fallbackModels" },

@@ -16,7 +16,7 @@
  * fails, so a retry or the failure path never leaves one running that nothing references.
  */
 import type { CreateSandboxOpts, SandboxProvider } from "../../ports/sandbox-provider";
-import { resolveModel, type ResolvedModel } from "../../domain/agent-settings";
+import { chainKeys, fallbackChain, resolveModel, type ChainKey, type ResolvedModel } from "../../domain/agent-settings";
 import type { SessionRecord } from "../../domain/session";
 import type { FlowDeps } from "../flow-deps";
 import type { Config } from "../../config/config";
@@ -128,7 +128,7 @@ export function sessionSandboxOpts(session: SessionRecord, model: ResolvedModel,
     repos: session.repos,
     sessionType: session.sessionType,
     envFiles: session.envFiles,
-    ...(model.source === "default" ? {} : { agentConfig: { modelId: model.modelId } }),
+    ...agentConfigOf(session, model),
     ...(session.systemPrompt ? { systemPrompt: session.systemPrompt } : {}),
     serviceCommands: session.serviceCommands,
     autoStartServices: session.serviceCommands.length > 0,
@@ -140,16 +140,32 @@ export function sessionSandboxOpts(session: SessionRecord, model: ResolvedModel,
   };
 }
 
+/** The model and its failover chain (seed 004): the provider hands the deployment's key to each of their providers that has no org secret. */
+function agentConfigOf(session: SessionRecord, model: ResolvedModel): Pick<CreateSandboxOpts, "agentConfig"> {
+  const fallbackModelIds = session.fallbackModels;
+  if (model.source === "default" && fallbackModelIds.length === 0) return {};
+  return { agentConfig: { ...(model.source === "default" ? {} : { modelId: model.modelId }), ...(fallbackModelIds.length > 0 ? { fallbackModelIds } : {}) } };
+}
+
 /**
- * The model key the sandbox's agent needs, from the org secret the session's (or org's) model
- * names: `{ANTHROPIC_API_KEY: ...}`. Empty when the model uses the deployment's own key. A
- * secret deleted since the session was created fails the boot with its name (never its value).
+ * The model keys the sandbox's agent needs, from the org secrets the session's (or org's) model
+ * and its fallbacks name: `{ANTHROPIC_API_KEY: ..., OPENAI_API_KEY: ...}`, one per provider of
+ * the chain (the main model's secret first: domain/agent-settings.ts `chainKeys`). A provider no
+ * model of the chain names a secret for uses the deployment's own key. A secret deleted since the
+ * session was created fails the boot with its name (never its value).
  */
 async function modelKeyEnv(session: SessionRecord, model: ResolvedModel, deps: FlowDeps): Promise<Record<string, string>> {
-  if (model.source === "default" || !model.keySecret) return {};
-  const value = (await deps.secrets.reveal(session.orgId, [model.keySecret]))[model.keySecret];
-  if (value === undefined) throw new SessionSettingsError(`the model key secret "${model.keySecret}" no longer exists in the session's organization`);
-  return { [model.keyEnv]: value };
+  const main = model.source === "default" ? [] : [model.keySecret ? { id: model.modelId, apiKeySecret: model.keySecret } : { id: model.modelId }];
+  const named = chainKeys([...main, ...fallbackChain(session)]).filter((k): k is ChainKey & { keySecret: string } => k.keySecret !== null);
+  if (named.length === 0) return {};
+  const values = await deps.secrets.reveal(session.orgId, [...new Set(named.map((k) => k.keySecret))]);
+  const env: Record<string, string> = {};
+  for (const key of named) {
+    const value = values[key.keySecret];
+    if (value === undefined) throw new SessionSettingsError(`the model key secret "${key.keySecret}" no longer exists in the session's organization`);
+    env[key.keyEnv] = value;
+  }
+  return env;
 }
 
 export const handler = stepEntry(makeProvisionStep, awsProviders);

@@ -14,7 +14,7 @@
  */
 import * as z from "zod";
 import { QuotaExceededError, ValidationError } from "../../domain/errors";
-import { MODEL_KEY_ENV, ModelId, SshPublicKey, SupportedAgentModel, gitIdentityFor, modelKeyEnv } from "../../domain/agent-settings";
+import { SshPublicKey, SupportedAgentModel, chainKeyConflict, fallbackKeySecrets, fallbackModelList, gitIdentityFor } from "../../domain/agent-settings";
 import { refineMultiLine, refineSingleLine, singleLineText } from "../../domain/text";
 import { repoDir, WorkspacePathError } from "../../../sandbox/boot/layout";
 import { requireSecretsExist, type SecretReference } from "../secret-references";
@@ -56,11 +56,8 @@ export const CreateSessionBody = z
     /** The model and the org secret holding its key; default: the org's model, else the deployment's. */
     model: SupportedAgentModel.optional(),
     /** Seed 004 failover: the models a turn moves on to after a rate-limit, auth or billing error. */
-    fallbackModels: z
-      .array(ModelId.refine((id) => modelKeyEnv(id) !== null, { message: `provider must be one of ${Object.keys(MODEL_KEY_ENV).join(", ")}` }))
-      .max(MAX_FALLBACK_MODELS)
-      .refine((list) => new Set(list).size === list.length, "each model at most once")
-      .optional(),
+    /** Each `"provider/model"` or `{id, apiKeySecret?}`; omitted: the org's chain (`PUT /v1/org/model`), `[]`: none. */
+    fallbackModels: fallbackModelList(MAX_FALLBACK_MODELS).optional(),
     /** Issue 25 §3: `auto` (default) approves the agent's permission requests; `ask` puts them to the clients. */
     permissionPolicy: PermissionPolicy.optional(),
     systemPrompt: z.string().trim().min(1).max(32_000).superRefine(refineMultiLine).optional(),
@@ -112,6 +109,7 @@ function secretReferences(body: CreateSessionBody): SecretReference[] {
   const refs: SecretReference[] = [];
   body.repos?.forEach((r, i) => r.credential && refs.push({ field: `body.repos.${i}.credential`, name: r.credential }));
   if (body.model?.apiKeySecret) refs.push({ field: "body.model.apiKeySecret", name: body.model.apiKeySecret });
+  body.fallbackModels?.forEach((m, i) => m.apiKeySecret && refs.push({ field: `body.fallbackModels.${i}.apiKeySecret`, name: m.apiKeySecret }));
   body.envFiles?.forEach((f, i) => f.keys.forEach((k, j) => k.secret && refs.push({ field: `body.envFiles.${i}.keys.${j}.secret`, name: k.secret })));
   return refs;
 }
@@ -146,6 +144,10 @@ export const makeCreateSessionHandler = httpRoute(
         "provider_unavailable",
       );
     }
+    // Omitted: the org's default chain (its key secrets exist: PUT /v1/org/model checked them).
+    const fallbackModels = body.fallbackModels ?? (await deps.orgSettings.getFallbackModels(who.orgId));
+    const conflict = chainKeyConflict([...(body.model ? [body.model] : []), ...fallbackModels]);
+    if (conflict) throw new ValidationError(`body.fallbackModels: ${conflict}`);
     await requireSecretsExist(deps.secrets, who.orgId, secretReferences(body));
     // Repos named by id and the prebuild, resolved in the caller's org (400 naming the field).
     const source = await resolveSessionSource(deps, who.orgId, body);
@@ -163,7 +165,8 @@ export const makeCreateSessionHandler = httpRoute(
       repos: source.repos,
       envFiles: body.envFiles ?? source.envFiles,
       model: body.model,
-      fallbackModels: body.fallbackModels,
+      fallbackModels: fallbackModels.map((m) => m.id),
+      fallbackKeySecrets: fallbackKeySecrets(fallbackModels),
       permissionPolicy: body.permissionPolicy,
       systemPrompt: body.systemPrompt,
       serviceCommands: body.serviceCommands ?? source.serviceCommands,

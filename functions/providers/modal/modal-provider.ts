@@ -27,7 +27,9 @@
  *            running sandboxes only) → sandbox.getTags() each (the listing carries only ids) for the session id
  *   snapshot: sandboxes.fromId → sandbox.snapshotFilesystem({ttlMs}) (image id; the TTL always explicit:
  *            MODAL_FILESYSTEM_SNAPSHOT_TTL_SECONDS, 0 = `ttlMs: null`, kept until deleted; the SDK's default is 30 days)
- *   memorySnapshot: sandboxes.fromId → sandbox.experimentalSnapshot() (`mem:` + snapshot id, expires 7 days after creation)
+ *   memorySnapshot: sandboxes.fromId → V2: sandbox.experimentalSnapshot() (the SDK waits up to 165 s); V1: cpClient.sandboxSnapshot({sandboxId})
+ *            → cpClient.sandboxSnapshotWait({snapshotId, timeout}) repeated until 120 s in all (the SDK's own V1 path waits
+ *            only 55 s); `mem:` + snapshot id, expires 7 days after creation
  *   deleteSnapshot: images.delete(imageId) (NotFoundError = already gone); `mem:` ids: nothing to call (below)
  *   terminate: sandboxes.fromId | sandboxes.fromName → sandbox.terminate()
  *   checkSandboxes: sandboxes.fromId → sandbox.poll()
@@ -47,6 +49,7 @@ import type {
   SnapshotResult,
   SandboxTunnels,
 } from "../../ports/sandbox-provider";
+import { redactSecrets } from "../../observability/redact-secrets";
 import { failureKindOf, toProviderError, type ProviderFailureKind } from "../provider-errors";
 import { normalizeExecOptions, requireValidEnvNames, wholeSecondsMs } from "../sandbox-inputs";
 import {
@@ -144,6 +147,20 @@ export interface ModalSdk {
     list(params?: SandboxListParams): AsyncIterable<ModalSandboxLike>;
   };
   sandboxSnapshots: { fromId(snapshotId: string): Promise<ModalSnapshotRef> };
+  /**
+   * Modal's control-plane gRPC client (`ModalClient.cpClient`): the two calls the SDK's V1
+   * `experimentalSnapshot` makes, called here so the wait can be the seed's 120 s.
+   */
+  cpClient: ModalControlPlaneLike;
+}
+
+/** `GenericResult.status` values (modal_proto `GenericResult.GenericStatus`) a snapshot wait answers. */
+export const MODAL_GENERIC_STATUS = { SUCCESS: 1, TIMEOUT: 4 } as const;
+
+export interface ModalControlPlaneLike {
+  sandboxSnapshot(request: { sandboxId: string }): Promise<{ readonly snapshotId: string }>;
+  /** `timeout` in seconds; answers `TIMEOUT` (4) while the snapshot is still being taken. */
+  sandboxSnapshotWait(request: { snapshotId: string; timeout: number }): Promise<{ readonly result?: { readonly status: number; readonly exception: string } | undefined }>;
 }
 
 /** `MODAL_SANDBOX_BACKEND`: which Modal sandbox backend the provider's client uses (see the header). */
@@ -178,6 +195,14 @@ export interface ModalProviderConfig {
  * SDK has no call to extend or delete one.
  */
 export const MODAL_MEMORY_SNAPSHOT_LIFETIME_MS = 7 * 24 * 60 * 60 * 1000;
+
+/** Seed 002 / ARCHITECTURE.md §5: a memory snapshot may take up to 120 s before it counts as failed. */
+export const MODAL_MEMORY_SNAPSHOT_WAIT_MS = 120_000;
+/**
+ * The longest one `SandboxSnapshotWait` asks Modal's server to hold (the SDK's and Modal's Python
+ * client's own value: Modal's long polls stay under a minute), so the 120 s are several calls.
+ */
+const SNAPSHOT_WAIT_CALL_SECONDS = 55;
 
 export interface ModalProviderDeps {
   now?: () => number;
@@ -344,10 +369,39 @@ export class ModalSandboxProvider implements SandboxProvider {
     try {
       const sandbox = await this.sdk.sandboxes.fromId(sandboxId);
       const takenAt = this.now();
-      const snapshot = await sandbox.experimentalSnapshot();
-      return { snapshotId: `${MEMORY_SNAPSHOT_PREFIX}${snapshot.snapshotId}`, expiresAt: takenAt + MODAL_MEMORY_SNAPSHOT_LIFETIME_MS };
+      const snapshotId = this.backend === "v1" ? await this.memorySnapshotV1(sandbox.sandboxId) : (await sandbox.experimentalSnapshot()).snapshotId;
+      return { snapshotId: `${MEMORY_SNAPSHOT_PREFIX}${snapshotId}`, expiresAt: takenAt + MODAL_MEMORY_SNAPSHOT_LIFETIME_MS };
     } catch (err) {
       throw this.error("memorySnapshot", err);
+    }
+  }
+
+  /**
+   * The V1 memory snapshot with the seed's 120 s wait: modal@0.11's `experimentalSnapshot` makes
+   * these same two calls but gives up after one 55 s wait. The wait is idempotent, so it is asked
+   * again with the time left until the snapshot succeeds, fails, or 120 s have passed.
+   */
+  private async memorySnapshotV1(sandboxId: string): Promise<string> {
+    const started = this.now();
+    const { snapshotId } = await this.sdk.cpClient.sandboxSnapshot({ sandboxId });
+    for (;;) {
+      const leftSeconds = Math.ceil((started + MODAL_MEMORY_SNAPSHOT_WAIT_MS - this.now()) / 1_000);
+      if (leftSeconds <= 0) {
+        throw new ProviderError(PROVIDER, "memorySnapshot", `memory snapshot ${snapshotId} of sandbox ${sandboxId} was not ready within ${MODAL_MEMORY_SNAPSHOT_WAIT_MS / 1_000} s`, {
+          retryable: false,
+          context: { kind: "other", snapshotId },
+        });
+      }
+      const waited = await this.sdk.cpClient.sandboxSnapshotWait({ snapshotId, timeout: Math.min(SNAPSHOT_WAIT_CALL_SECONDS, leftSeconds) });
+      const status = waited.result?.status;
+      if (status === MODAL_GENERIC_STATUS.SUCCESS) return snapshotId;
+      if (status !== MODAL_GENERIC_STATUS.TIMEOUT) {
+        const reason = waited.result?.exception || `status ${status ?? "missing"}`;
+        throw new ProviderError(PROVIDER, "memorySnapshot", `memory snapshot ${snapshotId} of sandbox ${sandboxId} failed: ${redactSecrets(reason)}`, {
+          retryable: false,
+          context: { kind: "other", snapshotId },
+        });
+      }
     }
   }
 

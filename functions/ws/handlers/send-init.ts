@@ -10,6 +10,10 @@
  * (`data.connectedUsers: [{userId}]`), and once the new connection is ready its user's arrival
  * is announced to the session's other clients (`user.joined {userId}`) unless that user was
  * already connected from elsewhere.
+ *
+ * Permissions (issue 25 §3): under `permissionPolicy: "ask"` the questions the agent is waiting
+ * on are sent after the status, as the live `permission.asked` frames are (the relay may send a
+ * question again at the same moment: answering twice is harmless, the second gets `not_found`).
  */
 import * as z from "zod";
 import { connectionExpiresAt } from "../../domain/connection-liveness";
@@ -20,6 +24,9 @@ import type { WsDeps } from "../ws-deps";
 import type { ClientConnection } from "../../ports/session-items";
 import { broadcast } from "../../services/broadcast";
 import { lazyEntry } from "../lambda-entry";
+import { agentEndpoint } from "../../agent/agent-endpoint";
+import { errorForLog } from "../../observability/logger";
+import { permissionAskOf, type PermissionAsk } from "../../relay/permission-asks";
 
 export const SendInitEvent = z.object({ connectionId: z.string().min(1), sessionId: z.string().min(1) });
 
@@ -49,6 +56,23 @@ export async function currentClientStatus(deps: Pick<WsDeps, "sessions" | "now">
   const flowRunning = lease?.owner !== null && lease !== null && (lease.expiresAt ?? 0) > deps.now().getTime();
   if (flowRunning && (session.status === "paused" || session.status === "error")) return "resuming";
   return clientStatusOf(session.status);
+}
+
+/**
+ * The `permission.asked` frames of the questions the session's agent is waiting on (policy `ask`,
+ * a running session with an agent session). Reaching the agent is best effort: the `init` is sent
+ * already, and a failure costs the late client only the question it would otherwise have missed.
+ */
+export async function pendingPermissionFrames(deps: Pick<WsDeps, "agent" | "sandboxKeys" | "logger">, session: SessionRecord): Promise<({ type: "permission.asked" } & PermissionAsk)[]> {
+  if (session.permissionPolicy !== "ask" || session.status !== "running" || !session.openCodeUrl || !session.codingAgentSessionId) return [];
+  try {
+    const endpoint = await agentEndpoint(deps.sandboxKeys, session.id, session.openCodeUrl);
+    const pending = await deps.agent.pendingPermissions(endpoint, session.codingAgentSessionId);
+    return pending.map((p) => ({ type: "permission.asked" as const, ...permissionAskOf(p) }));
+  } catch (err) {
+    deps.logger.warn("pending permissions could not be listed for a new connection", { sessionId: session.id, error: errorForLog(err) });
+    return [];
+  }
 }
 
 export function makeSendInitHandler(deps: WsDeps, options: { attempts?: number; retryMs?: number } = {}): (event: unknown) => Promise<{ sent: boolean }> {
@@ -82,6 +106,8 @@ export function makeSendInitHandler(deps: WsDeps, options: { attempts?: number; 
     if (!(await deps.connections.markReady(sessionId, connectionId, connectionExpiresAt(deps.now(), deps.config.CONNECTION_TTL_SECONDS)))) return { sent: true };
     const fresh = (await deps.sessions.getSession(sessionId)) ?? session;
     await deps.push.send(connectionId, { type: "status", status: await currentClientStatus(deps, fresh) });
+    // Issue 25 §3: a question the agent is waiting on was asked before this client came (or before a relay takeover).
+    for (const frame of await pendingPermissionFrames(deps, fresh)) await deps.push.send(connectionId, frame);
     const self = connections.find((c) => c.connectionId === connectionId);
     if (self && !connections.some((c) => c.userId === self.userId && c.connectionId !== connectionId)) {
       await broadcast(deps, sessionId, { type: "user.joined", userId: self.userId }, { except: connectionId });

@@ -11,7 +11,12 @@
  *   SDK throws otherwise, before any request).
  * - `snapshotFilesystem`: an image of the filesystem (`im-...`), no processes.
  * - `experimentalSnapshot`: only for sandboxes created with `experimentalEnableSnapshot`;
- *   memory and processes; restorable for 7 days (then the restore fails NOT_FOUND).
+ *   memory and processes; restorable for 7 days (then the restore fails NOT_FOUND). On the V1
+ *   backend it is the SDK's own two calls below with one 55 s wait.
+ * - `cpClient.sandboxSnapshot` / `sandboxSnapshotWait` (V1 memory snapshots): the snapshot is
+ *   taken at once but becomes ready `memorySnapshotMs` later (simulated clock); a wait holds up to
+ *   its `timeout` seconds (the clock moves) and answers `GenericResult` status 1 (success) once
+ *   ready, 4 (timeout) before, as Modal's server does. `memorySnapshotFailure` makes it fail (2).
  * - `experimentalFromSnapshot`: a new sandbox whose processes already run, with the snapshotted
  *   sandbox's ports and timeout.
  * - `fromId`: lazy; operations on an unknown or ended sandbox fail NOT_FOUND (nice-grpc ClientError).
@@ -62,7 +67,15 @@ export class ModalStandIn implements ModalSdk {
   readonly appNames = new Set<string>();
   private readonly imageStore = new Map<string, Image>();
   private readonly memorySnapshots = new Map<string, MemorySnapshot>();
+  /** V1 memory snapshots being taken: ready at this time (simulated clock). */
+  private readonly pendingMemorySnapshots = new Map<string, number>();
   private next = 0;
+  /** How long a V1 memory snapshot takes to become ready (Modal: seconds to minutes, by memory size). */
+  memorySnapshotMs = 0;
+  /** When set, V1 snapshot waits answer failure with this exception text. */
+  memorySnapshotFailure: string | null = null;
+  /** Every `sandboxSnapshotWait` request, in order. */
+  readonly snapshotWaits: { snapshotId: string; timeout: number }[] = [];
 
   /** `v2`: the backend the client was built for (modal-provider `sandboxBackend`). */
   constructor(readonly backend: "v1" | "v2" = "v2") {}
@@ -168,6 +181,33 @@ export class ModalStandIn implements ModalSdk {
     fromId: async (snapshotId: string): Promise<ModalSnapshotRef> => ({ snapshotId }),
   };
 
+  cpClient = {
+    sandboxSnapshot: async (request: { sandboxId: string }): Promise<{ snapshotId: string }> => {
+      const box = this.boxes.get(request.sandboxId);
+      if (!box || !box.running) throw grpcNotFound(`Sandbox ${request.sandboxId}`);
+      if (!box.snapshotEnabled) throw new InvalidError("Sandbox was not created with experimentalEnableSnapshot");
+      const snapshotId = this.takeMemorySnapshot(box);
+      this.pendingMemorySnapshots.set(snapshotId, this.now + this.memorySnapshotMs);
+      return { snapshotId };
+    },
+    sandboxSnapshotWait: async (request: { snapshotId: string; timeout: number }): Promise<{ result: { status: number; exception: string } }> => {
+      this.snapshotWaits.push({ ...request });
+      const readyAt = this.pendingMemorySnapshots.get(request.snapshotId);
+      if (readyAt === undefined) throw grpcNotFound(`snapshot ${request.snapshotId}`);
+      if (this.memorySnapshotFailure !== null) return { result: { status: 2, exception: this.memorySnapshotFailure } };
+      const holdMs = Math.min(request.timeout * 1_000, Math.max(0, readyAt - this.now));
+      this.advance(holdMs);
+      return this.now >= readyAt ? { result: { status: 1, exception: "" } } : { result: { status: 4, exception: "" } };
+    },
+  };
+
+  private takeMemorySnapshot(box: Box): string {
+    this.next += 1;
+    const snapshotId = `sn-${this.next}`;
+    this.memorySnapshots.set(snapshotId, { image: box.machine.image(true), createdAt: this.now, ports: box.ports, timeoutMs: box.timeoutMs, appId: box.appId });
+    return snapshotId;
+  }
+
   private running(appId: string): Box[] {
     return [...this.boxes.values()].filter((b) => b.running && b.appId === appId);
   }
@@ -234,11 +274,15 @@ export class ModalStandIn implements ModalSdk {
       },
       experimentalSnapshot: async () => {
         live();
+        if (this.backend === "v1") {
+          // modal@0.11's V1 path: sandboxSnapshot, then one wait of 55 s; anything but success throws ExecutionError.
+          const { snapshotId } = await this.cpClient.sandboxSnapshot({ sandboxId: box.id });
+          const waited = await this.cpClient.sandboxSnapshotWait({ snapshotId, timeout: 55 });
+          if (waited.result.status !== 1) throw Object.assign(new Error(waited.result.exception), { name: "ExecutionError" });
+          return { snapshotId };
+        }
         if (!box.snapshotEnabled) throw new InvalidError("Sandbox was not created with experimentalEnableSnapshot");
-        this.next += 1;
-        const snapshotId = `sn-${this.next}`;
-        this.memorySnapshots.set(snapshotId, { image: box.machine.image(true), createdAt: this.now, ports: box.ports, timeoutMs: box.timeoutMs, appId: box.appId });
-        return { snapshotId };
+        return { snapshotId: this.takeMemorySnapshot(box) };
       },
       terminate: async () => {
         if (box.running) this.end(box, 137);

@@ -187,6 +187,18 @@ class FakeModal implements ModalSdk {
       return this.listPages(params);
     },
   };
+  /** V1 memory snapshots: the statuses successive waits answer (then success). */
+  snapshotWaitStatuses: number[] = [];
+  cpClient = {
+    sandboxSnapshot: async (request: { sandboxId: string }) => {
+      this.record("cpClient.sandboxSnapshot", request);
+      return { snapshotId: `sn-${request.sandboxId}` };
+    },
+    sandboxSnapshotWait: async (request: { snapshotId: string; timeout: number }) => {
+      this.record("cpClient.sandboxSnapshotWait", request);
+      return { result: { status: this.snapshotWaitStatuses.shift() ?? 1, exception: "" } };
+    },
+  };
   sandboxSnapshots = {
     fromId: async (snapshotId: string) => {
       this.record("sandboxSnapshots.fromId", snapshotId);
@@ -479,6 +491,19 @@ describe("ModalSandboxProvider", () => {
     expect(sdk.calls).toEqual([
       ["sandboxes.fromId", "sb-1"],
       ["sandbox.experimentalSnapshot", "sb-1"],
+    ]);
+  });
+
+  it("on the V1 backend memorySnapshot makes the SDK's two control-plane calls itself (for the 120 s wait), never experimentalSnapshot", async () => {
+    const { sdk, provider } = setup({ sandboxBackend: "v1" });
+    sdk.v2 = false;
+    await provider.ensureSandbox(opts());
+    sdk.calls = [];
+    expect(await provider.memorySnapshot(SESSION, "sb-1")).toEqual({ snapshotId: "mem:sn-sb-1", expiresAt: NOW + 7 * 24 * 3600 * 1000 });
+    expect(sdk.calls).toEqual([
+      ["sandboxes.fromId", "sb-1"],
+      ["cpClient.sandboxSnapshot", { sandboxId: "sb-1" }],
+      ["cpClient.sandboxSnapshotWait", { snapshotId: "sn-sb-1", timeout: 55 }],
     ]);
   });
 

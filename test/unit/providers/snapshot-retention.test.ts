@@ -81,6 +81,11 @@ class ModalStandIn implements ModalSdk {
     experimentalFromSnapshot: async () => this.sandbox(`sb-${++this.n}`),
     list: (): AsyncIterable<ModalSandboxLike> => ({ [Symbol.asyncIterator]: async function* () {} }),
   };
+  /** The V1 backend's memory snapshot calls: this suite runs the V2 backend. */
+  cpClient = {
+    sandboxSnapshot: () => Promise.reject(new Error("not used here")),
+    sandboxSnapshotWait: () => Promise.reject(new Error("not used here")),
+  };
   sandboxSnapshots = {
     fromId: async (snapshotId: string) => {
       const snap = this.memorySnapshots.get(snapshotId);
