@@ -37,6 +37,7 @@ import { DynamoSnapshotDeletionQueue } from "../store/dynamo-snapshot-deletions"
 import type { WsDeps } from "../ws/ws-deps";
 import type { BuildRunner } from "../ports/build-runner";
 import { DynamoRepoCatalog } from "../store/dynamo-repo-catalog";
+import { DynamoOrgUsageStore } from "../store/dynamo-org-usage";
 
 /** What differs between runtimes (AWS, local, tests); everything else is built from these. */
 export interface RuntimeAdapters {
@@ -83,6 +84,7 @@ export interface RuntimeStores {
   snapshotDeletions: DynamoSnapshotDeletionQueue;
   sessionSettings: DynamoSessionSettingsStore;
   catalog: DynamoRepoCatalog;
+  usage: DynamoOrgUsageStore;
 }
 
 export interface Runtime {
@@ -108,8 +110,10 @@ const noBuildRunner: BuildRunner = {
 };
 
 export function composeStores(doc: DynamoDBDocumentClient, tableName: string, secretKeys: SecretKeyWrapper): RuntimeStores {
+  const usage = new DynamoOrgUsageStore(doc, tableName);
   return {
-    sessions: new DynamoSessionStore(doc, tableName),
+    // Every transition that ends a running interval meters its end (API.md "Usage, limits and credits").
+    sessions: new DynamoSessionStore(doc, tableName, usage),
     tokens: new DynamoApiTokenStore(doc, tableName),
     wsTickets: new DynamoWsTicketStore(doc, tableName),
     prompts: new DynamoPromptQueue(doc, tableName),
@@ -123,6 +127,7 @@ export function composeStores(doc: DynamoDBDocumentClient, tableName: string, se
     snapshotDeletions: new DynamoSnapshotDeletionQueue(doc, tableName),
     sessionSettings: new DynamoSessionSettingsStore(doc, tableName),
     catalog: new DynamoRepoCatalog(doc, tableName),
+    usage,
   };
 }
 
@@ -155,6 +160,7 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
     now,
     logger: adapters.logger,
     catalog: stores.catalog,
+    usage: stores.usage,
   };
   const httpDeps: HttpDeps = {
     sessions: stores.sessions,
@@ -183,6 +189,7 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
     metrics: adapters.metrics,
     catalog: stores.catalog,
     builds: adapters.builds ?? noBuildRunner,
+    usage: stores.usage,
   };
   const wsDeps: WsDeps = {
     ...flowDeps,

@@ -1,0 +1,247 @@
+/**
+ * Usage metering and org limits over DynamoDB (API.md "Usage, limits and credits"; key layout in
+ * ./table-layout.ts).
+ *
+ * Exactly once without transactions (dynalite has none): usage is recorded per running interval,
+ * not as increments. A session's running interval is identified by its start (`runningSince`,
+ * set by the transition into `running`; an expiry migration keeps it, so a migration is one
+ * continuous interval). Each UTC day the interval touches has one item,
+ * `ORG#<org>` / `USAGE#<day>#<session>#<intervalStart>`, holding `from` (the interval's start
+ * or midnight) and `meteredUntil`. Metering the interval up to `t` is one conditional write per
+ * day: `SET meteredUntil = t, activeMs = t - from` if `meteredUntil < t` (or the item is new). The
+ * item is a max-register: a retried flow step, a duplicated schedule delivery, two metering
+ * passes at once or a late write from a crashed pass all write the same value or lose the
+ * condition; none can count a millisecond twice, and the order they land in does not matter.
+ * There is no second write to lose between a marker and a counter (nothing to recover).
+ *
+ * A day's usage is the sum over its items (one Query on `USAGE#<day>`), its session count the
+ * distinct sessions among them. The metering pass writes each running session once per
+ * METERING_INTERVAL_SECONDS (one request, two across a midnight); the transition that ends an
+ * interval writes its end (functions/store/dynamo-session-store.ts `transition`).
+ *
+ * Limits: `ORG#<org>` / `LIMITS` holds `maxRunningSessions`, `monthlyActiveSeconds` and
+ * `holders`, the string set of sessions holding one of the org's running places. Taking a place
+ * is one conditional `ADD holders :session` (`size(holders) < max` or already a holder), so two
+ * racing resumes at `max - 1` take at most one place between them. Places are given back lazily:
+ * when the set is full, holders whose session neither runs nor is being started by a flow (no
+ * live lease) are removed under a version condition (a concurrent take bumps the version, so a
+ * prune never removes a place taken after it read the set), and the take is tried again.
+ */
+import type { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { GetCommand, QueryCommand, UpdateCommand } from "./dynamodb-sdk";
+import { OrgLimits, UNLIMITED, secondsOf, splitByUtcDay, monthStart, utcDay, type UsageDay } from "../domain/usage";
+import type { MeterInput, OrgUsageStore } from "../ports/org-usage";
+import { GSI_BY_ORG, keys } from "./table-layout";
+import { isConditionFailure } from "./item-lease";
+
+export class DynamoOrgUsageStore implements OrgUsageStore {
+  constructor(
+    private readonly doc: DynamoDBDocumentClient,
+    private readonly tableName: string,
+  ) {}
+
+  async meterInterval(input: MeterInput): Promise<number> {
+    const start = new Date(input.intervalStart);
+    if (Number.isNaN(start.getTime())) return 0;
+    const sinceDay = input.since ? utcDay(input.since) : null;
+    let addedMs = 0;
+    for (const segment of splitByUtcDay(start, input.until)) {
+      if (sinceDay !== null && segment.day < sinceDay) continue;
+      try {
+        const out = await this.doc.send(
+          new UpdateCommand({
+            TableName: this.tableName,
+            Key: keys.usage(input.orgId, segment.day, input.sessionId, input.intervalStart),
+            UpdateExpression: "SET #day = :day, sessionId = :sessionId, intervalStart = :start, #from = :from, meteredUntil = :to, activeMs = :ms",
+            // The max-register: only ever forward.
+            ConditionExpression: "attribute_not_exists(meteredUntil) OR meteredUntil < :to",
+            ExpressionAttributeNames: { "#day": "day", "#from": "from" },
+            ExpressionAttributeValues: {
+              ":day": segment.day,
+              ":sessionId": input.sessionId,
+              ":start": input.intervalStart,
+              ":from": segment.from,
+              ":to": segment.to,
+              ":ms": segment.ms,
+            },
+            ReturnValues: "UPDATED_OLD",
+          }),
+        );
+        const before = typeof out.Attributes?.activeMs === "number" ? out.Attributes.activeMs : 0;
+        addedMs += segment.ms - before;
+      } catch (err) {
+        // Someone metered this day of the interval as far or further: nothing to add.
+        if (!isConditionFailure(err)) throw err;
+      }
+    }
+    return secondsOf(addedMs);
+  }
+
+  async usageByDay(orgId: string, from: string, to: string): Promise<UsageDay[]> {
+    const days = new Map<string, { ms: number; sessions: Set<string> }>();
+    let startKey: Record<string, unknown> | undefined;
+    do {
+      const out = await this.doc.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          KeyConditionExpression: "PK = :pk AND SK BETWEEN :from AND :to",
+          ExpressionAttributeNames: { "#day": "day" },
+          ExpressionAttributeValues: { ":pk": keys.orgPartition(orgId), ":from": `${keys.usagePrefix}${from}`, ":to": `${keys.usagePrefix}${to}~` },
+          ProjectionExpression: "#day, sessionId, activeMs",
+          ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+        }),
+      );
+      for (const item of out.Items ?? []) {
+        if (typeof item.day !== "string" || typeof item.activeMs !== "number") continue;
+        const day = days.get(item.day) ?? { ms: 0, sessions: new Set<string>() };
+        day.ms += item.activeMs;
+        if (typeof item.sessionId === "string") day.sessions.add(item.sessionId);
+        days.set(item.day, day);
+      }
+      startKey = out.LastEvaluatedKey;
+    } while (startKey);
+    return [...days.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([day, d]) => ({ day, activeSeconds: secondsOf(d.ms), sessions: d.sessions.size }));
+  }
+
+  async spentInMonth(orgId: string, at: Date): Promise<number> {
+    const days = await this.usageByDay(orgId, monthStart(at), utcDay(at));
+    return secondsOf(days.reduce((sum, d) => sum + Math.round(d.activeSeconds * 1000), 0));
+  }
+
+  async getLimits(orgId: string): Promise<OrgLimits> {
+    const out = await this.doc.send(
+      new GetCommand({ TableName: this.tableName, Key: keys.orgLimits(orgId), ProjectionExpression: "maxRunningSessions, monthlyActiveSeconds", ConsistentRead: true }),
+    );
+    const parsed = OrgLimits.safeParse({ ...UNLIMITED, ...(out.Item ?? {}) });
+    return parsed.success ? parsed.data : UNLIMITED;
+  }
+
+  async putLimits(orgId: string, changes: Partial<OrgLimits>, now: Date): Promise<OrgLimits> {
+    const names: Record<string, string> = {};
+    const values: Record<string, unknown> = { ":now": now.toISOString(), ":one": 1, ":zero": 0 };
+    const sets = ["updatedAt = :now", "holdersVersion = if_not_exists(holdersVersion, :zero) + :one"];
+    for (const field of ["maxRunningSessions", "monthlyActiveSeconds"] as const) {
+      if (changes[field] === undefined) continue;
+      names[`#${field}`] = field;
+      values[`:${field}`] = changes[field];
+      sets.push(`#${field} = :${field}`);
+    }
+    let holders: Set<string> | null = null;
+    if (changes.maxRunningSessions !== undefined && changes.maxRunningSessions !== null) {
+      // Sessions that started while the org had no limit hold no place yet: the set starts as
+      // the sessions running now (holders whose session stopped running are pruned on the next take).
+      holders = new Set(await this.runningSessionIds(orgId));
+      names["#holders"] = "holders";
+      if (holders.size > 0) {
+        values[":holders"] = holders;
+        sets.push("#holders = :holders");
+      }
+    }
+    const out = await this.doc.send(
+      new UpdateCommand({
+        TableName: this.tableName,
+        Key: keys.orgLimits(orgId),
+        UpdateExpression: `SET ${sets.join(", ")}${holders && holders.size === 0 ? " REMOVE #holders" : ""}`,
+        ...(Object.keys(names).length > 0 ? { ExpressionAttributeNames: names } : {}),
+        ExpressionAttributeValues: values,
+        ReturnValues: "ALL_NEW",
+      }),
+    );
+    return OrgLimits.parse({ ...UNLIMITED, maxRunningSessions: out.Attributes?.maxRunningSessions ?? null, monthlyActiveSeconds: out.Attributes?.monthlyActiveSeconds ?? null });
+  }
+
+  async acquireRunningSlot(orgId: string, sessionId: string, max: number, now: Date): Promise<boolean> {
+    if (await this.take(orgId, sessionId, max)) return true;
+    // Full: give back the places of sessions that no longer run, then try once more.
+    const pruned = await this.prune(orgId, now);
+    return pruned ? this.take(orgId, sessionId, max) : false;
+  }
+
+  private async take(orgId: string, sessionId: string, max: number): Promise<boolean> {
+    if (max <= 0) return false;
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.orgLimits(orgId),
+          UpdateExpression: "ADD #holders :session SET holdersVersion = if_not_exists(holdersVersion, :zero) + :one",
+          ConditionExpression: "contains(#holders, :id) OR attribute_not_exists(#holders) OR size(#holders) < :max",
+          ExpressionAttributeNames: { "#holders": "holders" },
+          ExpressionAttributeValues: { ":session": new Set([sessionId]), ":id": sessionId, ":max": max, ":zero": 0, ":one": 1 },
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (isConditionFailure(err)) return false;
+      throw err;
+    }
+  }
+
+  /** Removes holders that neither run nor are being started; true when any was removed. */
+  private async prune(orgId: string, now: Date): Promise<boolean> {
+    const out = await this.doc.send(
+      new GetCommand({ TableName: this.tableName, Key: keys.orgLimits(orgId), ProjectionExpression: "holders, holdersVersion", ConsistentRead: true }),
+    );
+    const holders = out.Item?.holders instanceof Set ? [...(out.Item.holders as Set<string>)] : [];
+    const version = typeof out.Item?.holdersVersion === "number" ? out.Item.holdersVersion : 0;
+    const stale: string[] = [];
+    for (const id of holders) {
+      const session = await this.doc.send(
+        new GetCommand({
+          TableName: this.tableName,
+          Key: keys.session(id),
+          ProjectionExpression: "#status, leaseOwner, leaseExpiresAt",
+          ExpressionAttributeNames: { "#status": "status" },
+          ConsistentRead: true,
+        }),
+      );
+      const item = session.Item;
+      const leased = typeof item?.leaseOwner === "string" && typeof item.leaseExpiresAt === "number" && item.leaseExpiresAt > now.getTime();
+      if (!item || (item.status !== "running" && !leased)) stale.push(id);
+    }
+    if (stale.length === 0) return false;
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.orgLimits(orgId),
+          UpdateExpression: "DELETE #holders :stale SET holdersVersion = :next",
+          ConditionExpression: "holdersVersion = :version",
+          ExpressionAttributeNames: { "#holders": "holders" },
+          ExpressionAttributeValues: { ":stale": new Set(stale), ":version": version, ":next": version + 1 },
+        }),
+      );
+      return true;
+    } catch (err) {
+      // A take or another prune changed the set since it was read: the caller's retry sees it.
+      if (isConditionFailure(err)) return true;
+      throw err;
+    }
+  }
+
+  async countRunning(orgId: string): Promise<number> {
+    return (await this.runningSessionIds(orgId)).length;
+  }
+
+  private async runningSessionIds(orgId: string): Promise<string[]> {
+    const ids: string[] = [];
+    let startKey: Record<string, unknown> | undefined;
+    do {
+      const out = await this.doc.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          IndexName: GSI_BY_ORG,
+          KeyConditionExpression: "GSI1PK = :pk",
+          FilterExpression: "#status = :running",
+          ExpressionAttributeNames: { "#status": "status" },
+          ExpressionAttributeValues: { ":pk": keys.orgPartition(orgId), ":running": "running" },
+          ProjectionExpression: "id",
+          ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+        }),
+      );
+      for (const item of out.Items ?? []) if (typeof item.id === "string") ids.push(item.id);
+      startKey = out.LastEvaluatedKey;
+    } while (startKey);
+    return ids;
+  }
+}
