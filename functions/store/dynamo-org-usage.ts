@@ -20,12 +20,13 @@
  * interval writes its end (functions/store/dynamo-session-store.ts `transition`).
  *
  * Limits: `ORG#<org>` / `LIMITS` holds `maxRunningSessions`, `monthlyActiveSeconds` and
- * `holders`, the string set of sessions holding one of the org's running places. Taking a place
- * is one conditional `ADD holders :session` (`size(holders) < max` or already a holder), so two
- * racing resumes at `max - 1` take at most one place between them. Places are given back lazily:
- * when the set is full, holders whose session neither runs nor is being started by a flow (no
- * live lease) are removed under a version condition (a concurrent take bumps the version, so a
- * prune never removes a place taken after it read the set), and the take is tried again.
+ * `holders`, a map of the sessions holding one of the org's running places to when they took it.
+ * Taking a place is one conditional `SET holders.<session> = now` (`size(holders) < max` or
+ * already a holder), so two racing resumes at `max - 1` take at most one place between them.
+ * Places are given back lazily: when the map is full, holders whose session neither runs nor is
+ * being started by a flow (no live lease) and whose place is older than HOLD_GRACE_MS are
+ * removed under a version condition (a concurrent take bumps the version, so a prune never
+ * removes a place taken after it read the map), and the take is tried once more.
  */
 import type { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
 import { GetCommand, QueryCommand, UpdateCommand } from "./dynamodb-sdk";
@@ -33,6 +34,9 @@ import { OrgLimits, UNLIMITED, secondsOf, splitByUtcDay, monthStart, utcDay, typ
 import type { MeterInput, OrgUsageStore } from "../ports/org-usage";
 import { GSI_BY_ORG, keys } from "./table-layout";
 import { isConditionFailure } from "./item-lease";
+
+/** A running place taken less than this long ago is kept even if its session has not started yet (its flow is about to). */
+export const HOLD_GRACE_MS = 60_000;
 
 export class DynamoOrgUsageStore implements OrgUsageStore {
   constructor(
@@ -126,22 +130,18 @@ export class DynamoOrgUsageStore implements OrgUsageStore {
       values[`:${field}`] = changes[field];
       sets.push(`#${field} = :${field}`);
     }
-    let holders: Set<string> | null = null;
     if (changes.maxRunningSessions !== undefined && changes.maxRunningSessions !== null) {
-      // Sessions that started while the org had no limit hold no place yet: the set starts as
-      // the sessions running now (holders whose session stopped running are pruned on the next take).
-      holders = new Set(await this.runningSessionIds(orgId));
+      // Sessions that started while the org had no limit hold no place yet: the places start as
+      // the sessions running now (a holder whose session stops running is pruned by a later take).
       names["#holders"] = "holders";
-      if (holders.size > 0) {
-        values[":holders"] = holders;
-        sets.push("#holders = :holders");
-      }
+      values[":holders"] = Object.fromEntries((await this.runningSessionIds(orgId)).map((id) => [id, 0]));
+      sets.push("#holders = :holders");
     }
     const out = await this.doc.send(
       new UpdateCommand({
         TableName: this.tableName,
         Key: keys.orgLimits(orgId),
-        UpdateExpression: `SET ${sets.join(", ")}${holders && holders.size === 0 ? " REMOVE #holders" : ""}`,
+        UpdateExpression: `SET ${sets.join(", ")}`,
         ...(Object.keys(names).length > 0 ? { ExpressionAttributeNames: names } : {}),
         ExpressionAttributeValues: values,
         ReturnValues: "ALL_NEW",
@@ -151,41 +151,48 @@ export class DynamoOrgUsageStore implements OrgUsageStore {
   }
 
   async acquireRunningSlot(orgId: string, sessionId: string, max: number, now: Date): Promise<boolean> {
-    if (await this.take(orgId, sessionId, max)) return true;
+    if (await this.take(orgId, sessionId, max, now)) return true;
     // Full: give back the places of sessions that no longer run, then try once more.
     const pruned = await this.prune(orgId, now);
-    return pruned ? this.take(orgId, sessionId, max) : false;
+    return pruned ? this.take(orgId, sessionId, max, now) : false;
   }
 
-  private async take(orgId: string, sessionId: string, max: number): Promise<boolean> {
+  private async take(orgId: string, sessionId: string, max: number, now: Date): Promise<boolean> {
     if (max <= 0) return false;
     try {
       await this.doc.send(
         new UpdateCommand({
           TableName: this.tableName,
           Key: keys.orgLimits(orgId),
-          UpdateExpression: "ADD #holders :session SET holdersVersion = if_not_exists(holdersVersion, :zero) + :one",
-          ConditionExpression: "contains(#holders, :id) OR attribute_not_exists(#holders) OR size(#holders) < :max",
-          ExpressionAttributeNames: { "#holders": "holders" },
-          ExpressionAttributeValues: { ":session": new Set([sessionId]), ":id": sessionId, ":max": max, ":zero": 0, ":one": 1 },
+          UpdateExpression: "SET #holders.#session = :now, holdersVersion = if_not_exists(holdersVersion, :zero) + :one",
+          ConditionExpression: "attribute_exists(#holders.#session) OR size(#holders) < :max",
+          ExpressionAttributeNames: { "#holders": "holders", "#session": sessionId },
+          ExpressionAttributeValues: { ":now": now.getTime(), ":max": max, ":zero": 0, ":one": 1 },
         }),
       );
       return true;
     } catch (err) {
-      if (isConditionFailure(err)) return false;
+      // Full (or no holders map: a limit set before this version wrote one; the prune writes it).
+      if (isConditionFailure(err) || (err as { name?: string } | null)?.name === "ValidationException") return false;
       throw err;
     }
   }
 
-  /** Removes holders that neither run nor are being started; true when any was removed. */
+  /**
+   * Removes holders that neither run nor are being started (no live flow lease), once their place
+   * is older than HOLD_GRACE_MS (a resume takes its place before its flow takes the lease); true
+   * when the set changed or may have changed.
+   */
   private async prune(orgId: string, now: Date): Promise<boolean> {
     const out = await this.doc.send(
       new GetCommand({ TableName: this.tableName, Key: keys.orgLimits(orgId), ProjectionExpression: "holders, holdersVersion", ConsistentRead: true }),
     );
-    const holders = out.Item?.holders instanceof Set ? [...(out.Item.holders as Set<string>)] : [];
+    const map = out.Item?.holders;
+    const holders = typeof map === "object" && map !== null && !(map instanceof Set) ? Object.entries(map as Record<string, unknown>) : [];
     const version = typeof out.Item?.holdersVersion === "number" ? out.Item.holdersVersion : 0;
     const stale: string[] = [];
-    for (const id of holders) {
+    for (const [id, takenAt] of holders) {
+      if (typeof takenAt === "number" && now.getTime() - takenAt < HOLD_GRACE_MS) continue;
       const session = await this.doc.send(
         new GetCommand({
           TableName: this.tableName,
@@ -199,16 +206,21 @@ export class DynamoOrgUsageStore implements OrgUsageStore {
       const leased = typeof item?.leaseOwner === "string" && typeof item.leaseExpiresAt === "number" && item.leaseExpiresAt > now.getTime();
       if (!item || (item.status !== "running" && !leased)) stale.push(id);
     }
-    if (stale.length === 0) return false;
+    const missing = out.Item !== undefined && holders.length === 0 && !(typeof map === "object" && map !== null);
+    if (stale.length === 0 && !missing) return false;
+    const names: Record<string, string> = { "#holders": "holders" };
+    stale.forEach((id, i) => (names[`#s${i}`] = id));
     try {
       await this.doc.send(
         new UpdateCommand({
           TableName: this.tableName,
           Key: keys.orgLimits(orgId),
-          UpdateExpression: "DELETE #holders :stale SET holdersVersion = :next",
-          ConditionExpression: "holdersVersion = :version",
-          ExpressionAttributeNames: { "#holders": "holders" },
-          ExpressionAttributeValues: { ":stale": new Set(stale), ":version": version, ":next": version + 1 },
+          UpdateExpression: missing
+            ? "SET #holders = :empty, holdersVersion = :next"
+            : `REMOVE ${stale.map((_, i) => `#holders.#s${i}`).join(", ")} SET holdersVersion = :next`,
+          ConditionExpression: "holdersVersion = :version OR attribute_not_exists(holdersVersion)",
+          ExpressionAttributeNames: missing ? { "#holders": "holders" } : names,
+          ExpressionAttributeValues: { ":version": version, ":next": version + 1, ...(missing ? { ":empty": {} } : {}) },
         }),
       );
       return true;
