@@ -4,10 +4,13 @@
  * (credits, then a running place). The refusals are typed errors (402 `credits_exhausted`, 429
  * `quota_exceeded`) that the HTTP and WebSocket edges, the Slack and automation workers map or catch.
  */
-import { AppError, CreditsExhaustedError, QuotaExceededError } from "../domain/errors";
+import { CreditsExhaustedError, QuotaExceededError } from "../domain/errors";
 import type { SessionRecord } from "../domain/session";
 import { utcMonth, type OrgLimits } from "../domain/usage";
 import type { OrgUsageStore } from "../ports/org-usage";
+
+/** 429 `quota_exceeded`: all of the org's `maxRunningSessions` places are taken. */
+export class RunningSessionsLimitError extends QuotaExceededError {}
 
 /** 402 when the org's `monthlyActiveSeconds` is spent. Returns the limits it read. */
 export async function requireCredits(usage: OrgUsageStore, orgId: string, now: Date): Promise<OrgLimits> {
@@ -34,7 +37,7 @@ export async function admitToRun(usage: OrgUsageStore, session: Pick<SessionReco
   const max = limits.maxRunningSessions;
   if (max === null) return;
   if (!(await usage.acquireRunningSlot(session.orgId, session.id, max, now))) {
-    throw new QuotaExceededError(
+    throw new RunningSessionsLimitError(
       `running sessions: the org has ${max} running sessions and maxRunningSessions is ${max}; pause or stop one, or raise the limit with PUT /v1/org/limits`,
       { context: { orgId: session.orgId, sessionId: session.id, limit: max } },
     );
@@ -42,8 +45,6 @@ export async function admitToRun(usage: OrgUsageStore, session: Pick<SessionReco
 }
 
 /** A refusal `admitToRun` or `requireCredits` raised (anything else is a fault to propagate). */
-export function isUsageRefusal(err: unknown): err is CreditsExhaustedError | QuotaExceededError {
-  return err instanceof CreditsExhaustedError || (err instanceof QuotaExceededError && err.context.limit !== undefined && err.message.startsWith("running sessions"));
+export function isUsageRefusal(err: unknown): err is CreditsExhaustedError | RunningSessionsLimitError {
+  return err instanceof CreditsExhaustedError || err instanceof RunningSessionsLimitError;
 }
-
-export type UsageRefusal = AppError;
