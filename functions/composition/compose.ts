@@ -109,8 +109,9 @@ const noBuildRunner: BuildRunner = {
   start: () => Promise.reject(new Error("this runtime has no snapshot builder (STATE_MACHINE_ARN_SNAPSHOT_BUILDER is not set)")),
 };
 
-export function composeStores(doc: DynamoDBDocumentClient, tableName: string, secretKeys: SecretKeyWrapper): RuntimeStores {
-  const usage = new DynamoOrgUsageStore(doc, tableName);
+export function composeStores(doc: DynamoDBDocumentClient, tableName: string, secretKeys: SecretKeyWrapper, metrics?: MetricsSink): RuntimeStores {
+  // Publishes ActiveSeconds (by org) for every second it records, at a close or in a pass.
+  const usage = new DynamoOrgUsageStore(doc, tableName, metrics);
   return {
     // Every transition that ends a running interval meters its end (API.md "Usage, limits and credits").
     sessions: new DynamoSessionStore(doc, tableName, usage),
@@ -134,7 +135,7 @@ export function composeStores(doc: DynamoDBDocumentClient, tableName: string, se
 export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runtime {
   // Parsed once, never changed: a runtime that needs other values builds the config it needs.
   const config = Object.isFrozen(parsed) ? parsed : Object.freeze({ ...parsed });
-  const stores = composeStores(adapters.doc, config.TABLE_NAME, adapters.secretKeys);
+  const stores = composeStores(adapters.doc, config.TABLE_NAME, adapters.secretKeys, adapters.flowMetrics);
   const sandboxKeys = adapters.sandboxKeys(sessionKeyEpochs(stores.sessions));
   const now = adapters.now ?? (() => new Date());
   const relayNudge = adapters.relayNudge ?? new DynamoRelayNudge(adapters.doc, config.TABLE_NAME, now);

@@ -32,6 +32,7 @@ import type { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
 import { GetCommand, QueryCommand, UpdateCommand } from "./dynamodb-sdk";
 import { OrgLimits, UNLIMITED, secondsOf, splitByUtcDay, monthStart, utcDay, type UsageDay } from "../domain/usage";
 import type { MeterInput, OrgUsageStore } from "../ports/org-usage";
+import { METRIC_NAMES, type MetricsSink } from "../ports/metrics-sink";
 import { GSI_BY_ORG, keys } from "./table-layout";
 import { isConditionFailure } from "./item-lease";
 
@@ -42,6 +43,8 @@ export class DynamoOrgUsageStore implements OrgUsageStore {
   constructor(
     private readonly doc: DynamoDBDocumentClient,
     private readonly tableName: string,
+    /** `ActiveSeconds` (dimension `orgId`): the seconds each write added. */
+    private readonly metrics?: MetricsSink,
   ) {}
 
   async meterInterval(input: MeterInput): Promise<number> {
@@ -78,7 +81,9 @@ export class DynamoOrgUsageStore implements OrgUsageStore {
         if (!isConditionFailure(err)) throw err;
       }
     }
-    return secondsOf(addedMs);
+    const added = secondsOf(addedMs);
+    if (added > 0) this.metrics?.put(METRIC_NAMES.activeSeconds, added, "Seconds", { orgId: input.orgId });
+    return added;
   }
 
   async usageByDay(orgId: string, from: string, to: string): Promise<UsageDay[]> {

@@ -70,9 +70,6 @@ export async function meterRunningSessions(deps: MeteringDeps): Promise<Metering
       deps.logger.error("metering a session failed", { sessionId: session.id, error: errorForLog(err) });
     }
   }
-  for (const [orgId, seconds] of Object.entries(report.activeSeconds)) {
-    if (seconds > 0) deps.metrics.put(METRIC_NAMES.activeSeconds, seconds, "Seconds", { orgId });
-  }
   for (const [orgId, sessions] of byOrg) {
     try {
       await requireCredits(deps.usage, orgId, now);

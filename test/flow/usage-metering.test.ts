@@ -128,6 +128,9 @@ describe("metering", () => {
     expect(days.every((d) => d.sessions === 1)).toBe(true);
     expect(await usageMs("org-a")).toBe(Math.round(stopped.activeSeconds * 1000));
     expect(stopped.activeSeconds).toBeGreaterThan(90);
+    // ActiveSeconds (by org) counts every recorded second once: the passes' and the closes'.
+    const published = h.metrics.recorded.filter((m) => m.name === METRIC_NAMES.activeSeconds && m.dimensions.orgId === "org-a");
+    expect(published.reduce((sum, m) => sum + Math.round(m.value * 1000), 0)).toBe(Math.round(stopped.activeSeconds * 1000));
   });
 
   for (const seed of [11, 22, 33, 44]) {
