@@ -56,4 +56,5 @@ export const RESERVED_CONCURRENCY: Readonly<Record<string, number>> = {
   ResumeSession: 10,
   CreatePrompt: 20,
   Sweeper: 1,
+  Metering: 1,
 };

@@ -71,6 +71,9 @@ export const HTTP_ROUTE_TIMEOUT_SECONDS = 10;
  * answers. Below the HTTP API's integration timeout (test/infra/limits.test.ts).
  */
 export const AGENT_ROUTE_TIMEOUT_SECONDS = 28;
+/** The metering pass's rate (METERING_INTERVAL_SECONDS' default, 60 s: EventBridge Scheduler's finest rate). */
+export const METERING_RATE_MINUTES = 1;
+
 /** Default period of the orphan sweeper (SWEEPER_INTERVAL_SECONDS' default, seed 002 §11). */
 export const DEFAULT_SWEEPER_INTERVAL_SECONDS = 600;
 
@@ -153,6 +156,8 @@ export class ControlPlaneStack extends Stack {
   readonly snapshotBuilder: StateMachine;
   /** The scheduled prebuild rebuild's rate schedule. */
   readonly prebuildRebuildSchedule: CfnSchedule;
+  /** The metering pass's rate schedule (usage, limits and credits). */
+  readonly meteringSchedule: CfnSchedule;
   /** Wraps the data keys of org secrets (envelope encryption of their values in the table). */
   readonly secretsKey: Key;
   /** Alarms on the idle-snapshot metrics the functions publish (EMF). */
@@ -532,6 +537,38 @@ export class ControlPlaneStack extends Stack {
     });
     this.prebuildRebuildSchedule.node.addDependency(schedulerRole);
     this.prebuildRebuildSchedule.node.addDependency(maintenanceGroup);
+
+    // The metering pass (functions/usage/, API.md "Usage, limits and credits"): every running
+    // session's usage written, and the running sessions of an org whose credits are spent paused
+    // (`pause` flow, reason credit_limit). Table and the pause state machine only: no provider
+    // credentials, no schedules of its own.
+    const metering = createHandlerFunction(this, {
+      id: "Metering",
+      entry: "functions/usage/metering-fired.ts",
+      purpose: "the metering pass (EventBridge Scheduler rate schedule)",
+      alarmDescription: "the metering pass threw in the last 5 minutes (the next pass meters the same intervals up to its own time)",
+      environment: { ...flowEnvironment, METERING_INTERVAL_SECONDS: String(METERING_RATE_MINUTES * 60) },
+      memorySize: 512,
+      // One conditional write per running session, one limits read per org.
+      timeout: Duration.seconds(120),
+      table: this.table,
+      tableAccess: "readwrite",
+      reservedConcurrency: reserved("Metering"),
+    });
+    allowStartingFlows(metering, ["pause"], "the metering pass");
+    this.functions.Metering = metering;
+    schedulerRole.addToPrincipalPolicy(new PolicyStatement({ actions: ["lambda:InvokeFunction"], resources: [metering.functionArn] }));
+    this.meteringSchedule = new CfnSchedule(this, "MeteringSchedule", {
+      groupName: maintenanceGroup.scheduleGroupName,
+      description: "Runs the metering pass every METERING_INTERVAL_SECONDS",
+      scheduleExpression: `rate(${METERING_RATE_MINUTES} minute)`,
+      flexibleTimeWindow: { mode: "OFF" },
+      state: "ENABLED",
+      // A late or repeated firing is harmless (the usage writes are idempotent); an old one is worth nothing.
+      target: { arn: metering.functionArn, roleArn: schedulerRole.roleArn, retryPolicy: { maximumRetryAttempts: 2, maximumEventAgeInSeconds: 60 } },
+    });
+    this.meteringSchedule.node.addDependency(schedulerRole);
+    this.meteringSchedule.node.addDependency(maintenanceGroup);
 
     // WebSocket handlers build the flow dependencies (functions/ws/lambda-entry.ts), so they get
     // the flow environment, and none needs provider credentials. All of them may push: $default

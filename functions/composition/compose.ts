@@ -37,6 +37,7 @@ import { DynamoSnapshotDeletionQueue } from "../store/dynamo-snapshot-deletions"
 import type { WsDeps } from "../ws/ws-deps";
 import type { BuildRunner } from "../ports/build-runner";
 import { DynamoRepoCatalog } from "../store/dynamo-repo-catalog";
+import { DynamoOrgUsageStore } from "../store/dynamo-org-usage";
 
 /** What differs between runtimes (AWS, local, tests); everything else is built from these. */
 export interface RuntimeAdapters {
@@ -83,6 +84,7 @@ export interface RuntimeStores {
   snapshotDeletions: DynamoSnapshotDeletionQueue;
   sessionSettings: DynamoSessionSettingsStore;
   catalog: DynamoRepoCatalog;
+  usage: DynamoOrgUsageStore;
 }
 
 export interface Runtime {
@@ -107,9 +109,12 @@ const noBuildRunner: BuildRunner = {
   start: () => Promise.reject(new Error("this runtime has no snapshot builder (STATE_MACHINE_ARN_SNAPSHOT_BUILDER is not set)")),
 };
 
-export function composeStores(doc: DynamoDBDocumentClient, tableName: string, secretKeys: SecretKeyWrapper): RuntimeStores {
+export function composeStores(doc: DynamoDBDocumentClient, tableName: string, secretKeys: SecretKeyWrapper, metrics?: MetricsSink): RuntimeStores {
+  // Publishes ActiveSeconds (by org) for every second it records, at a close or in a pass.
+  const usage = new DynamoOrgUsageStore(doc, tableName, metrics);
   return {
-    sessions: new DynamoSessionStore(doc, tableName),
+    // Every transition that ends a running interval meters its end (API.md "Usage, limits and credits").
+    sessions: new DynamoSessionStore(doc, tableName, usage),
     tokens: new DynamoApiTokenStore(doc, tableName),
     wsTickets: new DynamoWsTicketStore(doc, tableName),
     prompts: new DynamoPromptQueue(doc, tableName),
@@ -123,13 +128,14 @@ export function composeStores(doc: DynamoDBDocumentClient, tableName: string, se
     snapshotDeletions: new DynamoSnapshotDeletionQueue(doc, tableName),
     sessionSettings: new DynamoSessionSettingsStore(doc, tableName),
     catalog: new DynamoRepoCatalog(doc, tableName),
+    usage,
   };
 }
 
 export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runtime {
   // Parsed once, never changed: a runtime that needs other values builds the config it needs.
   const config = Object.isFrozen(parsed) ? parsed : Object.freeze({ ...parsed });
-  const stores = composeStores(adapters.doc, config.TABLE_NAME, adapters.secretKeys);
+  const stores = composeStores(adapters.doc, config.TABLE_NAME, adapters.secretKeys, adapters.flowMetrics);
   const sandboxKeys = adapters.sandboxKeys(sessionKeyEpochs(stores.sessions));
   const now = adapters.now ?? (() => new Date());
   const relayNudge = adapters.relayNudge ?? new DynamoRelayNudge(adapters.doc, config.TABLE_NAME, now);
@@ -155,6 +161,7 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
     now,
     logger: adapters.logger,
     catalog: stores.catalog,
+    usage: stores.usage,
   };
   const httpDeps: HttpDeps = {
     sessions: stores.sessions,
@@ -183,6 +190,7 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
     metrics: adapters.metrics,
     catalog: stores.catalog,
     builds: adapters.builds ?? noBuildRunner,
+    usage: stores.usage,
   };
   const wsDeps: WsDeps = {
     ...flowDeps,

@@ -96,6 +96,12 @@ export const ConfigSchema = z.object({
    * 429 `quota_exceeded`. Not API.md's per-org `maxRunningSessions` (usage limits), which is separate.
    */
   ORG_MAX_OPEN_SESSIONS: z.coerce.number().int().positive().default(100),
+  /**
+   * Usage metering (API.md "Usage, limits and credits"): how often running sessions' usage is
+   * written and the org's credit limit enforced (an EventBridge Scheduler rate in AWS, whole
+   * minutes; a timer locally, fractional allowed).
+   */
+  METERING_INTERVAL_SECONDS: seconds(60),
   /** Safety cap: prompts one session may hold queued (not yet sent to the agent); one more is a 429 `quota_exceeded`. */
   MAX_QUEUED_PROMPTS_PER_SESSION: z.coerce.number().int().positive().default(50),
   /** Snapshot builder (API.md "Repositories and prebuilds"): the longest one setup command may run. */

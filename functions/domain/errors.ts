@@ -123,6 +123,16 @@ export class QuotaExceededError extends AppError {
   readonly code = "quota_exceeded";
 }
 
+/**
+ * 402: the org's `monthlyActiveSeconds` is spent (API.md "Usage, limits and credits"): creating,
+ * resuming or waking a session is refused until the limit is raised or the month turns. A prompt
+ * that met it is still stored and runs when the session can run again.
+ */
+export class CreditsExhaustedError extends AppError {
+  readonly status = 402;
+  readonly code = "credits_exhausted";
+}
+
 /** 500: an invariant the code relies on does not hold. Never exposed. */
 export class InternalError extends AppError {
   readonly status = 500;

@@ -20,6 +20,7 @@ import type { RelayLeaseStore, RelayNudge } from "../ports/relay";
 import type { SessionStore } from "../ports/session-store";
 import type { SnapshotDeletionQueue } from "../ports/snapshot-deletions";
 import type { RepoCatalog } from "../ports/repo-catalog";
+import type { OrgUsageStore } from "../ports/org-usage";
 
 export interface FlowDeps {
   sessions: SessionStore;
@@ -54,4 +55,6 @@ export interface FlowDeps {
   logger: Logger;
   /** Repositories, prebuilds and builds: provision resolves their snapshot layers; the builder's steps record builds. */
   catalog: RepoCatalog;
+  /** Usage metering and the org's limits: `ensure-runtime` admits a session to run by them; the metering pass writes usage. */
+  usage: OrgUsageStore;
 }

@@ -36,6 +36,7 @@ import type { WsTicketStore } from "../ports/ws-tickets";
 import type { RepoCatalog } from "../ports/repo-catalog";
 import type { BuildRunner } from "../ports/build-runner";
 import { buildSandboxKey, isBuildId } from "../builds/build-sandbox";
+import type { OrgUsageStore } from "../ports/org-usage";
 
 /** Everything a route function may touch, passed in (STYLE.md 1): no module-level I/O. */
 export interface HttpDeps {
@@ -80,6 +81,8 @@ export interface HttpDeps {
   catalog: RepoCatalog;
   /** Starts the snapshot builder (Step Functions in AWS, the local runner locally). */
   builds: BuildRunner;
+  /** Usage and limits (API.md "Usage, limits and credits"): create, resume and wake check them. */
+  usage: OrgUsageStore;
 }
 
 export interface HttpRequest<B, P, Q> {

@@ -43,6 +43,7 @@ import {
   makeListPrebuildsHandler,
   makePatchPrebuildHandler,
 } from "./handlers/prebuilds";
+import { makeGetOrgHandler, makeGetUsageHandler, makePutOrgLimitsHandler } from "./handlers/org-usage";
 
 export type TableAccess = "none" | "read" | "readwrite";
 
@@ -110,8 +111,13 @@ export const HTTP_ROUTES: readonly HttpRouteDefinition[] = [
   { id: "ListSecrets", method: "GET", path: "/v1/secrets", entry: "functions/http/handlers/list-secrets.ts", make: makeListSecretsHandler, tableAccess: "read", secretAccess: "metadata" },
   { id: "GetSecret", method: "GET", path: "/v1/secrets/{name}", entry: "functions/http/handlers/get-secret.ts", make: makeGetSecretHandler, tableAccess: "read", secretAccess: "metadata" },
   { id: "DeleteSecret", method: "DELETE", path: "/v1/secrets/{name}", entry: "functions/http/handlers/delete-secret.ts", make: makeDeleteSecretHandler, tableAccess: "readwrite", secretAccess: "metadata" },
-  { id: "GetOrgModel", method: "GET", path: "/v1/org/model", entry: "functions/http/handlers/get-org-model.ts", make: makeGetOrgModelHandler, tableAccess: "read" },
-  { id: "PutOrgModel", method: "PUT", path: "/v1/org/model", entry: "functions/http/handlers/put-org-model.ts", make: makePutOrgModelHandler, tableAccess: "readwrite", secretAccess: "metadata" },
+  // The /v1/org* family (and /v1/usage) share one Lambda: CloudFormation's 500-resource limit.
+  { id: "GetOrgModel", method: "GET", path: "/v1/org/model", entry: "functions/http/handlers/org-usage-entry.ts", group: "Org", make: makeGetOrgModelHandler, tableAccess: "read" },
+  { id: "PutOrgModel", method: "PUT", path: "/v1/org/model", entry: "functions/http/handlers/org-usage-entry.ts", group: "Org", make: makePutOrgModelHandler, tableAccess: "readwrite", secretAccess: "metadata" },
+  // Usage, limits and credits (API.md v1.1): one Lambda for the family.
+  { id: "GetOrg", method: "GET", path: "/v1/org", entry: "functions/http/handlers/org-usage-entry.ts", group: "Org", make: makeGetOrgHandler, tableAccess: "read" },
+  { id: "PutOrgLimits", method: "PUT", path: "/v1/org/limits", entry: "functions/http/handlers/org-usage-entry.ts", group: "Org", make: makePutOrgLimitsHandler, tableAccess: "readwrite" },
+  { id: "GetUsage", method: "GET", path: "/v1/usage", entry: "functions/http/handlers/org-usage-entry.ts", group: "Org", make: makeGetUsageHandler, tableAccess: "read" },
   // Repositories and prebuilds (API.md v1.1). Secret references are checked (metadata reads only).
   { id: "CreateRepo", method: "POST", path: "/v1/repos", entry: "functions/http/handlers/repos-entry.ts", group: "Repos", make: makeCreateRepoHandler, tableAccess: "readwrite", secretAccess: "metadata" },
   { id: "ListRepos", method: "GET", path: "/v1/repos", entry: "functions/http/handlers/repos-entry.ts", group: "Repos", make: makeListReposHandler, tableAccess: "read" },

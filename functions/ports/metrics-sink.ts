@@ -20,6 +20,10 @@ export const METRIC_NAMES = {
   orphansFound: "OrphanSessionsFound",
   /** Sandboxes no session references, terminated by the sweeper. */
   orphanSandboxesTerminated: "OrphanSandboxesTerminated",
+  /** Sandbox seconds the metering pass recorded (dimension `orgId`; API.md "Usage, limits and credits"). */
+  activeSeconds: "ActiveSeconds",
+  /** Running sessions paused because their org's `monthlyActiveSeconds` was spent (`credit_limit`). */
+  creditPauses: "CreditPauses",
 } as const;
 export type MetricName = (typeof METRIC_NAMES)[keyof typeof METRIC_NAMES];
 

@@ -21,11 +21,15 @@ import { errorForLog } from "../observability/logger";
 import type { RelayLeaseStore, RelayNudge } from "../ports/relay";
 import type { PromptFailure } from "../ports/session-items";
 import type { FlowDeps } from "../flows/flow-deps";
+import type { AppError } from "../domain/errors";
+import { admitToRun, isUsageRefusal } from "../usage/usage-gate";
 
 export type DeliveryDeps = Pick<FlowDeps, "sessions" | "prompts" | "flows" | "agent" | "sandboxKeys" | "now" | "logger"> & {
   relayLeases: Pick<RelayLeaseStore, "watched">;
   /** Absent in the relay itself (it never nudges itself). */
   relayNudge?: RelayNudge;
+  /** The org's limits: a wake they refuse starts nothing (absent: the flow's own admission decides). */
+  usage?: FlowDeps["usage"];
 };
 
 /** A prompt `processing` this long may have been stranded by a deliverer that died: the relay is nudged to check (relay.ts `strandedPromptMs`). */
@@ -54,6 +58,8 @@ export interface DeliveryResult {
   outcome: DeliveryOutcome;
   sent: number;
   queued: number;
+  /** Why a wake was refused (`held`): the org's credits are spent (402) or its running places taken (429). */
+  refusal?: AppError;
 }
 
 export async function deliverQueuedPrompts(
@@ -79,6 +85,15 @@ export async function deliverQueuedPrompts(
     return { outcome: "deferred", sent: 0, queued: queued.length };
   }
   const wake = async (): Promise<DeliveryResult> => {
+    // API.md "Usage, limits and credits": the prompt stays queued and runs when the session can run again.
+    if (deps.usage) {
+      try {
+        await admitToRun(deps.usage, session, deps.now());
+      } catch (err) {
+        if (!isUsageRefusal(err)) throw err;
+        return { outcome: "held", sent: 0, queued: queued.length, refusal: err };
+      }
+    }
     await deps.flows.start({ flow: "ensure-runtime", sessionId, generation: lease.fence, actor: options.actor, reason: "prompt" });
     return { outcome: "woken", sent: 0, queued: queued.length };
   };

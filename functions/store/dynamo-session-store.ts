@@ -13,6 +13,7 @@ import { SessionRecord, type SessionStatus } from "../domain/session";
 import { allowedSources, applyTransition, pickTransitionChanges, type TransitionChanges } from "../domain/session-transitions";
 import type { ApiTokenStore, Lease, LeaseGuard, ListOptions, ListPage, NewTokenPrincipal, SessionStore, TokenConnections } from "../ports/session-store";
 import { GSI_BY_ORG, GSI_BY_STATUS, keys } from "./table-layout";
+import type { OrgUsageStore } from "../ports/org-usage";
 import { ItemLease, conditionFailureItem, conditions, isConditionFailure, storedLeaseOf, stripKeys, type StoredLease } from "./item-lease";
 
 const FLOW_LEASE = { owner: "leaseOwner", expiresAt: "leaseExpiresAt", fence: "fence" } as const;
@@ -61,6 +62,8 @@ export class DynamoSessionStore implements SessionStore {
   constructor(
     private readonly doc: DynamoDBDocumentClient,
     private readonly tableName: string,
+    /** Meters the end of each running interval a transition closes (usage; absent: not metered). */
+    private readonly usage?: Pick<OrgUsageStore, "meterInterval">,
   ) {
     this.lease = new ItemLease(doc, tableName, FLOW_LEASE);
   }
@@ -123,6 +126,27 @@ export class DynamoSessionStore implements SessionStore {
       }),
     );
     return open.filter(Boolean).length;
+  }
+
+  /**
+   * Idempotent (a max-register per interval and day: dynamo-org-usage.ts). Tried three times in
+   * process; a failure after that is logged and leaves only this interval's last stretch (since
+   * the previous metering pass) unrecorded: never a second counted twice.
+   */
+  private async meterClosedInterval(session: SessionRecord, intervalStart: string, endedAt: string): Promise<void> {
+    const usage = this.usage;
+    if (!usage) return;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await usage.meterInterval({ orgId: session.orgId, sessionId: session.id, intervalStart, until: new Date(endedAt) });
+        return;
+      } catch (err) {
+        if (attempt >= 3) {
+          console.error(JSON.stringify({ level: "ERROR", message: "metering a closed running interval failed", sessionId: session.id, intervalStart, endedAt, error: String(err) }));
+          return;
+        }
+      }
+    }
   }
 
   private async deleteOpenMarker(orgId: string, sessionId: string): Promise<void> {
@@ -221,6 +245,9 @@ export class DynamoSessionStore implements SessionStore {
     guard?: LeaseGuard,
   ): Promise<SessionRecord> {
     const next = await this.writeTransition(current, to, now, wider, guard);
+    // The version condition held, so `current` is what was stored: its `runningSince` is the
+    // interval this write ended, at `now` (the same instant `activeSeconds` counted to).
+    if (current.status === "running" && current.runningSince && this.usage) await this.meterClosedInterval(current, current.runningSince, next.updatedAt);
     if (next.status === "stopped") {
       // Best effort, after the committed stop: a lost delete only overcounts until
       // `countOpenSessions({reconcile: true})` finds the session stopped.

@@ -18,6 +18,8 @@
  * | org secret          | `ORG#<orgId>`           | `SECRET#<name>`                 | -                         | -                                        |
  * | org settings        | `ORG#<orgId>`           | `SETTINGS`                      | -                         | -                                        |
  * | open-session marker | `ORG#<orgId>`           | `OPENSESSION#<sessionId>`       | -                         | -                                        |
+ * | usage (interval-day) | `ORG#<orgId>`          | `USAGE#<day>#<sessionId>#<runningSince>` | -                | -                                        |
+ * | org limits          | `ORG#<orgId>`           | `LIMITS`                        | -                         | -                                        |
  * | pending snapshot deletion | `SNAPSHOTDELETION` | `<provider>#<snapshotId>`      | -                         | -                                        |
  *
  * Client connections, their lookups and proxy connections carry `ttl` (epoch seconds, the table's
@@ -90,6 +92,15 @@ export const keys = {
   openSessionPrefix: "OPENSESSION#",
   /** An org's settings (its default agent model); one item per org. */
   orgSettings: (orgId: string) => ({ PK: `ORG#${orgId}`, SK: "SETTINGS" }),
+  /**
+   * Metered usage (API.md "Usage, limits and credits"): one item per running interval of a
+   * session per UTC day it touches, keyed by the interval's start (functions/store/dynamo-org-usage.ts).
+   * A day's usage is a Query on `USAGE#<day>`; a range of days, on `USAGE#<from>` .. `USAGE#<to>~`.
+   */
+  usage: (orgId: string, day: string, sessionId: string, intervalStart: string) => ({ PK: `ORG#${orgId}`, SK: `USAGE#${day}#${sessionId}#${intervalStart}` }),
+  usagePrefix: "USAGE#",
+  /** An org's usage limits and the sessions holding its running places; one item per org. */
+  orgLimits: (orgId: string) => ({ PK: `ORG#${orgId}`, SK: "LIMITS" }),
   /**
    * A snapshot delete that failed, kept until the sweeper's retry succeeds (issue 22 §4). One
    * partition: the items exist only while a provider refuses deletes, and the sweeper reads them all.

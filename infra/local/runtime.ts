@@ -41,6 +41,7 @@ import { attachLocalWsServer, type LocalWsServer } from "./local-ws-server";
 import type { WsDeps } from "../../functions/ws/ws-deps";
 import { StreamingRelay } from "../../functions/relay/relay";
 import { sweep, type SweepReport } from "../../functions/sweeper/orphan-sweeper";
+import { meterRunningSessions, type MeteringReport } from "../../functions/usage/metering-pass";
 
 export const LOCAL_TABLE_NAME = "sandbox-control-plane";
 /** API.md "Roles": the local development token is an admin. */
@@ -96,6 +97,8 @@ export interface LocalRuntime {
   sandboxDir: string;
   /** Runs the orphan sweeper now (it also runs every SWEEPER_INTERVAL_SECONDS); joins a sweep in progress. */
   sweep(): Promise<SweepReport>;
+  /** Runs the metering pass now (it also runs every METERING_INTERVAL_SECONDS); joins a pass in progress. */
+  meter(): Promise<MeteringReport>;
   /** Adds another API token (tests use one per org); the role defaults to `member`; no expiry unless given. */
   addApiToken(principal: NewTokenPrincipal, token?: string, options?: { expiresAt?: Date }): Promise<string>;
   /**
@@ -286,6 +289,17 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
       .catch((err: unknown) => logger.error("startup sweep failed", { error: errorForLog(err) }));
   }
 
+  // The metering schedule (a rate schedule in AWS, functions/usage/metering-fired.ts): one pass at a time.
+  const metering: { current: Promise<MeteringReport> | null } = { current: null };
+  const runMetering = (): Promise<MeteringReport> =>
+    (metering.current ??= meterRunningSessions(flowDeps).finally(() => {
+      metering.current = null;
+    }));
+  const meteringTimer = setInterval(() => {
+    runMetering().catch((err: unknown) => logger.error("metering pass failed", { error: errorForLog(err) }));
+  }, Math.round(config.METERING_INTERVAL_SECONDS * 1000));
+  meteringTimer.unref();
+
   // The scheduled prebuild rebuild (an EventBridge Scheduler rate schedule in AWS).
   const rebuildPrebuilds = () => rebuildStalePrebuilds({ catalog: rt.stores.catalog, builds, config, now, logger });
   const rebuildTimer =
@@ -313,6 +327,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     websocket: ws,
     sandboxDir,
     sweep: runSweep,
+    meter: runMetering,
     addApiToken: async (principal, token = newApiToken(), tokenOptions = {}) => {
       await tokens.putToken(token, principal, now(), tokenOptions);
       return token;
@@ -329,8 +344,10 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     },
     close: async () => {
       clearInterval(sweeperTimer);
+      clearInterval(meteringTimer);
       if (rebuildTimer) clearInterval(rebuildTimer);
       await sweeping.current?.catch(() => undefined);
+      await metering.current?.catch(() => undefined);
       await ws.close();
       await relay.drain();
       await http.close();

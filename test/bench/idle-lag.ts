@@ -41,6 +41,7 @@
  */
 import { DynamoOrgSettingsStore } from "../../functions/store/dynamo-org-settings";
 import { DynamoRepoCatalog } from "../../functions/store/dynamo-repo-catalog";
+import { DynamoOrgUsageStore } from "../../functions/store/dynamo-org-usage";
 import { fork, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import os from "node:os";
@@ -269,6 +270,7 @@ function startBench(endpoint: string, tableName: string): Bench {
     secrets: new DynamoOrgSecretStore(doc, tableName, new LocalSecretKeyWrapper(randomBytes(32))),
     orgSettings: new DynamoOrgSettingsStore(doc, tableName),
     catalog: new DynamoRepoCatalog(doc, tableName),
+    usage: new DynamoOrgUsageStore(doc, tableName),
     config,
     metrics,
     now: () => new Date(),

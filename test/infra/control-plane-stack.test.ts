@@ -101,10 +101,10 @@ describe("HTTP API", () => {
 });
 
 // One function per HTTP route, per flow step, the schedule target, the sweeper, one per WebSocket route, send-init,
-// one per snapshot builder step and the scheduled prebuild rebuild.
+// one per snapshot builder step, the scheduled prebuild rebuild and the metering pass.
 /** Route groups (routes.ts `group`) share one function. */
 const HTTP_FUNCTIONS = [...new Map(HTTP_ROUTES.map((r) => [servingRoute(r).id, servingRoute(r)])).values()];
-const FUNCTION_COUNT = HTTP_FUNCTIONS.length + FLOW_STEPS.length + 1 + 1 + WS_ROUTES.length + 1 + BUILD_STEPS.length + 1;
+const FUNCTION_COUNT = HTTP_FUNCTIONS.length + FLOW_STEPS.length + 1 + 1 + WS_ROUTES.length + 1 + BUILD_STEPS.length + 1 + 1;
 // The idle snapshot circuit breaker and the orphan sessions the sweeper finds (flows.test.ts).
 const METRIC_ALARM_COUNT = 2;
 

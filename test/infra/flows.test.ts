@@ -13,6 +13,7 @@ import { Match, type Template } from "aws-cdk-lib/assertions";
 import type { IConstruct } from "constructs";
 import {
   DEFAULT_SWEEPER_INTERVAL_SECONDS,
+  METERING_RATE_MINUTES,
   FUNCTIONS_SERVICE_NAME,
   METRICS_NAMESPACE,
   SCHEDULE_FIRED_TIMEOUT_SECONDS,
@@ -253,7 +254,7 @@ describe("EventBridge Scheduler", () => {
     template.hasResourceProperties("AWS::Scheduler::ScheduleGroup", { Name: `${stack.stackName}-lifecycle` });
   });
 
-  it("assumes a role (same account only) that can invoke schedule-fired and the sweeper and nothing else", () => {
+  it("assumes a role (same account only) that can invoke schedule-fired, the sweeper, the prebuild rebuild and the metering pass and nothing else", () => {
     const roleId = logicalIdOf(findRoleAssumedBy("scheduler.amazonaws.com"));
     expect(resources[roleId]?.Properties.AssumeRolePolicyDocument).toMatchObject({
       Statement: [
@@ -272,6 +273,7 @@ describe("EventBridge Scheduler", () => {
       getAtt(logicalIdOf(stack.functions.ScheduleFired)),
       getAtt(logicalIdOf(stack.functions.Sweeper)),
       getAtt(logicalIdOf(stack.functions.PrebuildRebuild)),
+      getAtt(logicalIdOf(stack.functions.Metering)),
     ]);
   });
 
@@ -505,8 +507,8 @@ describe("idle snapshotting (seed 002)", () => {
   it("a rate schedule (every SWEEPER_INTERVAL_SECONDS, default 10 minutes, no flexible window) invokes the sweeper with the scheduler role", () => {
     expect(DEFAULT_SWEEPER_INTERVAL_SECONDS).toBe(parseConfig({ TABLE_NAME: "t" }).SWEEPER_INTERVAL_SECONDS);
     const schedules = Object.values(resources).filter((r) => r.Type === "AWS::Scheduler::Schedule");
-    // The sweeper's and the prebuild rebuild's.
-    expect(schedules).toHaveLength(2);
+    // The sweeper's, the prebuild rebuild's and the metering pass's.
+    expect(schedules).toHaveLength(3);
     const schedule = resources[logicalIdOf(stack.sweeperSchedule)];
     expect(schedules).toContainEqual(schedule);
     expect(schedule?.Properties).toMatchObject({
@@ -522,6 +524,26 @@ describe("idle snapshotting (seed 002)", () => {
     const groupName = schedule?.Properties.GroupName;
     expect(groupName).not.toBe(`${stack.stackName}-lifecycle`);
     template.hasResourceProperties("AWS::Scheduler::ScheduleGroup", { Name: groupName });
+  });
+
+  it("the metering pass (usage, limits and credits): every minute, no flexible window, in the maintenance group; reads and writes the table and starts the pause flow only", () => {
+    expect(METERING_RATE_MINUTES * 60).toBe(parseConfig({ TABLE_NAME: "t" }).METERING_INTERVAL_SECONDS);
+    const schedule = resources[logicalIdOf(stack.meteringSchedule)];
+    expect(schedule?.Properties).toMatchObject({
+      ScheduleExpression: "rate(1 minute)",
+      FlexibleTimeWindow: { Mode: "OFF" },
+      State: "ENABLED",
+      Target: { Arn: getAtt(logicalIdOf(stack.functions.Metering)), RoleArn: getAtt(logicalIdOf(findRoleAssumedBy("scheduler.amazonaws.com"))) },
+    });
+    expect(schedule?.Properties.GroupName).toEqual(resources[logicalIdOf(stack.sweeperSchedule)]?.Properties.GroupName);
+    const statements = statementsOfFunction("Metering");
+    expect(resourcesFor(statements, "states:StartExecution")).toEqual([resolvedMachineArn("pause")]);
+    expect(Object.keys(envOf("Metering")).filter((k) => k.startsWith("STATE_MACHINE_ARN_"))).toEqual([stateMachineArnEnvName("pause")]);
+    expect(envOf("Metering").METERING_INTERVAL_SECONDS).toBe("60");
+    const actions = actionsOf(statements);
+    expect(actions).toEqual(expect.arrayContaining(["dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:GetItem"]));
+    // No provider credentials, no schedules, no pushes.
+    expect(actions.filter((a) => a.startsWith("secretsmanager:") || a.startsWith("scheduler:") || a.startsWith("execute-api:"))).toEqual([]);
   });
 
   it("the sweeper interval is a stack setting in whole minutes, at least one (context sweeperIntervalSeconds)", () => {

@@ -170,7 +170,7 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
   });
 
   it("the template's sweeper schedule runs the sweeper, which snapshots the unwatched idle session (idle-snapshot flow)", async () => {
-    const sweeper = [...world.schedules.values()].find((s) => s.expression.startsWith("rate("));
+    const sweeper = [...world.schedules.values()].find((s) => s.expression.startsWith("rate(") && s.name.startsWith("SweeperSchedule"));
     expect(sweeper).toBeDefined();
     if (!sweeper) return;
     await world.fireSchedule(sweeper.group, sweeper.name);
@@ -253,6 +253,27 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     expect(world.pushed.get(connectionId)?.map((m) => (m as { type: string }).type)).toContain("verification.reported");
     expect((await world.ws("$disconnect", connectionId)).statusCode).toBe(200);
     await world.settle();
+  });
+
+  it("usage and credits: the Org routes set a budget, and the template's metering schedule meters the running session and pauses it with credit_limit (pause flow)", async () => {
+    const put = await world.http("PUT", "/v1/org/limits", { token, body: { monthlyActiveSeconds: 0 } });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    const metering = [...world.schedules.values()].find((s) => s.name.startsWith("MeteringSchedule"));
+    expect(metering?.expression).toBe("rate(1 minute)");
+    if (!metering) return;
+    await world.fireSchedule(metering.group, metering.name);
+    await world.settle();
+    expect(failedExecutions()).toEqual([]);
+    expect([...world.executions.values()].map((e) => e.name)).toContainEqual(expect.stringMatching(/^pause-/));
+    const s = await expectStatus(id, "paused");
+    expect(s.pauseReason).toBe("credit_limit");
+    const usage = await world.http("GET", "/v1/usage", { token });
+    expect(usage.status, JSON.stringify(usage.body)).toBe(200);
+    expect((usage.body as { total: number }).total).toBeGreaterThan(0);
+    const org = await world.http("GET", "/v1/org", { token });
+    expect((org.body as { org: { limits: { monthlyActiveSeconds: number } } }).org.limits.monthlyActiveSeconds).toBe(0);
+    expect((await world.http("POST", "/v1/sessions", { token, body: { title: "over budget" } })).status).toBe(402);
+    expect((await world.http("PUT", "/v1/org/limits", { token, body: { monthlyActiveSeconds: null } })).status).toBe(200);
   });
 
   it("stop ends the session", async () => {

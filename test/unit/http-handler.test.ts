@@ -31,6 +31,7 @@ function deps(overrides: Partial<HttpDeps> = {}): HttpDeps {
     push: {} as HttpDeps["push"],
     catalog: {} as HttpDeps["catalog"],
     builds: {} as HttpDeps["builds"],
+    usage: {} as HttpDeps["usage"],
     wsTickets: {} as HttpDeps["wsTickets"],
     tokens: { resolveToken: async () => ({ userId: "u", orgId: "o", role: "member" }), putToken: async () => undefined },
     config: parseConfig({ TABLE_NAME: "t" }),

@@ -11,7 +11,7 @@ const groups = [...new Set(HTTP_ROUTES.flatMap((r) => (r.group ? [r.group] : [])
 
 describe("HTTP route groups", () => {
   it("exist (the stack stays under CloudFormation's 500 resources with them)", () => {
-    expect(groups.sort()).toEqual(["Prebuilds", "Repos", "SandboxAgentTools"]);
+    expect(groups.sort()).toEqual(["Org", "Prebuilds", "Repos", "SandboxAgentTools"]);
   });
 
   for (const group of groups) {

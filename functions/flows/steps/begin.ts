@@ -7,11 +7,31 @@
 import { readIdleFacts } from "../../idle/idle-check";
 import { evaluateIdle, idleModeOf } from "../../idle/idle-predicate";
 import { broadcastStatus } from "../../services/broadcast";
-import { planFlow } from "../plan";
+import { planFlow, type FlowPlan } from "../plan";
+import { admitToRun, isUsageRefusal } from "../../usage/usage-gate";
+import type { FlowDocument } from "../flow-document";
+import type { FlowDeps } from "../flow-deps";
 import { referencedSnapshotIds } from "../../domain/restore-source";
 import { CarryError, STEP_ERRORS } from "../step-errors";
 import { flowStep } from "../step";
 import { stepEntry } from "../lambda-entry";
+
+/**
+ * A session about to run (`ensure-runtime` with work to do) must be admitted by its org's limits
+ * (API.md "Usage, limits and credits"), whichever door started the flow (resume, a prompt's wake,
+ * a client connecting): credits left and a running place taken. Refused, the flow has nothing to
+ * do and says why; queued prompts stay stored for when the session may run.
+ */
+async function admitted(doc: FlowDocument, deps: FlowDeps, session: Parameters<typeof planFlow>[1], plan: FlowPlan): Promise<FlowPlan> {
+  if (doc.flow !== "ensure-runtime" || !plan.proceed) return plan;
+  try {
+    await admitToRun(deps.usage, session, deps.now());
+    return plan;
+  } catch (err) {
+    if (!isUsageRefusal(err)) throw err;
+    return { proceed: false, skipReason: `${err.code}: ${err.message}`, progressStatus: null, branch: null };
+  }
+}
 
 export const makeBeginStep = flowStep("begin", async (doc, deps) => {
   // One write takes the lease and returns the session as it left it: no read after it (issue 15).
@@ -22,7 +42,7 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
     // Idle snapshots re-check the whole predicate from fresh state under the lease (seed 002 constraints 2, 13, 14).
     const facts = doc.flow === "idle-snapshot" ? await readIdleFacts(deps, doc.sessionId, session) : null;
     const idle = facts ? evaluateIdle(facts, idleModeOf(doc.reason), deps.config) : null;
-    const plan = planFlow(doc.flow, session, { connectedClients, idle });
+    const plan = await admitted(doc, deps, session, planFlow(doc.flow, session, { connectedClients, idle }));
     // Constraint 12: take the relay lease before anything is snapshotted. The relay's next
     // renewal fails, so it closes the stream and cancels its reconnects, and no relay claims the
     // session until finish releases it. A user pause terminates the sandbox too, so it does the

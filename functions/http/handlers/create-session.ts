@@ -12,6 +12,7 @@
  * The git identity of the agent's commits is the caller's.
  * 201 with the session and its Location.
  */
+import { requireCredits } from "../../usage/usage-gate";
 import * as z from "zod";
 import { QuotaExceededError, ValidationError } from "../../domain/errors";
 import { SshPublicKey, SupportedAgentModel, chainKeyConflict, fallbackKeySecrets, fallbackModelList, gitIdentityFor } from "../../domain/agent-settings";
@@ -154,6 +155,8 @@ export const makeCreateSessionHandler = httpRoute(
     // A prebuild's sessions run where its snapshot lives unless the body says otherwise.
     const provider = body.provider ?? (source.provider && deps.config.SANDBOX_PROVIDERS.includes(source.provider) ? source.provider : deps.config.DEFAULT_SANDBOX_PROVIDER);
     await requireOpenSessionQuota(deps, who.orgId);
+    // API.md "Usage, limits and credits": with the month's active seconds spent, nothing is created (402).
+    await requireCredits(deps.usage, who.orgId, deps.now());
     const record = newSessionRecord({
       id: deps.newSessionId(),
       orgId: who.orgId,

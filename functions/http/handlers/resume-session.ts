@@ -14,6 +14,7 @@ import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
 import { requireStatus, startSessionFlow } from "../session-actions";
 import { loadOwnedSession, requirePrincipal, SessionPathParams } from "../session-access";
+import { admitToRun } from "../../usage/usage-gate";
 
 export const makeResumeSessionHandler = httpRoute({ name: "ResumeSession", auth: true, params: SessionPathParams }, async ({ params, principal }, deps) => {
   const caller = requirePrincipal(principal);
@@ -25,7 +26,11 @@ export const makeResumeSessionHandler = httpRoute({ name: "ResumeSession", auth:
     await deps.sessions.requestResume(session.id, deps.now());
     current = (await deps.sessions.getSession(session.id)) ?? session;
   }
-  if (current.status !== "running" && current.status !== "stopped") await startSessionFlow(deps, current, "ensure-runtime", `user:${caller.userId}`, "resume");
+  if (current.status !== "running" && current.status !== "stopped") {
+    // API.md "Usage, limits and credits": 402 credits_exhausted, 429 quota_exceeded (a running place is taken here).
+    await admitToRun(deps.usage, current, deps.now());
+    await startSessionFlow(deps, current, "ensure-runtime", `user:${caller.userId}`, "resume");
+  }
   return { status: 202, body: { session: toSessionView(current, deps.now()) } };
 });
 
