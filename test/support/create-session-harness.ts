@@ -29,6 +29,8 @@ export function createSessionHarness() {
     prompts: { enqueue: async (p: unknown) => void enqueued.push(p) },
     secrets: { existing: async () => new Set<string>() },
     orgSettings: { getFallbackModels: async () => [] },
+    // No limits: the credit check passes (its own tests: test/flow/usage-metering.test.ts).
+    usage: { getLimits: async () => ({ maxRunningSessions: null, monthlyActiveSeconds: null }) },
     tokens: { resolveToken: async () => ({ userId: "user-a", orgId: "org-a", role: "member" }), putToken: async () => undefined },
     config: parseConfig({ TABLE_NAME: "t" }),
     now: () => T0,
