@@ -68,8 +68,12 @@ export class SlackProgress {
   }
 
   /** Resolves once everything observed so far is posted (tests, shutdown). */
-  settled(): Promise<void> {
-    return this.chain;
+  async settled(): Promise<void> {
+    let seen: Promise<void>;
+    do {
+      seen = this.chain;
+      await seen;
+    } while (seen !== this.chain);
   }
 
   close(): void {
