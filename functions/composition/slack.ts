@@ -8,14 +8,13 @@ import type { Logger } from "@aws-lambda-powertools/logger";
 import type { HttpDeps } from "../http/http-handler";
 import type { SessionStore } from "../ports/session-store";
 import type { SlackQueue, SlackStore } from "../ports/slack";
-import { DynamoSlackStore } from "../store/dynamo-slack-store";
+
 import type { DynamoDBDocumentClient } from "../store/dynamodb-sdk";
+import { composeSlackStore } from "./slack-store";
 import { SlackWorker } from "../slack/worker";
 import { SlackProgress } from "../slack/status-line";
 
-export function composeSlackStore(doc: DynamoDBDocumentClient, tableName: string): SlackStore {
-  return new DynamoSlackStore(doc, tableName);
-}
+export { composeSlackStore };
 
 export interface SlackWebOptions {
   botToken: string | undefined;

@@ -9,7 +9,8 @@
  *   6. idle-detection lag: grace expiry -> idle snapshot start over the event-driven idle checks (p50, p99), checks per session;
  *   7. local sandbox start with and without the sidecar, and the sandbox credentials' cost per call;
  *   8. org secrets: cost per secret per month, KMS envelope in the table vs Secrets Manager (measured ops, list prices);
- *   9. prebuilds: new session to running from the base vs from a prebuild snapshot, and the builder's duration.
+ *   9. prebuilds: new session to running from the base vs from a prebuild snapshot, and the builder's duration;
+ *   slack: the Slack functions' bundles and cold import, the ack's latency (p50/p99) over the local runtime.
  * `BENCH_ONLY=<section name>[,...]` (e.g. `BENCH_ONLY=prebuilds npm run bench`) runs only those sections.
  * layers/README.md records the packaging decision drawn from section 2.
  */
@@ -54,6 +55,7 @@ try {
   await section("sandbox start", async () => (await import("./sandbox-start")).benchSandboxStart());
   await section("org secrets", async () => (await import("./org-secrets")).benchOrgSecrets());
   await section("prebuilds", async () => (await import("./prebuilds")).benchPrebuilds());
+  await section("slack", async () => (await import("./slack")).benchSlack(repoRoot, tmpDir));
 } finally {
   rmSync(tmpDir, { recursive: true, force: true });
 }
