@@ -15,7 +15,7 @@ import { SLACK_ACK_ROUTES } from "./routes";
 
 type Handler = (event: APIGatewayProxyEventV2) => Promise<APIGatewayProxyStructuredResultV2>;
 
-const log = (level: "INFO" | "ERROR", message: string, fields: Record<string, unknown>) => console.log(JSON.stringify({ level, message, service: "slack-ack", ...fields }));
+const log = (level: "INFO" | "ERROR", message: string, fields: Record<string, unknown>) => process.stdout.write(`${JSON.stringify({ level, message, service: "slack-ack", ...fields })}\n`);
 
 let handlers: Map<string, Handler> | undefined;
 
