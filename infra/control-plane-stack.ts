@@ -36,6 +36,7 @@ import { BUILD_STEPS } from "../functions/builds/build-steps";
 import { allowStartingBuilds, createSnapshotBuilder } from "./snapshot-builder";
 import { acknowledgeExecutionWildcards, allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
 import { createRelayService, type RelayService } from "./relay-service";
+import { SlackStack } from "./slack-stack";
 import { DEFAULT_STAGE_THROTTLE, HTTP_ROUTE_THROTTLES, RESERVED_CONCURRENCY, WS_ROUTE_THROTTLES, type Throttle } from "./api-throttles";
 import { acknowledgePushWildcard, allowClosingConnections, allowPush, createWebSocketApi, createWebSocketStage, pushGrant } from "./websocket-api";
 
@@ -159,6 +160,8 @@ export class ControlPlaneStack extends Stack {
   readonly idleAlarms: { circuitBreakerTrips: Alarm; orphanSessions: Alarm };
   /** Every alarm of the stack notifies this topic (subscribe to it, or pass `alarmEmail`). */
   readonly alarmTopic: Topic;
+  /** Slack (API.md "Slack"): its own nested stack (infra/slack-stack.ts). */
+  readonly slack: SlackStack;
 
   constructor(scope: Construct, id: string, props: ControlPlaneStackProps = {}) {
     super(scope, id, props);
@@ -647,6 +650,9 @@ export class ControlPlaneStack extends Stack {
       });
       new CfnOutput(this, `${flowConstructId(flow)}StateMachineArn`, { value: machine.stateMachineArn, description: `ARN of the ${flow} flow` });
     }
+
+    // Slack: every resource in a nested stack of its own (the root is near the 500-resource limit).
+    this.slack = new SlackStack(this, "Slack", { root: this, table: this.table, httpApi: this.httpApi, environment, allowProviderSecret, allowSandboxKeys });
 
     // Every alarm notifies one topic: an operator subscribes to it (or passes `-c alarmEmail=`).
     this.alarmTopic = new Topic(this, "AlarmTopic", { displayName: `${this.stackName} alarms`, enforceSSL: true });
