@@ -47,3 +47,19 @@ describe("the slash command's text (API.md Slack)", () => {
     expect(splitForSlack("y".repeat(6500)).map((p) => p.length)).toEqual([3000, 3000, 500]);
   });
 });
+
+describe("the Slack app manifest", () => {
+  it("points the command, events and interactivity at the deployment's routes, with the bot scopes the worker needs", async () => {
+    const { slackManifest } = await import("../../../functions/slack/manifest");
+    const m = slackManifest({ baseUrl: "https://abc.execute-api.eu-west-1.amazonaws.com/" }) as {
+      features: { slash_commands: { url: string; command: string }[] };
+      settings: { event_subscriptions: { request_url: string; bot_events: string[] }; interactivity: { request_url: string } };
+      oauth_config: { scopes: { bot: string[] } };
+    };
+    expect(m.features.slash_commands[0]).toMatchObject({ command: "/agent", url: "https://abc.execute-api.eu-west-1.amazonaws.com/slack/commands" });
+    expect(m.settings.event_subscriptions.request_url).toBe("https://abc.execute-api.eu-west-1.amazonaws.com/slack/events");
+    expect(m.settings.interactivity.request_url).toBe("https://abc.execute-api.eu-west-1.amazonaws.com/slack/interactions");
+    expect(m.settings.event_subscriptions.bot_events).toEqual(["app_mention", "message.channels", "message.groups"]);
+    expect(m.oauth_config.scopes.bot).toEqual(expect.arrayContaining(["commands", "chat:write", "app_mentions:read", "channels:history"]));
+  });
+});
