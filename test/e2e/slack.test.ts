@@ -150,6 +150,28 @@ describe("Slack: one thread per session", () => {
     ]);
   }, 150_000);
 
+  it("the status line's buttons pause and resume the session through /slack/interactions; the pause is posted in the thread", async () => {
+    expect(sessionId).not.toBe("");
+    await waitFor("the session running again", async () => (await storedSession(runtime, sessionId)).status === "running");
+    const click = (action: string, trigger: string) => {
+      const payload = JSON.stringify({ type: "block_actions", trigger_id: trigger, team: { id: TEAM }, user: { id: USER }, channel: { id: CHANNEL }, actions: [{ action_id: action, value: sessionId, action_ts: "1.2" }] });
+      return postForm("/slack/interactions", new URLSearchParams({ payload }).toString());
+    };
+    expect((await click("pause", "trig-pause")).status).toBe(200);
+    expect((await click("pause", "trig-pause")).status).toBe(200); // Slack's retry of the same click
+    await runtime.slack.settled();
+    await waitFor("the session paused by the button", async () => (await storedSession(runtime, sessionId)).status === "paused");
+    await waitFor("the pause posted in the thread", () => threadPosts(threadTs).find((c) => String(c.args.text).startsWith("Paused to save resources")), 30_000);
+    const pauses = (await api.request("GET", `/v1/sessions/${sessionId}/events?limit=100`)).body as { items: { flow: string; actor: string }[] };
+    expect(pauses.items.filter((e) => e.flow === "pause" && e.actor === `user:slack:${TEAM}:${USER}`)).toHaveLength(1);
+    expect(slack.callsOf("chat.postEphemeral").map((c) => c.args)).toEqual([{ channel: CHANNEL, user: USER, text: "pause: requested" }]);
+
+    expect((await click("resume", "trig-resume")).status).toBe(200);
+    await runtime.slack.settled();
+    await waitFor("the session resumed by the button", async () => (await storedSession(runtime, sessionId)).status === "running");
+    slack.calls.splice(0, slack.calls.length);
+  }, 120_000);
+
   it("unbound teams, bad signatures, empty prompts and an exhausted budget create nothing and say why", async () => {
     const before = (await slackSessions()).length;
     // Another org's Slack team nobody bound.
