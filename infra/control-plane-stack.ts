@@ -653,6 +653,9 @@ export class ControlPlaneStack extends Stack {
 
     // Slack: every resource in a nested stack of its own (the root is near the 500-resource limit).
     this.slack = new SlackStack(this, "Slack", { root: this, table: this.table, httpApi: this.httpApi, environment, allowProviderSecret, allowSandboxKeys });
+    // The relay posts Slack sessions' answers and status (functions/relay/service.ts): it reads the bot token.
+    this.relay.container.addEnvironment("SLACK_SECRET_ARN", this.slack.secret.secretArn);
+    this.slack.secret.grantRead(this.relay.taskRole);
 
     // Every alarm notifies one topic: an operator subscribes to it (or passes `-c alarmEmail=`).
     this.alarmTopic = new Topic(this, "AlarmTopic", { displayName: `${this.stackName} alarms`, enforceSSL: true });

@@ -3,7 +3,7 @@
  * SLACK_API_URL), the worker, the progress tap and the ack handlers, from a runtime's parts. The
  * local runtime and the Lambda entries build Slack from here, so neither builds a store itself.
  */
-import { WebClient, LogLevel } from "@slack/web-api";
+import type { WebClient } from "@slack/web-api";
 import type { Logger } from "@aws-lambda-powertools/logger";
 import type { HttpDeps } from "../http/http-handler";
 import type { SessionStore } from "../ports/session-store";
@@ -11,38 +11,13 @@ import type { SlackQueue, SlackStore } from "../ports/slack";
 
 import type { DynamoDBDocumentClient } from "../store/dynamodb-sdk";
 import { composeSlackStore } from "./slack-store";
+import { slackWebClient } from "./slack-web";
+
+export { slackWebClient };
 import { SlackWorker } from "../slack/worker";
 import { SlackProgress } from "../slack/status-line";
 
 export { composeSlackStore };
-
-export interface SlackWebOptions {
-  botToken: string | undefined;
-  apiUrl: string;
-  logger: Logger;
-  /** Retries of failed calls (a 429 is waited out by its Retry-After either way). */
-  retries?: number;
-}
-
-export function slackWebClient(options: SlackWebOptions): WebClient {
-  const url = options.apiUrl.endsWith("/") ? options.apiUrl : `${options.apiUrl}/`;
-  const log = options.logger;
-  return new WebClient(options.botToken, {
-    slackApiUrl: url,
-    retryConfig: { retries: options.retries ?? 5, factor: 2, minTimeout: 200, maxTimeout: 10_000 },
-    // Its logger never sees the token; ours gets warnings and errors only.
-    logLevel: LogLevel.WARN,
-    logger: {
-      debug: () => undefined,
-      info: () => undefined,
-      warn: (...msgs: unknown[]) => log.warn("slack web api", { detail: msgs.map(String).join(" ") }),
-      error: (...msgs: unknown[]) => log.error("slack web api", { detail: msgs.map(String).join(" ") }),
-      setLevel: () => undefined,
-      getLevel: () => LogLevel.WARN,
-      setName: () => undefined,
-    },
-  });
-}
 
 export interface SlackParts {
   store: SlackStore;

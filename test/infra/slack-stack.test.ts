@@ -83,3 +83,17 @@ describe("the Slack nested stack", () => {
     expect(JSON.stringify(nested.toJSON())).not.toMatch(/xoxb-|SLACK_SIGNING_SECRET"\s*:/);
   });
 });
+
+describe("the relay posts Slack progress", () => {
+  it("gets the Slack secret's ARN and may read that secret (besides the sandbox access key it read before)", () => {
+    const taskDefs = Object.values(synth.resources).filter((r) => r.Type === "AWS::ECS::TaskDefinition");
+    const env = taskDefs.flatMap((t) => (t.Properties.ContainerDefinitions as { Environment?: { Name: string; Value: unknown }[] }[]).flatMap((c) => c.Environment ?? []));
+    const arn = env.find((e) => e.Name === "SLACK_SECRET_ARN")?.Value;
+    expect(JSON.stringify(arn)).toContain("Outputs.");
+    const relayPolicies = Object.values(synth.resources).filter((r) => r.Type === "AWS::IAM::Policy" && JSON.stringify(r.Properties.Roles).includes("RelayTaskRole"));
+    const statements = relayPolicies.flatMap((r) => (r.Properties.PolicyDocument as { Statement: Statement[] }).Statement);
+    const reads = statements.filter((s) => actionsOf([s]).includes("secretsmanager:GetSecretValue"));
+    expect(reads.map((s) => JSON.stringify(s.Resource))).toContain(JSON.stringify(arn));
+    expect(reads).toHaveLength(2);
+  });
+});
