@@ -12,9 +12,10 @@ import type { DynamoDBDocumentClient } from "../store/dynamodb-sdk";
 import { slackWebClient } from "./slack-web";
 import { composeSlackStore } from "./slack-store";
 
-export function composeSlackProgress(input: { doc: DynamoDBDocumentClient; tableName: string; sessions: SessionStore; botToken: string | undefined; apiUrl: string; logger: Logger; now: () => Date }): SlackProgress {
+/** `botToken` is read on the first post (so a relay starts without calling Secrets Manager). */
+export function composeSlackProgress(input: { doc: DynamoDBDocumentClient; tableName: string; sessions: SessionStore; botToken: () => Promise<string | undefined>; apiUrl: string; logger: Logger; now: () => Date }): SlackProgress {
   const store = composeSlackStore(input.doc, input.tableName);
-  const outbox = new SlackOutbox(slackWebClient({ botToken: input.botToken, apiUrl: input.apiUrl, logger: input.logger }), store, input.now);
+  const outbox = new SlackOutbox(async () => slackWebClient({ botToken: await input.botToken(), apiUrl: input.apiUrl, logger: input.logger }), store, input.now);
   return new SlackProgress({ store, sessions: input.sessions, outbox, logger: input.logger, now: input.now });
 }
 

@@ -83,8 +83,9 @@ export async function startRelayService(env: Record<string, string | undefined>,
     afterConnect: () => Promise.reject(new Error("the relay opens no connections")),
   });
   // Slack (issue 17): the relay posts Slack sessions' answers and status to their threads.
+  // The token is read on the first Slack post; a session's type is read once per relay (one GetItem).
   if (env.SLACK_SECRET_ARN) {
-    const { botToken } = await slackSecrets(env);
+    const botToken = async () => (await slackSecrets(env)).botToken;
     const progress = composeSlackProgress({ doc: rt.doc, tableName: config.TABLE_NAME, sessions: rt.stores.sessions, botToken, apiUrl: config.SLACK_API_URL, logger, now: () => new Date() });
     rt.relayDeps.push = observedPush(rt.relayDeps.push, progress);
   }

@@ -67,8 +67,10 @@ export function classify(route: SlackRoute, body: string): { key: string } | { a
     const payload = parseJson(body);
     if (!payload) return { answer: fail(400, "invalid_json", "body: not a JSON object") };
     if (payload.type === "url_verification") return { answer: reply(200, { challenge: str(payload.challenge) ?? "" }) };
+    // Other envelopes (`app_rate_limited`, ...) carry nothing to do: acknowledged, not stored.
+    if (payload.type !== "event_callback") return { answer: reply(200) };
     const eventId = str(payload.event_id);
-    if (payload.type !== "event_callback" || !eventId) return { answer: fail(400, "invalid_request", "body: expected an event_callback with an event_id") };
+    if (!eventId) return { answer: fail(400, "invalid_request", "body: an event_callback needs an event_id") };
     return { key: `event:${eventId}` };
   }
   const payload = parseJson(new URLSearchParams(body).get("payload") ?? "");

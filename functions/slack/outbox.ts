@@ -25,11 +25,23 @@ interface MetadataMessage {
 }
 
 export class SlackOutbox {
+  private client: Promise<WebClient> | undefined;
+
+  /** `web`: the client, or a function building it on the first post (the relay reads the bot token only when a Slack session needs it). */
   constructor(
-    private readonly web: WebClient,
+    private readonly web: WebClient | (() => Promise<WebClient>),
     private readonly store: Pick<SlackStore, "beginPost" | "getPost" | "recordPostTs">,
     private readonly now: () => Date,
   ) {}
+
+  private webClient(): Promise<WebClient> {
+    const web = this.web;
+    this.client ??= (typeof web === "function" ? web() : Promise.resolve(web)).catch((err: unknown) => {
+      this.client = undefined;
+      throw err;
+    });
+    return this.client;
+  }
 
   /** Posts once per key; returns the message's `ts`. */
   async post(key: string, message: OutboxMessage): Promise<string> {
@@ -42,7 +54,8 @@ export class SlackOutbox {
         return found;
       }
     }
-    const out = await this.web.chat.postMessage({
+    const web = await this.webClient();
+    const out = await web.chat.postMessage({
       channel: message.channel,
       text: message.text,
       ...(message.threadTs ? { thread_ts: message.threadTs } : {}),
@@ -58,15 +71,16 @@ export class SlackOutbox {
   async update(key: string, message: Omit<OutboxMessage, "threadTs">): Promise<boolean> {
     const post = await this.store.getPost(key);
     if (!post?.ts) return false;
-    await this.web.chat.update({ channel: message.channel, ts: post.ts, text: message.text, ...(message.blocks ? { blocks: message.blocks as never } : {}) });
+    await (await this.webClient()).chat.update({ channel: message.channel, ts: post.ts, text: message.text, ...(message.blocks ? { blocks: message.blocks as never } : {}) });
     return true;
   }
 
   private async find(key: string, message: OutboxMessage, since: string): Promise<string | null> {
     const oldest = String(Math.floor(Date.parse(since) / 1000) - 1);
+    const web = await this.webClient();
     const out = message.threadTs
-      ? await this.web.conversations.replies({ channel: message.channel, ts: message.threadTs, oldest, include_all_metadata: true, limit: 200 })
-      : await this.web.conversations.history({ channel: message.channel, oldest, include_all_metadata: true, limit: 200 });
+      ? await web.conversations.replies({ channel: message.channel, ts: message.threadTs, oldest, include_all_metadata: true, limit: 200 })
+      : await web.conversations.history({ channel: message.channel, oldest, include_all_metadata: true, limit: 200 });
     const messages = (out.messages ?? []) as MetadataMessage[];
     const hit = messages.find((m) => m.metadata?.event_type === OUTBOX_EVENT_TYPE && m.metadata.event_payload?.key === key);
     return hit?.ts ?? null;

@@ -176,7 +176,8 @@ export class SlackWorker {
     }
     // A plain message outside a session's thread is not ours; a mention starts a session in its own thread.
     if (event.type !== "app_mention") return;
-    await this.runText(workspace, { userId: event.user, channelId: event.channel, text, startKey: `message:${event.channel}:${event.ts}`, underTs: event.ts });
+    // In a thread that has no session yet, the session takes that thread (Slack threads replies under the parent's ts).
+    await this.runText(workspace, { userId: event.user, channelId: event.channel, text, startKey: `message:${event.channel}:${event.ts}`, underTs: event.thread_ts ?? event.ts });
   }
 
   private async promptInThread(workspace: SlackWorkspace, thread: SlackThread, input: { userId: string; channelId: string; ts: string; text: string }): Promise<void> {

@@ -255,7 +255,8 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   // Slack (API.md "Slack"): the ack handlers on /slack/*, the worker in process, progress from broadcasts.
   const slack = localSlack({ config, doc, http: rt.httpDeps, sessions: rt.stores.sessions, logger, now });
   slackRef.current = slack;
-  push.observe = (sessionId, message) => slack.progress.observe(sessionId, message);
+  // Without a bot token nothing can be posted: no tap (and no session reads for it).
+  if (config.SLACK_BOT_TOKEN) push.observe = (sessionId, message) => slack.progress.observe(sessionId, message);
   const { tokens } = rt.stores;
   await tokens.putToken(devApiToken, { ...DEV_PRINCIPAL, name: "development token" }, now());
   const flowDeps = rt.flowDeps;

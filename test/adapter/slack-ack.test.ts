@@ -111,6 +111,17 @@ describe("Slack ack: signatures", () => {
     expect(await deliveryItems()).toBe(before);
   });
 
+  it("other envelopes (app_rate_limited) are acknowledged and store nothing; an event_callback without event_id is 400", async () => {
+    const before = await deliveryItems();
+    const limited = await handler("events")(signed(JSON.stringify({ type: "app_rate_limited", team_id: "T0001", minute_rate_limited: 1518467820, api_app_id: "A1" })));
+    expect(limited.statusCode).toBe(200);
+    const noId = await handler("events")(signed(JSON.stringify({ type: "event_callback", team_id: "T0001", event: { type: "message" } })));
+    expect(noId.statusCode).toBe(400);
+    expect(JSON.parse(noId.body ?? "").error.message).toContain("event_id");
+    expect(enqueued).toEqual([]);
+    expect(await deliveryItems()).toBe(before);
+  });
+
   it("help (or an empty command) is answered by the ack itself: usage, nothing enqueued", async () => {
     for (const text of ["help", ""]) {
       const res = await handler("commands")(signed(commandBody(`trig-help-${text}`, text)));

@@ -189,14 +189,20 @@ describe("Slack: one thread per session", () => {
     // The org already has its one open session: the create is refused (429), nothing is created.
     expect((await postForm("/slack/commands", commandBody(`${origin.url} a second session`))).status).toBe(200);
     await runtime.slack.settled();
+    // A mention starts a session like the command: refused the same way here.
+    expect((await postEvent({ type: "app_mention", channel: CHANNEL, user: USER, text: `<@UBOT> ${origin.url} a mentioned session`, ts: "1800000001.000100" }, "Ev-mention-start")).status).toBe(200);
+    await runtime.slack.settled();
 
     expect((await slackSessions()).length).toBe(before);
     const ephemerals = slack.callsOf("chat.postEphemeral").map((c) => c.args);
-    expect(ephemerals).toHaveLength(4);
+    expect(ephemerals).toHaveLength(5);
     expect(ephemerals.every((a) => a.channel === CHANNEL && a.user === USER)).toBe(true);
     expect(String(ephemerals[0]?.text)).toContain("not connected to an org");
     expect(String(ephemerals[1]?.text)).toContain("no prompt");
     expect(String(ephemerals[2]?.text)).toContain("No repository");
     expect(String(ephemerals[3]?.text)).toContain("budget is exhausted");
+    expect(String(ephemerals[4]?.text)).toContain("budget is exhausted");
+    // Nothing was posted for them: no thread parent besides the first session's.
+    expect(slack.callsOf("chat.postMessage").filter((c) => c.args.thread_ts === undefined || c.args.thread_ts === "1800000001.000100")).toEqual([]);
   }, 60_000);
 });
