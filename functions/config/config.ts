@@ -5,6 +5,7 @@
  */
 import * as z from "zod";
 import { PROVIDER_TYPES } from "../domain/session";
+import { processEnvironment } from "./environment";
 
 const seconds = (fallback: number) => z.coerce.number().positive().finite().default(fallback);
 
@@ -148,9 +149,7 @@ let cached: Config | undefined;
  * take their own variables from it (state machine ARNs, schedule targets, the secrets' ARNs, the
  * provider credentials) get this record from the composition root, never `process.env` itself.
  */
-export function processEnvironment(): Readonly<Record<string, string | undefined>> {
-  return process.env;
-}
+export { processEnvironment };
 
 /** The process's configuration, parsed on first use. */
 export function loadConfig(): Config {

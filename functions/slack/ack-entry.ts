@@ -6,7 +6,7 @@
  * far under Slack's 3 s (`npm run bench`, section "slack").
  */
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from "aws-lambda";
-import { processEnvironment } from "../config/config";
+import { processEnvironment } from "../config/environment";
 import { slackSecrets, SqsSlackQueue } from "../composition/slack-aws";
 import { composeSlackStore } from "../composition/slack-store";
 import { createDocumentClient } from "../store/dynamo-client";
