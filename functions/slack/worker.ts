@@ -142,6 +142,9 @@ export class SlackWorker {
     const thread: SlackThread = { sessionId, teamId: workspace.teamId, channelId, threadTs: input.underTs ?? parentTs, userId };
     await this.deps.store.putThread(thread, this.deps.now());
     await this.outbox.post(`status:${sessionId}`, { channel: channelId, threadTs: thread.threadTs, text: "Status: creating", blocks: statusBlocks(sessionId, "Status: creating") });
+    // A redelivery of a start that got this far before: the session runs (or ran) already; only a
+    // session never provisioned is resumed again (a resume of a running one would be a wake request).
+    if (created.status === 409 && (await this.deps.http.sessions.getSession(sessionId))?.status !== "starting") return;
     const resumed = await this.api.call(principal, "ResumeSession", { path: `/v1/sessions/${sessionId}/resume`, params: { id: sessionId } });
     if (resumed.status >= 500) throw new Error(`slack start: resume answered ${resumed.status}`);
     if (resumed.status >= 400 && resumed.status !== 409) {

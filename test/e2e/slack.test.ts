@@ -83,12 +83,14 @@ const threadPosts = (threadTs: string) => slack.callsOf("chat.postMessage").filt
 
 let sessionId = "";
 let threadTs = "";
+let firstCommand = "";
 
 describe("Slack: one thread per session", () => {
   it("a signed command creates one session and one thread whose reply holds the agent's answer; a duplicate and a 429 post nothing twice", async () => {
     // Slack rate-limits the first post: the client waits out Retry-After and sends it once more.
     slack.rateLimitNext("chat.postMessage", 1);
     const body = commandBody(`${origin.url} say hello from slack`);
+    firstCommand = body;
     const first = await postForm("/slack/commands", body);
     expect(first.status, first.text).toBe(200);
     expect(first.body).toEqual({ response_type: "ephemeral", text: "Working on it…" });
@@ -169,6 +171,14 @@ describe("Slack: one thread per session", () => {
     expect((await click("resume", "trig-resume")).status).toBe(200);
     await runtime.slack.settled();
     await waitFor("the session resumed by the button", async () => (await storedSession(runtime, sessionId)).status === "running");
+
+    // SQS redelivers the first command to the worker (a crash after the start): nothing new is created or posted.
+    const postsBefore = slack.callsOf("chat.postMessage").length;
+    await runtime.slack.worker.handle({ kind: "command", key: `command:${new URLSearchParams(firstCommand).get("trigger_id") ?? ""}`, body: firstCommand, receivedAt: new Date().toISOString() });
+    expect((await slackSessions()).map((s) => s.id)).toEqual([sessionId]);
+    expect(slack.callsOf("chat.postMessage").slice(postsBefore).filter((c) => c.args.thread_ts === undefined || !String(c.args.text).startsWith("Paused"))).toEqual([]);
+    expect((await runtime.deps.prompts.list(sessionId)).length).toBe(2);
+    expect((await storedSession(runtime, sessionId)).status).toBe("running");
     slack.calls.splice(0, slack.calls.length);
   }, 120_000);
 
