@@ -65,7 +65,7 @@ export interface SlackStore {
    * Claims a start (a command, a mention) once: the session id the first claim chose. A redelivery
    * gets the same id back, so it can never create a second session.
    */
-  claimStart(deliveryKey: string, sessionId: string, now: Date): Promise<string>;
+  claimStart(deliveryKey: string, sessionId: string, now: Date): Promise<{ sessionId: string; fresh: boolean }>;
   /** Claims a message as a prompt once (`<channel>:<ts>`: a thread message and its app_mention are one). */
   claimMessage(channelId: string, ts: string, now: Date): Promise<boolean>;
   forgetMessage(channelId: string, ts: string): Promise<void>;

@@ -122,12 +122,17 @@ export class SlackWorker {
   private async start(workspace: SlackWorkspace, input: { userId: string; channelId: string; repo: string; prompt: string; startKey: string; underTs: string | null }): Promise<void> {
     const { userId, channelId, repo, prompt } = input;
     const principal = slackPrincipal(workspace.orgId, workspace.teamId, userId);
-    const sessionId = await this.deps.store.claimStart(input.startKey, this.deps.http.newSessionId(), this.deps.now());
-    const created = await this.api.call(principal, "CreateSession", {
-      path: "/v1/sessions",
-      body: { clientType: "slack", title: titleOf(prompt), repos: [{ url: repo }], initialPrompt: prompt },
-      newSessionId: sessionId,
-    });
+    const claim = await this.deps.store.claimStart(input.startKey, this.deps.http.newSessionId(), this.deps.now());
+    const sessionId = claim.sessionId;
+    // A redelivery whose session exists already carries on with it (no create: at the org's cap it would be refused).
+    const existing = claim.fresh ? null : await this.deps.http.sessions.getSession(sessionId);
+    const created: ApiAnswer = existing
+      ? { status: 409, body: {}, code: "conflict", message: null }
+      : await this.api.call(principal, "CreateSession", {
+          path: "/v1/sessions",
+          body: { clientType: "slack", title: titleOf(prompt), repos: [{ url: repo }], initialPrompt: prompt },
+          newSessionId: sessionId,
+        });
     // 409: this delivery's session exists already (a redelivery after a crash): carry on with it.
     if (created.status !== 201 && created.status !== 409) {
       if (created.status >= 500) throw new Error(`slack start: create answered ${created.status}`);
@@ -144,7 +149,7 @@ export class SlackWorker {
     await this.outbox.post(`status:${sessionId}`, { channel: channelId, threadTs: thread.threadTs, text: "Status: creating", blocks: statusBlocks(sessionId, "Status: creating") });
     // A redelivery of a start that got this far before: the session runs (or ran) already; only a
     // session never provisioned is resumed again (a resume of a running one would be a wake request).
-    if (created.status === 409 && (await this.deps.http.sessions.getSession(sessionId))?.status !== "starting") return;
+    if (created.status === 409 && (existing ?? (await this.deps.http.sessions.getSession(sessionId)))?.status !== "starting") return;
     const resumed = await this.api.call(principal, "ResumeSession", { path: `/v1/sessions/${sessionId}/resume`, params: { id: sessionId } });
     if (resumed.status >= 500) throw new Error(`slack start: resume answered ${resumed.status}`);
     if (resumed.status >= 400 && resumed.status !== 409) {

@@ -140,11 +140,11 @@ export class DynamoSlackStore implements SlackStore {
     await this.doc.send(new PutCommand({ TableName: this.tableName, Item: { ...k.channel(teamId, channelId), repo, updatedAt: now.toISOString() } }));
   }
 
-  async claimStart(deliveryKey: string, sessionId: string, now: Date): Promise<string> {
-    if (await this.putNew({ ...k.start(deliveryKey), sessionId, createdAt: now.toISOString(), ttl: ttl(now, 7) })) return sessionId;
+  async claimStart(deliveryKey: string, sessionId: string, now: Date): Promise<{ sessionId: string; fresh: boolean }> {
+    if (await this.putNew({ ...k.start(deliveryKey), sessionId, createdAt: now.toISOString(), ttl: ttl(now, 7) })) return { sessionId, fresh: true };
     const item = await this.get(k.start(deliveryKey), true);
     if (typeof item?.sessionId !== "string") throw new Error(`slack start claim ${deliveryKey} has no session id`);
-    return item.sessionId;
+    return { sessionId: item.sessionId, fresh: false };
   }
 
   claimMessage(channelId: string, ts: string, now: Date): Promise<boolean> {

@@ -164,8 +164,9 @@ describe("Slack: one thread per session", () => {
     await runtime.slack.settled();
     await waitFor("the session paused by the button", async () => (await storedSession(runtime, sessionId)).status === "paused");
     await waitFor("the pause posted in the thread", () => threadPosts(threadTs).find((c) => String(c.args.text).startsWith("Paused to save resources")), 30_000);
-    const pauses = (await api.request("GET", `/v1/sessions/${sessionId}/events?limit=100`)).body as { items: { flow: string; actor: string }[] };
-    expect(pauses.items.filter((e) => e.flow === "pause" && e.actor === `user:slack:${TEAM}:${USER}`)).toHaveLength(1);
+    const byButton = async () => ((await api.request("GET", `/v1/sessions/${sessionId}/events?limit=100`)).body as { items: { flow: string; actor: string }[] }).items.filter((e) => e.flow === "pause" && e.actor === `user:slack:${TEAM}:${USER}`);
+    await waitFor("the pause flow's event, started by the Slack user", async () => (await byButton()).length > 0, 30_000);
+    expect(await byButton()).toHaveLength(1);
     expect(slack.callsOf("chat.postEphemeral").map((c) => c.args)).toEqual([{ channel: CHANNEL, user: USER, text: "pause: requested" }]);
 
     expect((await click("resume", "trig-resume")).status).toBe(200);
@@ -174,9 +175,11 @@ describe("Slack: one thread per session", () => {
 
     // SQS redelivers the first command to the worker (a crash after the start): nothing new is created or posted.
     const postsBefore = slack.callsOf("chat.postMessage").length;
+    const ephemeralsBefore = slack.callsOf("chat.postEphemeral").length;
     await runtime.slack.worker.handle({ kind: "command", key: `command:${new URLSearchParams(firstCommand).get("trigger_id") ?? ""}`, body: firstCommand, receivedAt: new Date().toISOString() });
     expect((await slackSessions()).map((s) => s.id)).toEqual([sessionId]);
     expect(slack.callsOf("chat.postMessage").slice(postsBefore).filter((c) => c.args.thread_ts === undefined || !String(c.args.text).startsWith("Paused"))).toEqual([]);
+    expect(slack.callsOf("chat.postEphemeral")).toHaveLength(ephemeralsBefore);
     expect((await runtime.deps.prompts.list(sessionId)).length).toBe(2);
     expect((await storedSession(runtime, sessionId)).status).toBe("running");
     slack.calls.splice(0, slack.calls.length);
