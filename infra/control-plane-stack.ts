@@ -36,6 +36,7 @@ import { BUILD_KEY_HOLDERS, BUILD_STEPS } from "../functions/builds/build-steps"
 import { allowStartingBuilds, createSnapshotBuilder } from "./snapshot-builder";
 import { acknowledgeExecutionWildcards, allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
 import { createRelayService, type RelayService } from "./relay-service";
+import { SlackStack } from "./slack-stack";
 import { DEFAULT_STAGE_THROTTLE, HTTP_ROUTE_THROTTLES, RESERVED_CONCURRENCY, WS_ROUTE_THROTTLES, type Throttle } from "./api-throttles";
 import { acknowledgePushWildcard, allowClosingConnections, allowPush, createWebSocketApi, createWebSocketStage, pushGrant } from "./websocket-api";
 
@@ -164,6 +165,8 @@ export class ControlPlaneStack extends Stack {
   readonly idleAlarms: { circuitBreakerTrips: Alarm; orphanSessions: Alarm };
   /** Every alarm of the stack notifies this topic (subscribe to it, or pass `alarmEmail`). */
   readonly alarmTopic: Topic;
+  /** Slack (API.md "Slack"): its own nested stack (infra/slack-stack.ts). */
+  readonly slack: SlackStack;
 
   constructor(scope: Construct, id: string, props: ControlPlaneStackProps = {}) {
     super(scope, id, props);
@@ -687,6 +690,12 @@ export class ControlPlaneStack extends Stack {
       });
       new CfnOutput(this, `${flowConstructId(flow)}StateMachineArn`, { value: machine.stateMachineArn, description: `ARN of the ${flow} flow` });
     }
+
+    // Slack: every resource in a nested stack of its own (the root is near the 500-resource limit).
+    this.slack = new SlackStack(this, "Slack", { root: this, table: this.table, httpApi: this.httpApi, environment, allowProviderSecret, allowSandboxKeys });
+    // The relay posts Slack sessions' answers and status (functions/relay/service.ts): it reads the bot token.
+    this.relay.container.addEnvironment("SLACK_SECRET_ARN", this.slack.secret.secretArn);
+    this.slack.secret.grantRead(this.relay.taskRole);
 
     // Every alarm notifies one topic: an operator subscribes to it (or passes `-c alarmEmail=`).
     this.alarmTopic = new Topic(this, "AlarmTopic", { displayName: `${this.stackName} alarms`, enforceSSL: true });

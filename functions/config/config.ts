@@ -5,6 +5,7 @@
  */
 import * as z from "zod";
 import { PROVIDER_TYPES } from "../domain/session";
+import { processEnvironment } from "./environment";
 
 const seconds = (fallback: number) => z.coerce.number().positive().finite().default(fallback);
 
@@ -90,6 +91,11 @@ export const ConfigSchema = z.object({
   SANDBOX_GIT_PULL_CADENCE_SECONDS: z.coerce.number().nonnegative().finite().default(0),
   /** Largest accepted HTTP request body. */
   MAX_BODY_BYTES: z.coerce.number().int().positive().default(64 * 1024),
+  /** Slack (API.md "Slack"): the app's signing secret and bot token (locally; in AWS the SLACK_SECRET_ARN secret holds them). Never logged. */
+  SLACK_SIGNING_SECRET: z.string().min(1).optional(),
+  SLACK_BOT_TOKEN: z.string().min(1).optional(),
+  /** Base URL of Slack's Web API (a test points it at a local server). */
+  SLACK_API_URL: z.url().default("https://slack.com/api/"),
   /**
    * Deployment-wide safety cap (issue 14 §7): sessions one org may have open (any status but
    * `stopped`; paused sessions keep snapshots and can resume at any time). Creating one more is a
@@ -149,9 +155,7 @@ let cached: Config | undefined;
  * take their own variables from it (state machine ARNs, schedule targets, the secrets' ARNs, the
  * provider credentials) get this record from the composition root, never `process.env` itself.
  */
-export function processEnvironment(): Readonly<Record<string, string | undefined>> {
-  return process.env;
-}
+export { processEnvironment };
 
 /** The process's configuration, parsed on first use. */
 export function loadConfig(): Config {

@@ -13,4 +13,9 @@ export interface ClientPush {
    * socket); `gone` when it was already closed. Its `$disconnect` follows as for any close.
    */
   disconnect(connectionId: string): Promise<PushOutcome>;
+  /**
+   * Sees every message broadcast to a session's clients, once per broadcast (services/broadcast.ts):
+   * the local runtime's Slack progress (functions/slack/status-line.ts). Must not throw or block.
+   */
+  observe?: (sessionId: string, message: { type: string } & Record<string, unknown>) => void;
 }

@@ -10,6 +10,8 @@ import { hostname } from "node:os";
 import type { Logger } from "@aws-lambda-powertools/logger";
 import * as z from "zod";
 import { composeAwsRuntime } from "../composition/aws";
+import { slackSecrets } from "../composition/slack-aws";
+import { composeSlackProgress, observedPush } from "../composition/slack-progress";
 import { ConfigError, parseConfig } from "../config/config";
 import { errorForLog } from "../observability/logger";
 import { publishHeldStreams } from "./held-streams-metric";
@@ -80,6 +82,13 @@ export async function startRelayService(env: Record<string, string | undefined>,
     secretKeys: { wrap: () => Promise.reject(new Error("the relay reads no secret values")), unwrap: () => Promise.reject(new Error("the relay reads no secret values")) },
     afterConnect: () => Promise.reject(new Error("the relay opens no connections")),
   });
+  // Slack (issue 17): the relay posts Slack sessions' answers and status to their threads.
+  // The token is read on the first Slack post; a session's type is read once per relay (one GetItem).
+  if (env.SLACK_SECRET_ARN) {
+    const botToken = async () => (await slackSecrets(env)).botToken;
+    const progress = composeSlackProgress({ doc: rt.doc, tableName: config.TABLE_NAME, sessions: rt.stores.sessions, botToken, apiUrl: config.SLACK_API_URL, logger, now: () => new Date() });
+    rt.relayDeps.push = observedPush(rt.relayDeps.push, progress);
+  }
   const ownerId = await resolveOwnerId(env);
   const relay = new StreamingRelay(
     // Nudges are items in the table (store/dynamo-relay-nudge.ts): one Query per poll, per relay.

@@ -23,6 +23,7 @@ export interface BroadcastDeps {
 export async function broadcast(deps: BroadcastDeps, sessionId: string, message: { type: string } & Record<string, unknown>, options: { except?: string } = {}): Promise<number> {
   const now = deps.now();
   let sent = 0;
+  deps.push.observe?.(sessionId, message);
   await Promise.all(
     (await deps.connections.list(sessionId)).map(async (c) => {
       try {

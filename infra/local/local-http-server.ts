@@ -37,9 +37,15 @@ export interface LocalHttpServer {
  * `deps` may be a function: the server listens first and builds its handlers on the first request,
  * so a runtime can derive its configuration from the port it got (PORT=0) before composing.
  */
-export async function startLocalHttpServer(deps: HttpDeps | (() => HttpDeps), port: number, host = "127.0.0.1"): Promise<LocalHttpServer> {
-  let built: { route: (typeof HTTP_ROUTES)[number]; handler: HttpHandler }[] | undefined;
-  const routeHandlers = () => (built ??= HTTP_ROUTES.map((route) => ({ route, handler: route.make(typeof deps === "function" ? deps() : deps) as HttpHandler })));
+/** A route served beside the route table's (Slack's, functions/slack/routes.ts). */
+export interface LocalExtraRoute {
+  route: { id: string; method: string; path: string };
+  handler: HttpHandler;
+}
+
+export async function startLocalHttpServer(deps: HttpDeps | (() => HttpDeps), port: number, host = "127.0.0.1", extra: () => LocalExtraRoute[] = () => []): Promise<LocalHttpServer> {
+  let built: LocalExtraRoute[] | undefined;
+  const routeHandlers = () => (built ??= [...HTTP_ROUTES.map((route) => ({ route, handler: route.make(typeof deps === "function" ? deps() : deps) as HttpHandler })), ...extra()]);
 
   const server = createServer((req, res) => {
     void (async () => {

@@ -42,6 +42,7 @@ import type { WsDeps } from "../../functions/ws/ws-deps";
 import { StreamingRelay } from "../../functions/relay/relay";
 import { sweep, type SweepReport } from "../../functions/sweeper/orphan-sweeper";
 import { meterRunningSessions, type MeteringReport } from "../../functions/usage/metering-pass";
+import { localSlack, type LocalSlack } from "./local-slack";
 
 export const LOCAL_TABLE_NAME = "sandbox-control-plane";
 /** API.md "Roles": the local development token is an admin. */
@@ -95,6 +96,8 @@ export interface LocalRuntime {
   restartRelay(mode: "drain" | "crash"): Promise<StreamingRelay>;
   /** Where the local provider keeps sandboxes and snapshots. */
   sandboxDir: string;
+  /** Slack: its store, worker, queue (`settled()`) and progress tap. */
+  slack: LocalSlack;
   /** Runs the orphan sweeper now (it also runs every SWEEPER_INTERVAL_SECONDS); joins a sweep in progress. */
   sweep(): Promise<SweepReport>;
   /** Runs the metering pass now (it also runs every METERING_INTERVAL_SECONDS); joins a pass in progress. */
@@ -170,7 +173,8 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     return built.rt;
   };
   const host = options.host ?? "127.0.0.1";
-  const http = await startLocalHttpServer(() => runtime().httpDeps, options.port ?? 0, host);
+  const slackRef: { current?: LocalSlack } = {};
+  const http = await startLocalHttpServer(() => runtime().httpDeps, options.port ?? 0, host, () => slackRef.current?.routes ?? []);
   const url = `http://${host}:${http.port}`;
   // The WebSocket API shares the HTTP port.
   const wsUrl = `ws://${host}:${http.port}/ws`;
@@ -251,6 +255,11 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     now,
   });
   built.rt = rt;
+  // Slack (API.md "Slack"): the ack handlers on /slack/*, the worker in process, progress from broadcasts.
+  const slack = localSlack({ config, doc, http: rt.httpDeps, sessions: rt.stores.sessions, logger, now });
+  slackRef.current = slack;
+  // Without a bot token nothing can be posted: no tap (and no session reads for it).
+  if (config.SLACK_BOT_TOKEN) push.observe = (sessionId, message) => slack.progress.observe(sessionId, message);
   const { tokens } = rt.stores;
   await tokens.putToken(devApiToken, { ...DEV_PRINCIPAL, name: "development token" }, now());
   const flowDeps = rt.flowDeps;
@@ -326,6 +335,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     push,
     websocket: ws,
     sandboxDir,
+    slack,
     sweep: runSweep,
     meter: runMetering,
     addApiToken: async (principal, token = newApiToken(), tokenOptions = {}) => {
@@ -350,6 +360,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
       await metering.current?.catch(() => undefined);
       await ws.close();
       await relay.drain();
+      await slack.close();
       await http.close();
       await scheduler.close();
       await flows.whenIdle();

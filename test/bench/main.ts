@@ -11,6 +11,7 @@
  *   8. org secrets: cost per secret per month, KMS envelope in the table vs Secrets Manager (measured ops, list prices);
  *   9. prebuilds: new session to running from the base vs from a prebuild snapshot, and the builder's duration;
  *  10. usage metering (issue 16): DynamoDB requests per running-session-hour, per org-day and per lifecycle.
+ *  11. slack: the Slack functions' bundles and cold import, the ack's latency (p50/p99) over the local runtime.
  * `BENCH_ONLY=<section name>[,...]` (e.g. `BENCH_ONLY=prebuilds npm run bench`) runs only those sections.
  * layers/README.md records the packaging decision drawn from section 2.
  */
@@ -56,6 +57,7 @@ try {
   await section("org secrets", async () => (await import("./org-secrets")).benchOrgSecrets());
   await section("prebuilds", async () => (await import("./prebuilds")).benchPrebuilds());
   await section("metering", async () => (await import("./metering")).benchMetering());
+  await section("slack", async () => (await import("./slack")).benchSlack(repoRoot, tmpDir));
 } finally {
   rmSync(tmpDir, { recursive: true, force: true });
 }

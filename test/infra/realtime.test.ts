@@ -378,8 +378,9 @@ describe("streaming relay", () => {
       expect.objectContaining({ Resource: relayEnv().SCHEDULE_ROLE_ARN, Condition: { StringEquals: { "iam:PassedToService": "scheduler.amazonaws.com" } } }),
     ]);
     expect(actions.filter((a) => a.startsWith("iam:"))).toEqual(["iam:PassRole"]);
-    // The sandbox access key (agent passwords) and no other secret: not the provider credentials.
-    expect(resourcesFor(statements, "secretsmanager:GetSecretValue")).toEqual([{ Ref: sandboxAccessKeyId() }]);
+    // The sandbox access key (agent passwords) and the Slack secret (its bot token posts Slack sessions' answers, issue 17); not the provider credentials.
+    const slackSecret = resolve(stack.slack.secret.secretArn);
+    expect(resourcesFor(statements, "secretsmanager:GetSecretValue")).toEqual([{ Ref: sandboxAccessKeyId() }, slackSecret]);
     const services = new Set(actions.map((a) => a.split(":")[0]));
     expect([...services].sort()).toEqual(["cloudwatch", "dynamodb", "execute-api", "iam", "scheduler", "secretsmanager", "states"]);
     expect(resources[q.logicalIdOf(stack.relay.taskRole)]?.Properties.AssumeRolePolicyDocument).toMatchObject({
