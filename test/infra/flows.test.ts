@@ -378,6 +378,8 @@ describe("provider credentials", () => {
     ...FLOW_STEPS.filter((s) => s.sandboxAccess).map((s) => s.id),
     ...HTTP_ROUTES.filter((r) => r.agentAccess || r.sandboxAccess || r.verifiesSandboxes).map((r) => r.id),
     ...WS_ROUTES.filter((r) => r.agentAccess).map((r) => r.id),
+    // A late joiner gets the agent's pending permission questions (issue 25): SendInit asks the agent.
+    "SendInit",
     ...BUILD_KEY_HOLDERS,
   ];
 
@@ -421,11 +423,12 @@ describe("provider credentials", () => {
         "SandboxEnvRequest",
         "SandboxVerification",
         "WsMessage",
+        "SendInit",
       ].sort(),
     );
     for (const id of ["SandboxGitCredential", "SandboxEnvValues", "SandboxSaveSnapshot", "SandboxSnapshotStatus", "SandboxServiceCommands", "SandboxEnvFiles", "SandboxEnvRequest", "SandboxVerification"]) expect(readers, id).not.toContain(id);
     // Neither the sweeper nor schedule-fired talks to an agent (they start flows), nor do the other WebSocket functions.
-    for (const id of ["Sweeper", "ScheduleFired", "WsConnect", "WsDisconnect", "SendInit"]) expect(signers, id).not.toContain(id);
+    for (const id of ["Sweeper", "ScheduleFired", "WsConnect", "WsDisconnect"]) expect(signers, id).not.toContain(id);
     for (const id of Object.keys(stack.functions)) {
       const reads = resourcesFor(statementsOfFunction(id), "secretsmanager:GetSecretValue");
       const expected = [...(readers.includes(id) ? [{ Ref: secret }] : []), ...(signers.includes(id) ? [{ Ref: key }] : [])];
