@@ -13,20 +13,23 @@ import { toSessionView } from "../../domain/session";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
 import { requireStatus, startSessionFlow } from "../session-actions";
-import { loadOwnedSession, requirePrincipal, SessionPathParams } from "../session-access";
+import { loadOwnedSessionWithFence, requirePrincipal, SessionPathParams } from "../session-access";
 
 export const makeResumeSessionHandler = httpRoute({ name: "ResumeSession", auth: true, params: SessionPathParams }, async ({ params, principal }, deps) => {
   const caller = requirePrincipal(principal);
-  const session = await loadOwnedSession(deps.sessions, caller, params.id);
+  const { session, fence } = await loadOwnedSessionWithFence(deps.sessions, caller, params.id);
   requireStatus(session, ["starting", "running", "paused", "error"], "resume");
   await deps.sessions.touchActivity(session.id, deps.now());
-  let current = session;
+  let current = { session, fence };
   if (session.status === "running") {
     await deps.sessions.requestResume(session.id, deps.now());
-    current = (await deps.sessions.getSession(session.id)) ?? session;
+    const again = await deps.sessions.getSessionWithLease(session.id);
+    if (again) current = { session: again.session, fence: again.lease.fence };
   }
-  if (current.status !== "running" && current.status !== "stopped") await startSessionFlow(deps, current, "ensure-runtime", `user:${caller.userId}`, "resume");
-  return { status: 202, body: { session: toSessionView(current, deps.now()) } };
+  if (current.session.status !== "running" && current.session.status !== "stopped") {
+    await startSessionFlow(deps, current.session, "ensure-runtime", `user:${caller.userId}`, "resume", current.fence);
+  }
+  return { status: 202, body: { session: toSessionView(current.session, deps.now()) } };
 });
 
 export const handler = lambdaEntry(makeResumeSessionHandler);
