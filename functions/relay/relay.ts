@@ -36,7 +36,7 @@ import { errorForLog } from "../observability/logger";
 import type { AgentClient, AgentEndpoint, AgentEvent } from "../ports/agent-client";
 import type { ClientPush } from "../ports/client-push";
 import type { FlowRunner } from "../ports/flow-runner";
-import type { ClaimView, RelayClaim, RelayHeartbeat, RelayLeaseStore } from "../ports/relay";
+import type { ClaimView, NudgeSource, RelayClaim, RelayHeartbeat, RelayLeaseStore } from "../ports/relay";
 import type { ClientConnection, ConnectionRegistry, PromptQueue, QueuedPrompt } from "../ports/session-items";
 import type { SessionStore } from "../ports/session-store";
 import type { TranscriptStore } from "../ports/transcript";
@@ -59,8 +59,8 @@ export interface RelayDeps {
   push: ClientPush;
   transcript: TranscriptStore;
   relayLeases: RelayLeaseStore;
-  /** AWS: the nudges flows write (store/dynamo-relay-nudge.ts), read every `nudgePollMs`. Locally nudges are direct calls to `look`. */
-  nudges?: { read(): Promise<string[]> };
+  /** AWS: the nudge queue (adapters/aws/sqs-relay-nudge.ts), long-polled in a loop. Locally nudges are direct calls to `look`. */
+  nudges?: NudgeSource;
   /** Idle checks armed when the agent goes (or is found) idle, with the grace from `config`. */
   scheduler: LifecycleScheduler;
   config: Config;
@@ -77,7 +77,7 @@ export interface RelayOptions {
   scanIntervalMs?: number;
   /** Default ttl/3: one heartbeat write (and one read of the peers' heartbeats) per period. */
   renewIntervalMs?: number;
-  /** Default 250: how often `deps.nudges` is read (when given). */
+  /** Default 250: the pause between two receives of `deps.nudges` (when given; a receive itself long-polls). */
   nudgePollMs?: number;
   /** Reconnect delays; default [1 s, 2 s, 5 s, 10 s]. */
   backoffMs?: readonly number[];
@@ -198,6 +198,8 @@ export class StreamingRelay {
   /** Claims in progress by session, so a nudge and a scan never claim one session twice. */
   private readonly claiming = new Map<string, Promise<void>>();
   private scanTimer: ReturnType<typeof setInterval> | null = null;
+  /** Aborts a nudge receive (a long poll) in flight when the relay shuts down. */
+  private readonly stopReceiving = new AbortController();
   private renewTimer: ReturnType<typeof setInterval> | null = null;
   private nudgeTimer: ReturnType<typeof setInterval> | null = null;
   private scanning: Promise<void> | null = null;
@@ -285,6 +287,8 @@ export class StreamingRelay {
 
   private async shutdown(options: { release: boolean }): Promise<void> {
     this.draining = true;
+    // A long poll in flight ends now, not after up to 20 s.
+    this.stopReceiving.abort();
     for (const timer of [this.scanTimer, this.renewTimer, this.nudgeTimer]) if (timer) clearInterval(timer);
     this.scanTimer = null;
     this.renewTimer = null;
@@ -386,16 +390,38 @@ export class StreamingRelay {
     await this.claimOnce(sessionId).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
   }
 
-  /** One read of `deps.nudges` (AWS), each nudge handled by `look`. */
+  /**
+   * One receive from `deps.nudges` (AWS), each nudge handled by `look`. A nudge is done once this
+   * relay holds the session (revalidated or claimed just now); otherwise another live relay may
+   * hold it, or held it until the flow's seize (a pause): it is left for the others until it was
+   * received as often as there are live relays, then done. A nudge whose handling failed is left
+   * too (delivered again).
+   */
   async pollNudges(): Promise<void> {
     const source = this.deps.nudges;
-    if (!source || this.polling) return;
+    if (!source || this.polling || this.draining) return;
     this.polling = (async () => {
       try {
-        const ids = await source.read();
-        await Promise.all([...new Set(ids)].map((id) => this.look(id)));
+        const received = await source.receive(this.stopReceiving.signal);
+        await Promise.all(
+          received.map(async (nudge) => {
+            try {
+              if (this.draining) {
+                await nudge.leave();
+                return;
+              }
+              await this.look(nudge.sessionId);
+              const mine = this.watches.has(nudge.sessionId);
+              if (mine || nudge.receiveCount >= Math.max(1, this.live.size)) await nudge.done();
+              else await nudge.leave();
+            } catch (err) {
+              this.deps.logger.warn("relay nudge not handled", { sessionId: nudge.sessionId, error: errorForLog(err) });
+            }
+          }),
+        );
       } catch (err) {
-        this.deps.logger.warn("relay nudge read failed", { error: errorForLog(err) });
+        // Aborted by a shutdown: nothing was received.
+        if (!this.draining) this.deps.logger.warn("relay nudge receive failed", { error: errorForLog(err) });
       }
     })().finally(() => {
       this.polling = null;
