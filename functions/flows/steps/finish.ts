@@ -111,7 +111,7 @@ export async function finishFlow(doc: FlowDocument, deps: FlowDeps, known?: Sess
     // A commit write that freed the lease leaves nothing to release (and a second write would cost a failed condition).
     if (!doc.commit?.leaseReleased) await isolated(deps, "release", doc.sessionId, () => deps.sessions.releaseLease(lease));
     const relayLease = doc.begin.relayLease;
-    if (relayLease) await isolated(deps, "release relay", doc.sessionId, () => deps.relayLeases.release(relayLease));
+    if (relayLease && !doc.commit?.relayLeaseReleased) await isolated(deps, "release relay", doc.sessionId, () => deps.relayLeases.release(relayLease));
   }
   const session = known ?? (await deps.sessions.getSession(doc.sessionId));
   if (!session) return { outcome };
