@@ -38,7 +38,7 @@ afterEach(async () => {
 });
 
 /** A relay with its own store instance (as a separate process would have), reading the flows' nudges. */
-function relay(ownerId: string, ttl = TTL): StreamingRelay {
+function relay(ownerId: string, ttl = TTL, options: { backstopPageSize?: number } = {}): StreamingRelay {
   const r = new StreamingRelay(
     {
       sessions: h.deps.sessions,
@@ -58,7 +58,7 @@ function relay(ownerId: string, ttl = TTL): StreamingRelay {
       now: h.deps.now,
     },
     // Scans, heartbeats and nudges are driven by the tests.
-    { ownerId, leaseTtlSeconds: ttl, connectionCacheMs: 0, scanIntervalMs: 3_600_000, renewIntervalMs: 3_600_000 },
+    { ownerId, leaseTtlSeconds: ttl, connectionCacheMs: 0, scanIntervalMs: 3_600_000, renewIntervalMs: 3_600_000, ...options },
   );
   relays.push(r);
   return r;
@@ -225,6 +225,26 @@ describe("relay at scale (issue 15)", () => {
     await a.pollNudges(); // a holds it: revalidates, drops the paused session, done
     expect(a.heldSessions()).toEqual([]);
     expect(h.nudgeQueue.depth).toBe(0);
+  });
+
+  it("the backstop reads one page of the running sessions per period and goes on from there, so a lost nudge is still covered", async () => {
+    const sessions = await runningSessions(5);
+    // The nudges of those commits were lost (drop them): only the backstop finds the sessions.
+    const lost = await h.nudgeSource().receive();
+    await Promise.all(lost.map((n) => n.done()));
+    const r = relay("relay-p", 3600, { backstopPageSize: 2 });
+    const send = vi.spyOn(h.table.doc, "send");
+    const held: number[] = [];
+    for (let period = 0; period < 3; period++) {
+      await r.backstopNow();
+      held.push(r.heldSessions().length);
+    }
+    // Two sessions a period, each period one page (one Query of the running sessions).
+    expect(held).toEqual([2, 4, 5]);
+    const pages = send.mock.calls.filter(([command]) => command.constructor.name === "QueryCommand" && (command.input as { IndexName?: string }).IndexName !== undefined);
+    expect(pages).toHaveLength(3);
+    expect(r.heldSessions().sort()).toEqual(sessions.map((s) => s.id).sort());
+    expect(r.counters.backstopPages).toBe(3);
   });
 
   it("a relay whose own heartbeat ran out (a stall) stops acting on every stream, then comes back as a new epoch and reclaims them", async () => {
