@@ -188,8 +188,6 @@ const SCAN_PAGE = 1000;
  * catch-up each) is spread out so the streams already held keep their fan-out latency (bench 5).
  */
 const CLAIM_CONCURRENCY = 4;
-/** How long a scan's claim worker waits for its stream's first catch-up before the next claim. */
-const CATCH_UP_WAIT_MS = 2_000;
 
 export class StreamingRelay {
   private readonly watches = new Map<string, Watch>();
@@ -535,12 +533,6 @@ export class StreamingRelay {
             if (this.draining || this.watches.size >= max) return;
             const sessionId = id;
             await this.claimOnce(sessionId, live).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
-            // Issue 15 (fan-out during a takeover): a claim opens its stream, whose connect and
-            // catch-up (messages fetched, parsed, persisted) are the heavy part. Each worker waits
-            // for its stream's first catch-up (bounded) and yields before the next claim, so at
-            // most CLAIM_CONCURRENCY catch-ups share the event loop with the fan-out of the streams
-            // already held, instead of every claimed session's at once.
-            await this.settled(sessionId);
           }
         };
         await Promise.all(Array.from({ length: Math.min(CLAIM_CONCURRENCY, pending.length) }, worker));
@@ -553,17 +545,6 @@ export class StreamingRelay {
     } finally {
       this.counters.scans++;
     }
-  }
-
-  /** Until the session's stream first caught up (at most CATCH_UP_WAIT_MS), then one turn of the event loop. */
-  private async settled(sessionId: string): Promise<void> {
-    const watch = this.watches.get(sessionId);
-    if (watch) {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([watch.live, new Promise<void>((resolve) => (timer = setTimeout(resolve, CATCH_UP_WAIT_MS)))]);
-      clearTimeout(timer);
-    }
-    await new Promise<void>((resolve) => setImmediate(resolve));
   }
 
   /** One claim per session at a time (a nudge and a scan may ask together). */
