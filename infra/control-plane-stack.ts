@@ -37,6 +37,7 @@ import { allowStartingBuilds, createSnapshotBuilder } from "./snapshot-builder";
 import { acknowledgeExecutionWildcards, allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
 import { createRelayService, type RelayService } from "./relay-service";
 import { SlackStack } from "./slack-stack";
+import { createRelayNudgeQueue, grantNudging, grantReceivingNudges } from "./relay-nudge-queue";
 import { DEFAULT_STAGE_THROTTLE, HTTP_ROUTE_THROTTLES, RESERVED_CONCURRENCY, WS_ROUTE_THROTTLES, type Throttle } from "./api-throttles";
 import { acknowledgePushWildcard, allowClosingConnections, allowPush, createWebSocketApi, createWebSocketStage, pushGrant } from "./websocket-api";
 
@@ -266,6 +267,10 @@ export class ControlPlaneStack extends Stack {
       id: "AwsSolutions::AwsSolutions-SMG4",
       reason: "Sandbox keys are derived from this key and live inside running sandboxes: rotating it would lock every running sidecar out until its session is re-created. Rotate by replacing the secret during a maintenance window.",
     });
+    // Flows and the prompt path tell the relays about a session at once (issue 15): one SQS queue
+    // the relays long-poll (infra/relay-nudge-queue.ts).
+    const relayNudges = createRelayNudgeQueue(this);
+    const allowNudging = (fn: NodejsFunction): void => grantNudging(relayNudges, fn, (name, value) => fn.addEnvironment(name, value));
     const allowSandboxKeys = (fn: NodejsFunction): void => {
       fn.addEnvironment("SANDBOX_ACCESS_KEY_SECRET_ARN", sandboxAccessKey.secretArn);
       sandboxAccessKey.grantRead(fn);
@@ -375,6 +380,8 @@ export class ControlPlaneStack extends Stack {
       allowStartingFlows(fn, served.startsFlows ?? [], `route ${served.id}`);
       if (served.agentAccess || served.sandboxAccess || served.providerAccess) allowProviderSecret(fn);
       if (served.agentAccess || served.sandboxAccess || served.verifiesSandboxes) allowSandboxKeys(fn);
+      // Prompt delivery nudges a relay to claim a running session nobody watches.
+      if (served.agentAccess) allowNudging(fn);
       // The idle check when a proxy connection closes (functions/http/handlers/proxy-connections.ts).
       if (served.armsSchedules) allowScheduling(fn);
       if (served.secretAccess) allowSecrets(fn, served.secretAccess);
@@ -423,6 +430,8 @@ export class ControlPlaneStack extends Stack {
         // Prompt wake-up (ensure-runtime) and the idle snapshot circuit breaker (stop).
         allowStartingFlows(fn, ["ensure-runtime", "stop"], `step ${step.id}`);
         allowScheduling(fn);
+        // Finish (also run by Commit) nudges the relays after every committed flow.
+        allowNudging(fn);
       }
       stepFunctions.set(stepArnVariable(step), fn);
       this.functions[step.id] = fn;
@@ -613,6 +622,7 @@ export class ControlPlaneStack extends Stack {
       if (route.armsSchedules) allowScheduling(fn);
       // Prompts delivered and turns cancelled from a frame ($default) go to the agent.
       if (route.agentAccess) allowSandboxKeys(fn);
+      if (route.agentAccess) allowNudging(fn);
       allowPush(fn, webSocket);
       if (route.closesConnections) allowClosingConnections(fn, webSocket);
       if (route.routeKey === "$connect") {
@@ -638,6 +648,7 @@ export class ControlPlaneStack extends Stack {
     // (lifecycleSchedulerFromEnv), so it gets the schedule settings and the same scheduling grant
     // as the functions that arm schedules; it builds no other flow dependencies.
     this.relay = createRelayService(this, { table: this.table, environment, metricsNamespace });
+    grantReceivingNudges(relayNudges, this.relay.taskRole, (name, value) => this.relay.container.addEnvironment(name, value));
     for (const [name, value] of Object.entries(scheduleEnvironment)) this.relay.container.addEnvironment(name, value);
     for (const statement of schedulingStatements()) this.relay.taskDefinition.addToTaskRolePolicy(statement);
     acknowledgeScheduleWildcard(this.relay.taskRole);

@@ -10,6 +10,7 @@ import { ApiGatewayClientPush, apiGatewayManagementClient } from "../adapters/aw
 import { lifecycleSchedulerFromEnv, schedulerClient } from "../adapters/aws/eventbridge-lifecycle-scheduler";
 import { SfnFlowRunner, sfnClient, stateMachineArnsFromEnv } from "../adapters/aws/sfn-flow-runner";
 import { BUILD_STATE_MACHINE_ARN_ENV, SfnBuildRunner } from "../adapters/aws/sfn-build-runner";
+import { RELAY_NUDGE_QUEUE_URL_ENV, SqsRelayNudge, sqsClient } from "../adapters/aws/sqs-relay-nudge";
 import { OpenCodeAgentClient } from "../agent/opencode-agent-client";
 import type { Config } from "../config/config";
 import { keyringFromEnv } from "../config/sandbox-keyring";
@@ -34,6 +35,11 @@ export interface AwsProcessAdapters {
   logger?: Logger;
 }
 
+/** The relay nudge queue's URL, when this process nudges or receives nudges. */
+export function nudgeQueueUrl(env: Readonly<Record<string, string | undefined>>): string | undefined {
+  return env[RELAY_NUDGE_QUEUE_URL_ENV]?.trim() || undefined;
+}
+
 /** The AWS runtime for a configuration and environment: the relay's as is; ./lambda.ts builds the Lambdas' on it. */
 export function composeAwsRuntime(config: Config, env: Readonly<Record<string, string | undefined>>, adapters: AwsProcessAdapters): Runtime {
   const doc = createDocumentClient(config.DYNAMODB_ENDPOINT ? { endpoint: config.DYNAMODB_ENDPOINT } : {});
@@ -48,6 +54,8 @@ export function composeAwsRuntime(config: Config, env: Readonly<Record<string, s
     scheduler: lifecycleSchedulerFromEnv(env, schedulerClient),
     flows: new SfnFlowRunner(sfnClient, stateMachineArnsFromEnv(env)),
     builds: new SfnBuildRunner(sfnClient, env[BUILD_STATE_MACHINE_ARN_ENV]?.trim() || undefined),
+    // Flows and the prompt path nudge the relays through their queue (issue 15); the relay receives from it (relay/service.ts).
+    ...(nudgeQueueUrl(env) ? { relayNudge: new SqsRelayNudge(sqsClient, nudgeQueueUrl(env) ?? "") } : {}),
     provider: adapters.provider,
     agent: new OpenCodeAgentClient(),
     sandboxKeys: (epochs) => keyringFromEnv(env, undefined, epochs),

@@ -26,7 +26,6 @@ import type { SecretKeyWrapper } from "../ports/secret-key-wrapper";
 import type { RelayDeps } from "../relay/relay";
 import { DynamoOrgSecretStore } from "../store/dynamo-org-secrets";
 import { DynamoOrgSettingsStore } from "../store/dynamo-org-settings";
-import { DynamoRelayNudge } from "../store/dynamo-relay-nudge";
 import { DynamoRelayLeaseStore } from "../store/dynamo-relay-store";
 import { DynamoConnectionRegistry, DynamoLifecycleEventLog, DynamoPromptQueue, DynamoProxyConnectionRegistry } from "../store/dynamo-session-items";
 import { DynamoApiTokenStore, DynamoSessionStore } from "../store/dynamo-session-store";
@@ -138,7 +137,8 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
   const stores = composeStores(adapters.doc, config.TABLE_NAME, adapters.secretKeys, adapters.flowMetrics);
   const sandboxKeys = adapters.sandboxKeys(sessionKeyEpochs(stores.sessions));
   const now = adapters.now ?? (() => new Date());
-  const relayNudge = adapters.relayNudge ?? new DynamoRelayNudge(adapters.doc, config.TABLE_NAME, now);
+  // In AWS the nudge queue (composition/aws.ts), locally the relay in process; none where no relay listens.
+  const relayNudge = adapters.relayNudge;
   const flowDeps: FlowDeps = {
     sessions: stores.sessions,
     prompts: stores.prompts,

@@ -237,6 +237,12 @@ export const SessionRecord = z.object({
   activeSeconds: z.number().nonnegative(),
   /** Optimistic-concurrency counter: every lifecycle write checks and increments it. */
   version: z.number().int().positive(),
+  /**
+   * When a resume was last asked for while the session ran (`SessionStore.requestResume`, issue
+   * 25 §1). Internal, never in the view: a pausing flow's commit returns it, so waking whoever
+   * asked reads nothing (issue 15).
+   */
+  resumeRequestedAt: IsoTime.optional(),
 });
 export type SessionRecord = z.infer<typeof SessionRecord>;
 
@@ -246,13 +252,13 @@ export type SessionRecord = z.infer<typeof SessionRecord>;
  * after it once it expires (domain/restore-source.ts), and the sandbox's preview URL as
  * `preview` (only while it runs; never the agent's tunnel).
  */
-export type SessionView = Omit<SessionRecord, "orgId" | "version" | "runningSince" | "initialPrompt" | "openCodeUrl" | "sandboxKeyEpoch" | "previewUrl"> & {
+export type SessionView = Omit<SessionRecord, "orgId" | "version" | "runningSince" | "initialPrompt" | "openCodeUrl" | "sandboxKeyEpoch" | "resumeRequestedAt" | "previewUrl"> & {
   restoreFrom: RestoreSource | null;
   preview: { url: string } | null;
 };
 
 export function toSessionView(record: SessionRecord, now: Date): SessionView {
-  const { orgId: _org, version: _v, runningSince: _r, initialPrompt: _p, openCodeUrl: _u, sandboxKeyEpoch: _k, previewUrl, ...view } = record;
+  const { orgId: _org, version: _v, runningSince: _r, initialPrompt: _p, openCodeUrl: _u, sandboxKeyEpoch: _k, resumeRequestedAt: _rr, previewUrl, ...view } = record;
   return { ...view, restoreFrom: resolveRestoreSource(record, now), preview: record.status === "running" && previewUrl ? { url: previewUrl } : null };
 }
 

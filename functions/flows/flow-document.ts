@@ -97,6 +97,8 @@ export const CommitResult = z.object({
   version: z.number(),
   /** The commit write also freed the flow's lease: Finish has nothing to release. */
   leaseReleased: z.boolean().optional(),
+  /** The same write also freed the relay lease Begin seized (issue 15): Finish has nothing to release. */
+  relayLeaseReleased: z.boolean().optional(),
   ms: z.number(),
 });
 

@@ -98,6 +98,18 @@ export async function readUnderLease(doc: FlowDocument, deps: FlowDeps): Promise
   return found.session;
 }
 
+/**
+ * Whether this flow certainly still holds its lease without reading it (issue 15: a destructive
+ * step's lease check cost a read per flow). A lease is exclusive until it expires: nobody takes
+ * an unexpired flow lease (only a free, expired or own one), and only its holder releases it. So
+ * while `now` is more than half a TTL before the expiry Begin's take wrote, the lease is ours,
+ * with half the TTL (30 s by default) as the margin for clock skew between two Lambdas. Past
+ * that point (a long step, a slow retry) the caller reads the lease as before.
+ */
+export function leaseSurelyHeld(lease: { expiresAt: number }, now: Date, ttlSeconds: number): boolean {
+  return now.getTime() < lease.expiresAt - (ttlSeconds * 1000) / 2;
+}
+
 /** Throws `LeaseLostError` unless `stored` is still `lease` (same owner and fence) and live at `now`. */
 export function assertLeaseHeld(
   lease: { sessionId: string; owner: string; fence: number },

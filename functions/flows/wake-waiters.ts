@@ -18,7 +18,9 @@
  * `paused` (and starts `ensure-runtime` itself) or this sees the connection; both at once start
  * one execution between them (same name at the same fence), and the second one skips anyway.
  */
+import { isLiveConnection } from "../domain/connection-liveness";
 import type { SessionRecord } from "../domain/session";
+import type { ClientConnection } from "../ports/session-items";
 import type { FlowDeps } from "./flow-deps";
 import type { FlowDocument } from "./flow-document";
 
@@ -31,16 +33,25 @@ function flowStartedAt(doc: FlowDocument): number {
   return Date.parse(doc.started?.at ?? doc.begin?.startedAt ?? "");
 }
 
+/**
+ * `session`: as the flow's commit write returned it (or read after it), `resumeRequestedAt`
+ * included, so a resume asked for before the commit is seen without a read (issue 15).
+ * `connections`: the session's connections listed after the commit (Finish lists them once for
+ * its status push and for this); listed here when not given.
+ */
 export async function wakeWaiters(
   deps: Pick<FlowDeps, "sessions" | "connections" | "flows" | "now" | "logger">,
   doc: FlowDocument,
   session: SessionRecord,
+  connections?: readonly ClientConnection[],
 ): Promise<WakeOutcome> {
   if (!PAUSING_FLOWS.includes(doc.flow) || session.status !== "paused") return "none";
   const since = flowStartedAt(doc);
   if (!Number.isFinite(since)) return "none";
-  const joined = (await deps.connections.listLive(session.id, deps.now())).filter((c) => Date.parse(c.connectedAt) >= since);
-  const resumeAskedAt = joined.length > 0 ? null : await deps.sessions.readResumeRequest(session.id);
+  const now = deps.now();
+  const live = connections ? connections.filter((c) => isLiveConnection(c, now)) : await deps.connections.listLive(session.id, now);
+  const joined = live.filter((c) => Date.parse(c.connectedAt) >= since);
+  const resumeAskedAt = joined.length > 0 || !session.resumeRequestedAt ? null : new Date(session.resumeRequestedAt);
   const outcome: WakeOutcome = joined.length > 0 ? "clients" : resumeAskedAt && resumeAskedAt.getTime() >= since ? "resume" : "none";
   if (outcome === "none") return outcome;
   const lease = await deps.sessions.readLease(session.id);

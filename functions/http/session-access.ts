@@ -18,6 +18,17 @@ export async function loadOwnedSession(sessions: SessionStore, principal: Princi
   return session;
 }
 
+/**
+ * `loadOwnedSession` with the session's lease fence from the same read (issue 15: a lifecycle
+ * route names its flow execution after the fence without a second read).
+ */
+export async function loadOwnedSessionWithFence(sessions: SessionStore, principal: Principal, sessionId: string): Promise<{ session: SessionRecord; fence: number }> {
+  const found = await sessions.getSessionWithLease(sessionId);
+  if (!found) throw new NotFoundError(`session ${sessionId} not found`);
+  if (found.session.orgId !== principal.orgId) throw new ForbiddenError(`session ${sessionId} belongs to another organization`);
+  return { session: found.session, fence: found.lease.fence };
+}
+
 export function requirePrincipal(principal: Principal | null): Principal {
   if (!principal) throw new Error("route declared auth: true but has no principal");
   return principal;

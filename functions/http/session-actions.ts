@@ -8,7 +8,7 @@ import { ConflictError } from "../domain/errors";
 import { toSessionView, type SessionRecord, type SessionStatus } from "../domain/session";
 import type { FlowName, StartFlowResult } from "../ports/flow-runner";
 import { httpRoute, type HttpDeps, type HttpHandler } from "./http-handler";
-import { loadOwnedSession, requirePrincipal, SessionPathParams } from "./session-access";
+import { loadOwnedSessionWithFence, requirePrincipal, SessionPathParams } from "./session-access";
 
 export function requireStatus(session: SessionRecord, allowed: readonly SessionStatus[], action: string): void {
   if (!allowed.includes(session.status)) {
@@ -22,9 +22,11 @@ export async function startSessionFlow(
   flow: FlowName,
   actor: string,
   reason?: string,
+  /** The lease fence read with `session` (one read, issue 15); read here when not given. */
+  fence?: number,
 ): Promise<StartFlowResult> {
-  const lease = await deps.sessions.readLease(session.id);
-  return deps.flows.start({ flow, sessionId: session.id, generation: lease?.fence ?? 0, actor, ...(reason ? { reason } : {}) });
+  const generation = fence ?? (await deps.sessions.readLease(session.id))?.fence ?? 0;
+  return deps.flows.start({ flow, sessionId: session.id, generation, actor, ...(reason ? { reason } : {}) });
 }
 
 export interface LifecycleActionSpec {
@@ -46,10 +48,10 @@ export interface LifecycleActionSpec {
 export function lifecycleActionRoute(spec: LifecycleActionSpec): (deps: HttpDeps) => HttpHandler {
   return httpRoute({ name: spec.name, auth: true, params: SessionPathParams }, async ({ params, principal }, deps) => {
     const caller = requirePrincipal(principal);
-    const session = await loadOwnedSession(deps.sessions, caller, params.id);
+    const { session, fence } = await loadOwnedSessionWithFence(deps.sessions, caller, params.id);
     requireStatus(session, spec.allowed, spec.action);
     if (spec.touchActivity) await deps.sessions.touchActivity(session.id, deps.now());
-    if (!spec.alreadyDone?.includes(session.status)) await startSessionFlow(deps, session, spec.flow, `user:${caller.userId}`, spec.reason);
+    if (!spec.alreadyDone?.includes(session.status)) await startSessionFlow(deps, session, spec.flow, `user:${caller.userId}`, spec.reason, fence);
     return { status: 202, body: { session: toSessionView(session, deps.now()) } };
   });
 }

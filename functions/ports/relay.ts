@@ -108,8 +108,26 @@ export interface RelayLeaseStore {
  * Tells the relays that a session changed (a flow committed, a prompt found it unwatched): the
  * relay watching it revalidates (drops it when it no longer runs there, reopens on a new
  * runtime); a running session nobody watches is claimed at once. Best effort: the relays' scan
- * is the backstop. Locally in process; in AWS a nudge item the relays read (store/dynamo-relay-nudge.ts).
+ * is the backstop. Locally in process; in AWS a message on the nudge queue the relays long-poll
+ * (adapters/aws/sqs-relay-nudge.ts).
  */
 export interface RelayNudge {
   nudge(sessionId: string): Promise<void>;
+}
+
+/** One nudge as a relay received it (AWS: an SQS message). */
+export interface ReceivedNudge {
+  sessionId: string;
+  /** How often the message was received, this time included. */
+  receiveCount: number;
+  /** Handled: never delivered again. */
+  done(): Promise<void>;
+  /** Not for this relay (another live relay holds the session): deliver it again, to any relay. */
+  leave(): Promise<void>;
+}
+
+/** Where a relay receives nudges from in AWS (locally nudges are direct calls). */
+export interface NudgeSource {
+  /** The nudges waiting (long-polled: may wait for the first one); `signal` ends the wait. */
+  receive(signal?: AbortSignal): Promise<ReceivedNudge[]>;
 }

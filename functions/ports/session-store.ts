@@ -5,6 +5,7 @@
 import type { Principal, Role } from "../domain/principal";
 import type { SessionRecord, SessionStatus } from "../domain/session";
 import type { TransitionChanges } from "../domain/session-transitions";
+import type { RelayLease } from "./relay";
 
 export interface ListOptions {
   limit: number;
@@ -25,6 +26,11 @@ export interface LeaseGuard {
   fence: number;
   /** On a write (`transition`, `update`): the same write also frees the lease (a flow's commit). */
   release?: boolean;
+  /**
+   * On a write: the same write also frees the relay lease this flow seized (issue 15: no release
+   * write in Finish). Only the flow lease's holder seizes, so its guarded commit frees its own seize.
+   */
+  releaseRelay?: boolean;
 }
 
 /** A held session lease: flows and the relay present it on every guarded write. */
@@ -73,8 +79,18 @@ export interface SessionStore {
    * expired, or already `owner`'s. `LeaseBusyError` while another owner holds a live lease.
    */
   acquireLease(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<Lease>;
-  /** `acquireLease`, returning the session as the same write left it (no read after the take). */
-  acquireLeaseWithSession(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<{ lease: Lease; session: SessionRecord }>;
+  /**
+   * `acquireLease`, returning the session as the same write left it (no read after the take).
+   * `options.seizeRelay`: the same write also seizes the session's relay for that owner (as
+   * `RelayLeaseStore.seize` does, issue 15: one write less per user pause), returned as `relayLease`.
+   */
+  acquireLeaseWithSession(
+    sessionId: string,
+    owner: string,
+    now: Date,
+    ttlSeconds: number,
+    options?: { seizeRelay?: string },
+  ): Promise<{ lease: Lease; session: SessionRecord; relayLease?: RelayLease }>;
   /** The session and its lease attributes from one strongly consistent read; null when it does not exist. */
   getSessionWithLease(sessionId: string): Promise<{ session: SessionRecord; lease: { owner: string | null; fence: number; expiresAt: number | null } } | null>;
   /** Extends a held lease; `LeaseLostError` if it is no longer the caller's. */

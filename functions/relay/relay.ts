@@ -36,7 +36,7 @@ import { errorForLog } from "../observability/logger";
 import type { AgentClient, AgentEndpoint, AgentEvent } from "../ports/agent-client";
 import type { ClientPush } from "../ports/client-push";
 import type { FlowRunner } from "../ports/flow-runner";
-import type { ClaimView, RelayClaim, RelayHeartbeat, RelayLeaseStore } from "../ports/relay";
+import type { ClaimView, NudgeSource, RelayClaim, RelayHeartbeat, RelayLeaseStore } from "../ports/relay";
 import type { ClientConnection, ConnectionRegistry, PromptQueue, QueuedPrompt } from "../ports/session-items";
 import type { SessionStore } from "../ports/session-store";
 import type { TranscriptStore } from "../ports/transcript";
@@ -59,8 +59,8 @@ export interface RelayDeps {
   push: ClientPush;
   transcript: TranscriptStore;
   relayLeases: RelayLeaseStore;
-  /** AWS: the nudges flows write (store/dynamo-relay-nudge.ts), read every `nudgePollMs`. Locally nudges are direct calls to `look`. */
-  nudges?: { read(): Promise<string[]> };
+  /** AWS: the nudge queue (adapters/aws/sqs-relay-nudge.ts), long-polled in a loop. Locally nudges are direct calls to `look`. */
+  nudges?: NudgeSource;
   /** Idle checks armed when the agent goes (or is found) idle, with the grace from `config`. */
   scheduler: LifecycleScheduler;
   config: Config;
@@ -73,11 +73,13 @@ export interface RelayOptions {
   ownerId: string;
   /** Default 30: the heartbeat's TTL, so how long a dead relay's sessions wait for a successor. */
   leaseTtlSeconds?: number;
-  /** Default 60 000: the backstop scan for running sessions nobody watches. */
+  /** Default 60 000: the backstop scan period for running sessions nobody watches (one page each, `backstopNow`). */
   scanIntervalMs?: number;
+  /** Default 1,000: running sessions the backstop reads per period. */
+  backstopPageSize?: number;
   /** Default ttl/3: one heartbeat write (and one read of the peers' heartbeats) per period. */
   renewIntervalMs?: number;
-  /** Default 250: how often `deps.nudges` is read (when given). */
+  /** Default 250: the pause between two receives of `deps.nudges` (when given; a receive itself long-polls). */
   nudgePollMs?: number;
   /** Reconnect delays; default [1 s, 2 s, 5 s, 10 s]. */
   backoffMs?: readonly number[];
@@ -140,6 +142,8 @@ export interface RelayCounters {
   handlerErrors: number;
   /** Scans for claimable sessions finished (tests wait on these rather than on time). */
   scans: number;
+  /** Backstop pages read (`backstopNow`, one per scan period). */
+  backstopPages: number;
   /** Heartbeat rounds finished. */
   heartbeats: number;
   /** Nudges handled (`look`). */
@@ -198,6 +202,10 @@ export class StreamingRelay {
   /** Claims in progress by session, so a nudge and a scan never claim one session twice. */
   private readonly claiming = new Map<string, Promise<void>>();
   private scanTimer: ReturnType<typeof setInterval> | null = null;
+  /** Where the next backstop page starts (null: the start of the running sessions). */
+  private backstopCursor: string | null = null;
+  /** Aborts a nudge receive (a long poll) in flight when the relay shuts down. */
+  private readonly stopReceiving = new AbortController();
   private renewTimer: ReturnType<typeof setInterval> | null = null;
   private nudgeTimer: ReturnType<typeof setInterval> | null = null;
   private scanning: Promise<void> | null = null;
@@ -214,6 +222,7 @@ export class StreamingRelay {
     turnsCompleted: 0,
     handlerErrors: 0,
     scans: 0,
+    backstopPages: 0,
     heartbeats: 0,
     nudges: 0,
     revalidations: 0,
@@ -260,7 +269,7 @@ export class StreamingRelay {
   start(): void {
     if (this.scanTimer || this.draining) return;
     const renewMs = this.options.renewIntervalMs ?? Math.max(1, Math.floor((this.ttlSeconds * 1000) / 3));
-    this.scanTimer = setInterval(() => void this.scanNow(), this.options.scanIntervalMs ?? 60_000);
+    this.scanTimer = setInterval(() => void this.backstopNow(), this.options.scanIntervalMs ?? 60_000);
     this.renewTimer = setInterval(() => void this.renewNow(), renewMs);
     if (this.deps.nudges) this.nudgeTimer = setInterval(() => void this.pollNudges(), this.options.nudgePollMs ?? 250);
     void this.scanNow();
@@ -285,6 +294,8 @@ export class StreamingRelay {
 
   private async shutdown(options: { release: boolean }): Promise<void> {
     this.draining = true;
+    // A long poll in flight ends now, not after up to 20 s.
+    this.stopReceiving.abort();
     for (const timer of [this.scanTimer, this.renewTimer, this.nudgeTimer]) if (timer) clearInterval(timer);
     this.scanTimer = null;
     this.renewTimer = null;
@@ -335,13 +346,39 @@ export class StreamingRelay {
       this.rescan = true;
       return this.scanning;
     }
-    this.scanning = this.scan().finally(() => {
+    this.scanning = this.scan().then(() => undefined).finally(() => {
       this.scanning = null;
       if (this.rescan && !this.draining) {
         this.rescan = false;
         void this.scanNow();
       }
     });
+    return this.scanning;
+  }
+
+  /**
+   * The periodic backstop (issue 15): one page of the running sessions per period, the next
+   * period going on from where this one stopped, so a full pass over N running sessions takes
+   * N / `backstopPageSize` (1,000) periods and a period reads one page, not the whole partition. (Nudges
+   * are durable SQS messages now; the backstop only covers one that could not be handled.) A full
+   * scan (`scanNow`: at start, when a peer dies, after this relay's own heartbeat was lost) still
+   * reads everything at once. Skipped while a full scan runs.
+   */
+  backstopNow(): Promise<void> {
+    if (this.scanning) return this.scanning;
+    this.scanning = this.scan(this.backstopCursor, 1, this.options.backstopPageSize ?? SCAN_PAGE)
+      .then((next) => {
+        this.backstopCursor = next;
+      })
+      .finally(() => {
+        this.scanning = null;
+        this.counters.backstopPages++;
+        // A full scan asked for meanwhile (scanNow saw this page running) runs now.
+        if (this.rescan && !this.draining) {
+          this.rescan = false;
+          void this.scanNow();
+        }
+      });
     return this.scanning;
   }
 
@@ -386,16 +423,38 @@ export class StreamingRelay {
     await this.claimOnce(sessionId).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
   }
 
-  /** One read of `deps.nudges` (AWS), each nudge handled by `look`. */
+  /**
+   * One receive from `deps.nudges` (AWS), each nudge handled by `look`. A nudge is done once this
+   * relay holds the session (revalidated or claimed just now); otherwise another live relay may
+   * hold it, or held it until the flow's seize (a pause): it is left for the others until it was
+   * received as often as there are live relays, then done. A nudge whose handling failed is left
+   * too (delivered again).
+   */
   async pollNudges(): Promise<void> {
     const source = this.deps.nudges;
-    if (!source || this.polling) return;
+    if (!source || this.polling || this.draining) return;
     this.polling = (async () => {
       try {
-        const ids = await source.read();
-        await Promise.all([...new Set(ids)].map((id) => this.look(id)));
+        const received = await source.receive(this.stopReceiving.signal);
+        await Promise.all(
+          received.map(async (nudge) => {
+            try {
+              if (this.draining) {
+                await nudge.leave();
+                return;
+              }
+              await this.look(nudge.sessionId);
+              const mine = this.watches.has(nudge.sessionId);
+              if (mine || nudge.receiveCount >= Math.max(1, this.live.size)) await nudge.done();
+              else await nudge.leave();
+            } catch (err) {
+              this.deps.logger.warn("relay nudge not handled", { sessionId: nudge.sessionId, error: errorForLog(err) });
+            }
+          }),
+        );
       } catch (err) {
-        this.deps.logger.warn("relay nudge read failed", { error: errorForLog(err) });
+        // Aborted by a shutdown: nothing was received.
+        if (!this.draining) this.deps.logger.warn("relay nudge receive failed", { error: errorForLog(err) });
       }
     })().finally(() => {
       this.polling = null;
@@ -443,16 +502,23 @@ export class StreamingRelay {
     await Promise.all(lost.map((w) => this.inControl(w, () => this.drop(w, { release: false }))));
   }
 
-  private async scan(): Promise<void> {
+  /**
+   * Scans the running sessions from `from` (a listing cursor; null: the start) for at most
+   * `maxPages` pages; returns where it stopped (null: it reached the end).
+   */
+  private async scan(from: string | null = null, maxPages = Number.POSITIVE_INFINITY, pageSize = SCAN_PAGE): Promise<string | null> {
     const max = this.options.maxSessions ?? 10_000;
-    let cursor: string | null = null;
+    let cursor: string | null = from;
+    let pages = 0;
     try {
-      if (!(await this.ensureHeartbeat())) return;
+      if (!(await this.ensureHeartbeat())) return null;
       const live = await this.deps.relayLeases.liveRelays(this.deps.now());
       this.live = live;
       do {
-        if (this.draining || this.watches.size >= max) return;
-        const page = await this.deps.relayLeases.listClaimable(this.deps.now(), { limit: SCAN_PAGE, cursor, live });
+        if (this.draining || this.watches.size >= max) return null;
+        if (pages >= maxPages) return cursor;
+        pages++;
+        const page = await this.deps.relayLeases.listClaimable(this.deps.now(), { limit: pageSize, cursor, live });
         // Listed as free while this relay still watches it: the watch is stale (a flow seized the
         // session or moved it to another sandbox, and the nudge that would have said so was lost).
         // Revalidate it: that drops it or reopens it on the session's current sandbox.
@@ -472,8 +538,10 @@ export class StreamingRelay {
         await Promise.all(Array.from({ length: Math.min(CLAIM_CONCURRENCY, pending.length) }, worker));
         cursor = page.nextCursor;
       } while (cursor);
+      return null;
     } catch (err) {
       this.deps.logger.warn("relay scan failed", { error: errorForLog(err) });
+      return null;
     } finally {
       this.counters.scans++;
     }

@@ -9,13 +9,13 @@ import type { AddressInfo } from "node:net";
 import { hostname } from "node:os";
 import type { Logger } from "@aws-lambda-powertools/logger";
 import * as z from "zod";
-import { composeAwsRuntime } from "../composition/aws";
+import { composeAwsRuntime, nudgeQueueUrl } from "../composition/aws";
 import { slackSecrets } from "../composition/slack-aws";
 import { composeSlackProgress, observedPush } from "../composition/slack-progress";
 import { ConfigError, parseConfig } from "../config/config";
 import { errorForLog } from "../observability/logger";
 import { publishHeldStreams } from "./held-streams-metric";
-import { RelayNudgeReader } from "../store/dynamo-relay-nudge";
+import { SqsNudgeSource, sqsClient } from "../adapters/aws/sqs-relay-nudge";
 import { StreamingRelay } from "./relay";
 
 const positive = (fallback: number) => z.coerce.number().positive().finite().default(fallback);
@@ -25,7 +25,7 @@ export const RelayEnv = z.object({
   RELAY_HEALTH_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   RELAY_LEASE_TTL_SECONDS: positive(30),
   RELAY_SCAN_INTERVAL_SECONDS: positive(60),
-  /** How often the relay reads the nudges flows write (a session to claim or revalidate at once). */
+  /** The pause between two long polls of the nudge queue (a receive itself waits up to 20 s for a nudge). */
   RELAY_NUDGE_POLL_MS: z.coerce.number().int().positive().default(250),
   RELAY_MAX_SESSIONS: z.coerce.number().int().positive().default(10000),
   RELAY_HEARTBEAT_TIMEOUT_SECONDS: positive(45),
@@ -90,9 +90,11 @@ export async function startRelayService(env: Record<string, string | undefined>,
     rt.relayDeps.push = observedPush(rt.relayDeps.push, progress);
   }
   const ownerId = await resolveOwnerId(env);
+  const queueUrl = nudgeQueueUrl(env);
+  if (!queueUrl) logger.warn("no RELAY_NUDGE_QUEUE_URL: this relay learns of sessions from its scan only");
   const relay = new StreamingRelay(
-    // Nudges are items in the table (store/dynamo-relay-nudge.ts): one Query per poll, per relay.
-    { ...rt.relayDeps, nudges: new RelayNudgeReader(rt.doc, config.TABLE_NAME) },
+    // Nudges arrive on the nudge queue (adapters/aws/sqs-relay-nudge.ts), long-polled: no table reads.
+    { ...rt.relayDeps, ...(queueUrl ? { nudges: new SqsNudgeSource(sqsClient, queueUrl) } : {}) },
     {
       ownerId,
       leaseTtlSeconds: relayEnv.RELAY_LEASE_TTL_SECONDS,

@@ -10,7 +10,7 @@ import { isLiveConnection } from "../domain/connection-liveness";
 import type { ClientStatus } from "../domain/session";
 import { errorForLog } from "../observability/logger";
 import type { ClientPush } from "../ports/client-push";
-import type { ConnectionRegistry } from "../ports/session-items";
+import type { ClientConnection, ConnectionRegistry } from "../ports/session-items";
 
 export interface BroadcastDeps {
   connections: ConnectionRegistry;
@@ -19,13 +19,22 @@ export interface BroadcastDeps {
   now: () => Date;
 }
 
-/** `options.except`: a connection that is told otherwise (the sender of what is announced). */
-export async function broadcast(deps: BroadcastDeps, sessionId: string, message: { type: string } & Record<string, unknown>, options: { except?: string } = {}): Promise<number> {
+/**
+ * `options.except`: a connection that is told otherwise (the sender of what is announced).
+ * `options.connections`: the session's connections as the caller just listed them (issue 15: a
+ * flow's Finish lists them once for this push and for waking joiners); listed here otherwise.
+ */
+export async function broadcast(
+  deps: BroadcastDeps,
+  sessionId: string,
+  message: { type: string } & Record<string, unknown>,
+  options: { except?: string; connections?: readonly ClientConnection[] } = {},
+): Promise<number> {
   const now = deps.now();
   let sent = 0;
   deps.push.observe?.(sessionId, message);
   await Promise.all(
-    (await deps.connections.list(sessionId)).map(async (c) => {
+    (options.connections ?? (await deps.connections.list(sessionId))).map(async (c) => {
       try {
         if (!isLiveConnection(c, now)) {
           await deps.connections.remove(sessionId, c.connectionId);
@@ -44,6 +53,12 @@ export async function broadcast(deps: BroadcastDeps, sessionId: string, message:
   return sent;
 }
 
-export function broadcastStatus(deps: BroadcastDeps, sessionId: string, status: ClientStatus, message?: string): Promise<number> {
-  return broadcast(deps, sessionId, { type: "status", status, ...(message ? { message } : {}) });
+export function broadcastStatus(
+  deps: BroadcastDeps,
+  sessionId: string,
+  status: ClientStatus,
+  message?: string,
+  connections?: readonly ClientConnection[],
+): Promise<number> {
+  return broadcast(deps, sessionId, { type: "status", status, ...(message ? { message } : {}) }, connections ? { connections } : {});
 }

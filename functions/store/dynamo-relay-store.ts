@@ -60,6 +60,9 @@ function viewOf(sessionId: string, item: Record<string, unknown>): ClaimView {
   };
 }
 
+/** A flow's seize of the session's relay (the same attributes a relay's claim names its owner and fence in). */
+export const RELAY_SEIZE_ATTRIBUTES = { owner: "relayOwner", expiresAt: "relayExpiresAt", fence: "relayFence" } as const;
+
 export class DynamoRelayLeaseStore implements RelayLeaseStore {
   /** The seize (a flow's hold) uses the one lease mechanism; relays' claims are written below. */
   private readonly seizeLease: ItemLease;
@@ -70,7 +73,7 @@ export class DynamoRelayLeaseStore implements RelayLeaseStore {
     private readonly doc: DynamoDBDocumentClient,
     private readonly tableName: string,
   ) {
-    this.seizeLease = new ItemLease(doc, tableName, { owner: "relayOwner", expiresAt: "relayExpiresAt", fence: "relayFence" });
+    this.seizeLease = new ItemLease(doc, tableName, RELAY_SEIZE_ATTRIBUTES);
   }
 
   async register(owner: string, now: Date, ttlSeconds: number): Promise<RelayHeartbeat> {

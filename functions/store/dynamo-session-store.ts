@@ -14,6 +14,8 @@ import { allowedSources, applyTransition, pickTransitionChanges, type Transition
 import type { ApiTokenStore, Lease, LeaseGuard, ListOptions, ListPage, NewTokenPrincipal, SessionStore, TokenConnections } from "../ports/session-store";
 import { GSI_BY_ORG, GSI_BY_STATUS, keys } from "./table-layout";
 import type { OrgUsageStore } from "../ports/org-usage";
+import type { RelayLease } from "../ports/relay";
+import { RELAY_SEIZE_ATTRIBUTES } from "./dynamo-relay-store";
 import { ItemLease, conditionFailureItem, conditions, isConditionFailure, storedLeaseOf, stripKeys, type StoredLease } from "./item-lease";
 
 const FLOW_LEASE = { owner: "leaseOwner", expiresAt: "leaseExpiresAt", fence: "fence" } as const;
@@ -345,14 +347,17 @@ export class DynamoSessionStore implements SessionStore {
       values[":leaseOwner"] = guard.owner;
       values[":fence"] = guard.fence;
     }
-    // The flow's commit also frees its lease (issue 15: one write, not a commit and a release).
+    // The flow's commit also frees its lease (issue 15: one write, not a commit and a release),
+    // and the relay lease the flow seized (pause, idle snapshot) if it asks to.
     const release = guard?.release === true;
+    const releaseRelay = guard?.releaseRelay === true;
+    const removed = [...(release ? ["#leaseOwner", "#leaseExpiresAt"] : []), ...(releaseRelay ? ["#relayOwner", "#relayExpiresAt"] : [])];
     try {
       const out = await this.doc.send(
         new UpdateCommand({
           TableName: this.tableName,
           Key: keys.session(current.id),
-          UpdateExpression: `SET ${sets.join(", ")}${release ? " REMOVE #leaseOwner, #leaseExpiresAt" : ""}`,
+          UpdateExpression: `SET ${sets.join(", ")}${removed.length ? ` REMOVE ${removed.join(", ")}` : ""}`,
           ConditionExpression: conditions({
             // The session must exist: an update must never create a half item.
             exists: "attribute_exists(PK)",
@@ -362,7 +367,11 @@ export class DynamoSessionStore implements SessionStore {
             // A flow whose lease was taken over must commit nothing (seed 002 verification 18).
             ...(guard ? { leaseHeld: "#leaseOwner = :leaseOwner AND #fence = :fence" } : {}),
           }),
-          ExpressionAttributeNames: release ? { ...names, "#leaseExpiresAt": "leaseExpiresAt" } : names,
+          ExpressionAttributeNames: {
+            ...names,
+            ...(release ? { "#leaseOwner": "leaseOwner", "#leaseExpiresAt": "leaseExpiresAt" } : {}),
+            ...(releaseRelay ? { "#relayOwner": RELAY_SEIZE_ATTRIBUTES.owner, "#relayExpiresAt": RELAY_SEIZE_ATTRIBUTES.expiresAt } : {}),
+          },
           ExpressionAttributeValues: values,
           // The record as stored after the write (fields the writer did not set included), and
           // on a failed condition the item as it was: no re-read either way (issue 15).
@@ -396,9 +405,20 @@ export class DynamoSessionStore implements SessionStore {
     return (await this.acquireLeaseWithSession(sessionId, owner, now, ttlSeconds)).lease;
   }
 
-  async acquireLeaseWithSession(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<{ lease: Lease; session: SessionRecord }> {
-    const { lease, item } = await this.lease.takeReturning(sessionId, owner, now, ttlSeconds);
-    if (lease && item) return { lease, session: toRecord(item) };
+  async acquireLeaseWithSession(
+    sessionId: string,
+    owner: string,
+    now: Date,
+    ttlSeconds: number,
+    options: { seizeRelay?: string } = {},
+  ): Promise<{ lease: Lease; session: SessionRecord; relayLease?: RelayLease }> {
+    const seizeRelay = options.seizeRelay;
+    const { lease, item } = await this.lease.takeReturning(sessionId, owner, now, ttlSeconds, seizeRelay ? { attrs: RELAY_SEIZE_ATTRIBUTES, owner: seizeRelay } : undefined);
+    if (lease && item) {
+      const session = toRecord(item);
+      if (!seizeRelay) return { lease, session };
+      return { lease, session, relayLease: { sessionId, owner: seizeRelay, fence: Number(item[RELAY_SEIZE_ATTRIBUTES.fence]), expiresAt: lease.expiresAt } };
+    }
     const held = item ? storedLeaseOf(item, FLOW_LEASE) : await this.readLease(sessionId);
     if (!held) throw new NotFoundError(`session ${sessionId} not found`);
     throw new LeaseBusyError(`session ${sessionId} is busy: lease held by ${held.owner ?? "?"} until ${new Date(held.expiresAt ?? 0).toISOString()}`, {

@@ -103,8 +103,15 @@ export class ItemLease {
    * (`ReturnValuesOnConditionCheckFailure: ALL_OLD`), or undefined where the backend does not
    * return it (dynalite) or the session does not exist.
    */
-  takeReturning(sessionId: string, owner: string, now: Date, ttlSeconds: number): Promise<{ lease: HeldLease | null; item: Record<string, unknown> | undefined }> {
-    return this.write(sessionId, owner, now, ttlSeconds, { force: false });
+  takeReturning(
+    sessionId: string,
+    owner: string,
+    now: Date,
+    ttlSeconds: number,
+    /** Also seize this other lease of the item (whoever holds it), in the same write, with the same expiry. */
+    alsoSeize?: { attrs: LeaseAttributes; owner: string },
+  ): Promise<{ lease: HeldLease | null; item: Record<string, unknown> | undefined }> {
+    return this.write(sessionId, owner, now, ttlSeconds, { force: false, ...(alsoSeize ? { alsoSeize } : {}) });
   }
 
   /**
@@ -120,15 +127,18 @@ export class ItemLease {
     owner: string,
     now: Date,
     ttlSeconds: number,
-    opts: { force: boolean },
+    opts: { force: boolean; alsoSeize?: { attrs: LeaseAttributes; owner: string } },
   ): Promise<{ lease: HeldLease | null; item: Record<string, unknown> | undefined }> {
     const expiresAt = now.getTime() + Math.round(ttlSeconds * 1000);
+    const seize = opts.alsoSeize;
     try {
       const out = await this.doc.send(
         new UpdateCommand({
           TableName: this.tableName,
           Key: keys.session(sessionId),
-          UpdateExpression: "SET #owner = :owner, #expiresAt = :expiresAt, #fence = if_not_exists(#fence, :zero) + :one",
+          UpdateExpression:
+            "SET #owner = :owner, #expiresAt = :expiresAt, #fence = if_not_exists(#fence, :zero) + :one" +
+            (seize ? ", #sOwner = :sOwner, #sExpiresAt = :expiresAt, #sFence = if_not_exists(#sFence, :zero) + :one" : ""),
           ConditionExpression: opts.force
             ? // A take must never create a half session item.
               conditions({ exists: "attribute_exists(PK)" })
@@ -138,10 +148,13 @@ export class ItemLease {
                 // already-ours lease can be taken.
                 available: "attribute_not_exists(#owner) OR #expiresAt <= :now OR #owner = :owner",
               }),
-          ExpressionAttributeNames: this.names(),
-          ExpressionAttributeValues: opts.force
-            ? { ":owner": owner, ":expiresAt": expiresAt, ":zero": 0, ":one": 1 }
-            : { ":owner": owner, ":expiresAt": expiresAt, ":now": now.getTime(), ":zero": 0, ":one": 1 },
+          ExpressionAttributeNames: seize ? { ...this.names(), "#sOwner": seize.attrs.owner, "#sExpiresAt": seize.attrs.expiresAt, "#sFence": seize.attrs.fence } : this.names(),
+          ExpressionAttributeValues: {
+            ...(opts.force
+              ? { ":owner": owner, ":expiresAt": expiresAt, ":zero": 0, ":one": 1 }
+              : { ":owner": owner, ":expiresAt": expiresAt, ":now": now.getTime(), ":zero": 0, ":one": 1 }),
+            ...(seize ? { ":sOwner": seize.owner } : {}),
+          },
           ReturnValues: "ALL_NEW",
           ReturnValuesOnConditionCheckFailure: "ALL_OLD",
         }),

@@ -32,8 +32,8 @@
  * the same key, so the relay's upserts are idempotent. Relay ownership (issue 15,
  * ./dynamo-relay-store.ts): one heartbeat item per relay process (`RELAYS` / `RELAY#<owner>`) and,
  * on the session item, `relayOwner`, `relayEpoch`, `relaySandbox`, `relayFence` (`relayExpiresAt`
- * for a flow's seize), apart from the flow lease; nudges for the relays are `RELAYNUDGE` /
- * `<ISO time>#<random>` items (./dynamo-relay-nudge.ts), with `ttl`.
+ * for a flow's seize), apart from the flow lease; nudges for the relays go through SQS
+ * (functions/adapters/aws/sqs-relay-nudge.ts), not the table.
  *
  * Access patterns:
  * - get a session: GetItem PK=`SESSION#id`, SK=`SESSION` (strongly consistent for flows);

@@ -30,6 +30,8 @@ const USD_PER_LAMBDA_GB_SECOND_ARM = 0.0000133334;
 const LAMBDA_MEMORY_GB = 512 / 1024;
 const USD_PER_SCHEDULED_INVOCATION = 1 / 1_000_000;
 const USD_PER_WEBSOCKET_MESSAGE = 1 / 1_000_000;
+/** SQS standard queue requests (the relay nudges, issue 15): $0.40 per million, the first million a month free ignored. */
+const USD_PER_SQS_REQUEST = 0.4 / 1_000_000;
 const WEBSOCKET_MESSAGE_UNIT_BYTES = 32 * 1024;
 
 /** The figures of issue 15, measured at dd49683 with this section: printed beside today's. */
@@ -62,6 +64,8 @@ class Usage {
   /** EventBridge Scheduler API requests the AWS adapter would send (Create, or Create + Update on re-arm; Delete). */
   schedulerApiCalls = 0;
   pushes = 0;
+  /** Relay nudges sent (SendMessage to the nudge queue; DynamoDB PutItem before issue 15's SQS change). */
+  nudges = 0;
   /** WebSocket messages as API Gateway bills them (32 KB units). */
   pushUnits = 0;
   unexpected = new Map<string, number>();
@@ -74,7 +78,7 @@ class Usage {
     return [...this.states.values()].reduce((a, b) => a + b, 0) + this.retries;
   }
   /** Dollars, for all the sessions this usage covers. */
-  cost(): { dynamo: number; stepFunctions: number; lambdaRequests: number; lambdaDuration: number; scheduler: number; websocket: number; total: number } {
+  cost(): { dynamo: number; stepFunctions: number; lambdaRequests: number; lambdaDuration: number; scheduler: number; websocket: number; sqs: number; total: number } {
     const c = {
       dynamo: this.rru * USD_PER_RRU + this.wru * USD_PER_WRU,
       stepFunctions: this.transitions * USD_PER_STATE_TRANSITION,
@@ -83,6 +87,8 @@ class Usage {
       // Schedules armed in a lifecycle are cancelled by its end: none fires (see the notes).
       scheduler: 0 * USD_PER_SCHEDULED_INVOCATION,
       websocket: this.pushUnits * USD_PER_WEBSOCKET_MESSAGE,
+      // Each nudge is one SendMessage here and, on the relays' side, about one ReceiveMessage and one DeleteMessage.
+      sqs: this.nudges * 3 * USD_PER_SQS_REQUEST,
     };
     return { ...c, total: Object.values(c).reduce((a, b) => a + b, 0) };
   }
@@ -103,6 +109,7 @@ class Usage {
     this.cancels += other.cancels;
     this.schedulerApiCalls += other.schedulerApiCalls;
     this.pushes += other.pushes;
+    this.nudges += other.nudges;
     this.pushUnits += other.pushUnits;
   }
 }
@@ -200,6 +207,15 @@ function probePorts(h: FlowHarness, probe: Probe): void {
     },
     disconnect: (connectionId) => push.disconnect(connectionId),
   };
+  const nudge = h.deps.relayNudge;
+  if (nudge) {
+    h.deps.relayNudge = {
+      nudge: (sessionId) => {
+        if (probe.active) probe.active.nudges += 1;
+        return nudge.nudge(sessionId);
+      },
+    };
+  }
   h.deps.flows = {
     start: (input) => {
       if (probe.active) probe.active.chainedStarts += 1;
@@ -329,7 +345,7 @@ export async function benchLifecycleFlows(): Promise<void> {
 
     console.log("\n   c) Step Functions, Lambda, EventBridge Scheduler and WebSocket calls per session");
     table(
-      ["step", "executions", "transitions", "states entered", "retries", "Lambda inv.", "billed ms / inv.", "arm / cancel", "Scheduler API", "pushes"],
+      ["step", "executions", "transitions", "states entered", "retries", "Lambda inv.", "billed ms / inv.", "arm / cancel", "Scheduler API", "pushes", "SQS nudges"],
       rows.map(({ label, usage }) => [
         label,
         num(usage.executions / N),
@@ -341,16 +357,17 @@ export async function benchLifecycleFlows(): Promise<void> {
         `${num(usage.arms / N)} / ${num(usage.cancels / N)}`,
         num(usage.schedulerApiCalls / N),
         num(usage.pushes / N),
+        num(usage.nudges / N),
       ]),
     );
 
     console.log("\n   d) Estimated cost per 1,000 session lifecycles (us-east-1 list prices)");
     const per1k = (value: number) => usd((value / N) * 1000);
     table(
-      ["step", "DynamoDB", "Step Functions", "Lambda req.", "Lambda dur.", "Scheduler", "WebSocket", "total"],
+      ["step", "DynamoDB", "Step Functions", "Lambda req.", "Lambda dur.", "Scheduler", "WebSocket", "SQS", "total"],
       rows.map(({ label, usage }) => {
         const c = usage.cost();
-        return [label, per1k(c.dynamo), per1k(c.stepFunctions), per1k(c.lambdaRequests), per1k(c.lambdaDuration), per1k(c.scheduler), per1k(c.websocket), per1k(c.total)];
+        return [label, per1k(c.dynamo), per1k(c.stepFunctions), per1k(c.lambdaRequests), per1k(c.lambdaDuration), per1k(c.scheduler), per1k(c.websocket), per1k(c.sqs), per1k(c.total)];
       }),
     );
 
@@ -368,7 +385,9 @@ export async function benchLifecycleFlows(): Promise<void> {
       ],
     );
     if (total.chainedStarts > 0) note(`Flows started by steps or schedules (chained StartExecution): ${num(total.chainedStarts / N)} per lifecycle, included in executions.`);
-    note("DynamoDB counts per flow include the API's lease read (1 GetItem) before StartExecution.");
+    note("DynamoDB counts per flow include the API's one read (1 GetItem: the session and its lease fence together) before StartExecution.");
+    note("Relay nudges go to SQS (one SendMessage per committed flow; priced with the relays' ReceiveMessage and DeleteMessage,");
+    note("3 requests at $0.40 per million); they were a DynamoDB PutItem each until issue 15's SQS change.");
     note("How counted: transitions = states entered (Task, Pass, Choice) + retries, read from each execution's event log");
     note("(aws-local-stepfunctions eventLogs); Standard workflows bill each as one transition ($0.025 per 1,000, the 4,000/month");
     note("free tier ignored). Lambda invocations = Task handler calls (one Lambda per Task attempt); StartExecution is not billed.");

@@ -5,7 +5,7 @@
  *   3. control-plane HTTP overhead over the local runtime, DynamoDB requests and cost per request type;
  *   4. lifecycle flows on a zero-latency provider: flow overhead, AWS calls and cost per 1,000 session lifecycles;
  *   5. the streaming relay: streams held by one process (10,000 target), fan-out latency (quiet, and during heartbeats and a takeover), memory per held stream,
- *      DynamoDB requests per held stream and per relay with their monthly cost (beside dd49683's figures); 5b. resume to first delta;
+ *      DynamoDB requests per held stream and per relay with their monthly cost (beside dd49683's figures); 5b. resume to first delta; 5c. the backstop scan's reads at 10,000 running sessions;
  *   6. idle-detection lag: grace expiry -> idle snapshot start over the event-driven idle checks (p50, p99), checks per session;
  *   7. local sandbox start with and without the sidecar, and the sandbox credentials' cost per call;
  *   8. org secrets: cost per secret per month, KMS envelope in the table vs Secrets Manager (measured ops, list prices);
@@ -52,6 +52,7 @@ try {
   await section("lifecycle flows", async () => (await import("./lifecycle-flows")).benchLifecycleFlows());
   await section("relay", async () => (await import("./relay")).benchRelay());
   await section("relay resume", async () => (await import("./relay-resume")).benchRelayResume());
+  await section("relay backstop", async () => (await import("./relay-backstop")).benchRelayBackstop());
   await section("idle lag", async () => (await import("./idle-lag")).benchIdleLag());
   await section("sandbox start", async () => (await import("./sandbox-start")).benchSandboxStart());
   await section("org secrets", async () => (await import("./org-secrets")).benchOrgSecrets());

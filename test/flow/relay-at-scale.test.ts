@@ -10,7 +10,6 @@ import type { SessionRecord } from "../../functions/domain/session";
 import { runIdleCheck } from "../../functions/idle/idle-check";
 import { StreamingRelay } from "../../functions/relay/relay";
 import { submitPrompt } from "../../functions/services/submit-prompt";
-import { RelayNudgeReader } from "../../functions/store/dynamo-relay-nudge";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 import { FakeOpenCode } from "../support/fake-opencode";
@@ -39,7 +38,7 @@ afterEach(async () => {
 });
 
 /** A relay with its own store instance (as a separate process would have), reading the flows' nudges. */
-function relay(ownerId: string, ttl = TTL): StreamingRelay {
+function relay(ownerId: string, ttl = TTL, options: { backstopPageSize?: number } = {}): StreamingRelay {
   const r = new StreamingRelay(
     {
       sessions: h.deps.sessions,
@@ -52,14 +51,14 @@ function relay(ownerId: string, ttl = TTL): StreamingRelay {
       push: h.push,
       transcript,
       relayLeases: new DynamoRelayLeaseStore(h.table.doc, h.table.tableName),
-      nudges: new RelayNudgeReader(h.table.doc, h.table.tableName, h.deps.now),
+      nudges: h.nudgeSource(),
       scheduler: h.deps.scheduler,
       config: h.config,
       logger: h.deps.logger,
       now: h.deps.now,
     },
     // Scans, heartbeats and nudges are driven by the tests.
-    { ownerId, leaseTtlSeconds: ttl, connectionCacheMs: 0, scanIntervalMs: 3_600_000, renewIntervalMs: 3_600_000 },
+    { ownerId, leaseTtlSeconds: ttl, connectionCacheMs: 0, scanIntervalMs: 3_600_000, renewIntervalMs: 3_600_000, ...options },
   );
   relays.push(r);
   return r;
@@ -89,7 +88,7 @@ async function transcriptOf(sessionId: string) {
   return (await transcript.list(sessionId, { limit: 100 })).items.map((m) => [m.role, m.text]);
 }
 
-/** Sessions created while no relay runs (the harness's nudges go to the table; nobody reads them yet). */
+/** Sessions created while no relay runs (the harness's nudges wait in its queue; nobody receives them yet). */
 async function runningSessions(n: number): Promise<SessionRecord[]> {
   const out: SessionRecord[] = [];
   for (let i = 0; i < n; i++) out.push(await runningSession());
@@ -204,6 +203,48 @@ describe("relay at scale (issue 15)", () => {
     expect(a.heldSessions().sort()).toEqual(sessions.slice(1).map((s) => s.id).sort());
     expect(a.counters.revalidations - revalidations).toBe(1);
     expect(agent.subscriberCount()).toBe(2);
+  });
+
+  it("a nudge another relay receives first is left in the queue for the relay holding the session (SQS: one queue, every relay long-polls)", async () => {
+    const [s] = await runningSessions(1);
+    if (!s) throw new Error("no session");
+    const a = relay("relay-a", 3600);
+    await a.scanNow();
+    expect(a.heldSessions()).toEqual([s.id]);
+    const b = relay("relay-b", 3600);
+    await b.scanNow(); // b registers, sees a live (and its claim): two relays share the queue
+    await a.pollNudges(); // the ensure-runtime commit's nudge: a holds the session, done
+    expect(h.nudgeQueue.depth).toBe(0);
+
+    await h.run("pause", s.id);
+    expect(h.nudgeQueue.depth).toBe(1);
+    await b.pollNudges(); // b received it first: not its session, so left for the others
+    expect(h.nudgeQueue.depth).toBe(1);
+    expect(h.nudgeQueue.count("ChangeMessageVisibility")).toBe(1);
+    expect(a.heldSessions()).toEqual([s.id]);
+    await a.pollNudges(); // a holds it: revalidates, drops the paused session, done
+    expect(a.heldSessions()).toEqual([]);
+    expect(h.nudgeQueue.depth).toBe(0);
+  });
+
+  it("the backstop reads one page of the running sessions per period and goes on from there, so a lost nudge is still covered", async () => {
+    const sessions = await runningSessions(5);
+    // The nudges of those commits were lost (drop them): only the backstop finds the sessions.
+    const lost = await h.nudgeSource().receive();
+    await Promise.all(lost.map((n) => n.done()));
+    const r = relay("relay-p", 3600, { backstopPageSize: 2 });
+    const send = vi.spyOn(h.table.doc, "send");
+    const held: number[] = [];
+    for (let period = 0; period < 3; period++) {
+      await r.backstopNow();
+      held.push(r.heldSessions().length);
+    }
+    // Two sessions a period, each period one page (one Query of the running sessions).
+    expect(held).toEqual([2, 4, 5]);
+    const pages = send.mock.calls.filter(([command]) => command.constructor.name === "QueryCommand" && (command.input as { IndexName?: string }).IndexName !== undefined);
+    expect(pages).toHaveLength(3);
+    expect(r.heldSessions().sort()).toEqual(sessions.map((s) => s.id).sort());
+    expect(r.counters.backstopPages).toBe(3);
   });
 
   it("a relay whose own heartbeat ran out (a stall) stops acting on every stream, then comes back as a new epoch and reclaims them", async () => {

@@ -13,7 +13,6 @@ import type { SessionRecord } from "../../functions/domain/session";
 import { submitPrompt } from "../../functions/services/submit-prompt";
 import type { RelayLeaseStore } from "../../functions/ports/relay";
 import { StreamingRelay } from "../../functions/relay/relay";
-import { RelayNudgeReader } from "../../functions/store/dynamo-relay-nudge";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 import { FakeOpenCode } from "../support/fake-opencode";
@@ -60,8 +59,8 @@ function relay(ownerId: string, leases: RelayLeaseStore = relayLeases, sandboxKe
       push: h.push,
       transcript,
       relayLeases: leases,
-      // The flows' nudges (the AWS adapter in this harness): the tests read them with `pollNudges`.
-      nudges: new RelayNudgeReader(h.table.doc, h.table.tableName, h.deps.now),
+      // The flows' nudges (the AWS adapter over an SQS stand-in in this harness): the tests read them with `pollNudges`.
+      nudges: h.nudgeSource(),
       scheduler: h.deps.scheduler,
       config: h.config,
       logger: h.deps.logger,

@@ -353,7 +353,7 @@ describe("streaming relay", () => {
     expect(HELD_STREAMS_TARGET).toBeLessThan(RELAY_MAX_SESSIONS);
   });
 
-  it("task role: this table only (no dynamodb:*), push, ensure-runtime and idle-snapshot, idle-check schedules, its own metrics; nothing else", () => {
+  it("task role: this table only (no dynamodb:*), push, ensure-runtime and idle-snapshot, idle-check schedules, its own metrics, the nudge queue; nothing else", () => {
     const statements = relayStatements();
     const table = q.logicalIdOf(stack.table);
     const ownTable = new Set([JSON.stringify(getAtt(table)), JSON.stringify({ "Fn::Join": ["", [getAtt(table), "/index/*"]] })]);
@@ -382,7 +382,8 @@ describe("streaming relay", () => {
     const slackSecret = resolve(stack.slack.secret.secretArn);
     expect(resourcesFor(statements, "secretsmanager:GetSecretValue")).toEqual([{ Ref: sandboxAccessKeyId() }, slackSecret]);
     const services = new Set(actions.map((a) => a.split(":")[0]));
-    expect([...services].sort()).toEqual(["cloudwatch", "dynamodb", "execute-api", "iam", "scheduler", "secretsmanager", "states"]);
+    // sqs: receiving the relay nudges (issue 15; test/infra/relay-nudge-queue.test.ts pins the actions and the queue).
+    expect([...services].sort()).toEqual(["cloudwatch", "dynamodb", "execute-api", "iam", "scheduler", "secretsmanager", "sqs", "states"]);
     expect(resources[q.logicalIdOf(stack.relay.taskRole)]?.Properties.AssumeRolePolicyDocument).toMatchObject({
       Statement: [{ Principal: { Service: "ecs-tasks.amazonaws.com" }, Condition: { StringEquals: { "aws:SourceAccount": { Ref: "AWS::AccountId" } } } }],
     });

@@ -158,6 +158,9 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     expect(failedExecutions()).toEqual([]);
     const s = await expectStatus(id, "running");
     expect(s.sandboxId).toMatch(/^lsb_/);
+    // The committed flow nudged the relays through the template's queue (issue 15), as its role allows.
+    const nudges = [...world.queued.values()].flat().map((body) => JSON.parse(body) as { sessionId: string });
+    expect(nudges).toContainEqual({ sessionId: id });
   });
 
   it("the idle check the flow armed fires through Scheduler's role into schedule-fired (not idle: no relay watches the agent)", async () => {
@@ -346,7 +349,7 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     // Every kind of call the lifecycle makes was seen (the check is not vacuous).
     const actions = new Set(world.calls.map((c) => c.action));
     expect(world.calls.filter((c) => c.function.startsWith("ApiGateway(")).length).toBeGreaterThan(0);
-    for (const action of ["dynamodb:GetItem", "dynamodb:Query", "states:StartExecution", "lambda:InvokeFunction", "scheduler:CreateSchedule", "iam:PassRole", "secretsmanager:GetSecretValue", "kms:Encrypt", "execute-api:ManageConnections"]) {
+    for (const action of ["dynamodb:GetItem", "dynamodb:Query", "states:StartExecution", "lambda:InvokeFunction", "scheduler:CreateSchedule", "iam:PassRole", "secretsmanager:GetSecretValue", "kms:Encrypt", "execute-api:ManageConnections", "sqs:SendMessage"]) {
       expect(actions, action).toContain(action);
     }
   });

@@ -25,6 +25,8 @@ import { LocalFlowRunner } from "../../infra/local/local-flow-runner";
 import { LocalLifecycleScheduler } from "../../infra/local/local-lifecycle-scheduler";
 import { startTestTable, type TestTable } from "./dynalite";
 import { RecordingPush } from "./recording-push";
+import { SqsStandIn } from "./sqs-stand-in";
+import { SqsNudgeSource, SqsRelayNudge } from "../../functions/adapters/aws/sqs-relay-nudge";
 
 /** The flow harness's master sandbox key (tests derive the expected SIDECAR_TOKEN from it). */
 export const TEST_MASTER_KEY = "test-master-key-0123456789abcdefghijklmnop";
@@ -38,6 +40,12 @@ export interface FlowHarness {
   scheduler: LocalLifecycleScheduler;
   push: RecordingPush;
   metrics: RecordingMetricsSink;
+  /**
+   * The relay nudge queue the flows send to, as in AWS (an SQS stand-in at the SDK surface):
+   * relays in a test receive from `nudgeSource()`.
+   */
+  nudgeQueue: SqsStandIn;
+  nudgeSource(): SqsNudgeSource;
   /** The real relay lease store (seize/release always go to it). */
   relayLeases: DynamoRelayLeaseStore;
   /**
@@ -68,6 +76,7 @@ export async function startFlowHarness(options: { provider: SandboxProvider; age
   const push = new RecordingPush();
   const metrics = new RecordingMetricsSink();
   const relayWatch: { mode: "always" | "store" } = { mode: "always" };
+  const nudgeQueue = new SqsStandIn();
   const built: { deps?: FlowDeps } = {};
   let offsetMs = 0;
   const runner = new LocalFlowRunner({ deps: () => must(built.deps), logger, retryIntervalScale: 0.01 });
@@ -89,6 +98,7 @@ export async function startFlowHarness(options: { provider: SandboxProvider; age
     // Real envelope encryption under a fixed local master key: tests seed secrets with deps.secrets.put.
     secretKeys: new LocalSecretKeyWrapper(TEST_SECRETS_MASTER_KEY),
     afterConnect: () => Promise.resolve(),
+    relayNudge: new SqsRelayNudge(() => nudgeQueue.client, nudgeQueue.queueUrl),
     now: () => new Date(Date.now() + offsetMs),
     // No relay runs in flow tests unless a test starts one: delivery may proceed as if watched.
     flowRelayLeases: (store) => ({
@@ -118,6 +128,9 @@ export async function startFlowHarness(options: { provider: SandboxProvider; age
     push,
     metrics,
     relayLeases: relayStore,
+    nudgeQueue,
+    // WaitTimeSeconds 0: a test's pollNudges returns at once with what is queued.
+    nudgeSource: () => new SqsNudgeSource(() => nudgeQueue.client, nudgeQueue.queueUrl, 0),
     setRelayWatched: (mode) => {
       relayWatch.mode = mode;
     },

@@ -35,7 +35,18 @@ async function admitted(doc: FlowDocument, deps: FlowDeps, session: Parameters<t
 
 export const makeBeginStep = flowStep("begin", async (doc, deps) => {
   // One write takes the lease and returns the session as it left it: no read after it (issue 15).
-  const { lease, session } = await deps.sessions.acquireLeaseWithSession(doc.sessionId, doc.execution, deps.now(), deps.config.LEASE_TTL_SECONDS);
+  // A user pause seizes the relay in that same write (below: why it seizes at all); it only
+  // proceeds on a running session, and one that does not proceed releases the seize in Finish.
+  const seizesInTake = doc.flow === "pause";
+  const relayOwner = `flow:${doc.execution}`;
+  const taken = await deps.sessions.acquireLeaseWithSession(
+    doc.sessionId,
+    doc.execution,
+    deps.now(),
+    deps.config.LEASE_TTL_SECONDS,
+    seizesInTake ? { seizeRelay: relayOwner } : {},
+  );
+  const { lease, session } = taken;
   const startedAt = deps.now().toISOString();
   try {
     const connectedClients = doc.flow === "migrate" ? (await deps.connections.listLive(doc.sessionId, deps.now())).length : 0;
@@ -48,8 +59,9 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
     // session until finish releases it. A user pause terminates the sandbox too, so it does the
     // same (issue 25 §7). A `sandbox_lost` check leaves the relay alone: the sandbox may well be
     // alive (the flow then stands down), and the relay goes on reconnecting to it.
-    const seizesRelay = doc.flow === "pause" || (doc.flow === "idle-snapshot" && idleModeOf(doc.reason) !== "sandbox_lost");
-    const relayLease = plan.proceed && seizesRelay ? await deps.relayLeases.seize(doc.sessionId, `flow:${doc.execution}`, deps.now(), deps.config.LEASE_TTL_SECONDS) : null;
+    const seizesRelay = doc.flow === "idle-snapshot" && idleModeOf(doc.reason) !== "sandbox_lost";
+    const relayLease =
+      taken.relayLease ?? (plan.proceed && seizesRelay ? await deps.relayLeases.seize(doc.sessionId, relayOwner, deps.now(), deps.config.LEASE_TTL_SECONDS) : null);
     if (plan.proceed && plan.progressStatus) {
       await broadcastStatus(deps, doc.sessionId, plan.progressStatus, plan.progressStatus === "migrating" ? "Extending session..." : undefined);
     }
@@ -77,6 +89,7 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
     if (err instanceof CarryError) throw err;
     // Nothing else will release it: the Catch path has no lease in the document.
     await deps.sessions.releaseLease(lease);
+    if (taken.relayLease) await deps.relayLeases.release(taken.relayLease);
     throw err;
   }
 });

@@ -60,7 +60,8 @@ function snapshotFacts(s: NonNullable<FlowDocument["snapshot"]>) {
 const NO_SNAPSHOTS = { snapshotId: null, snapshotExpiresAt: null, durableSnapshotId: null, durableSnapshotExpiresAt: null };
 
 async function write(doc: FlowDocument, deps: FlowDeps, session: SessionRecord): Promise<SessionRecord> {
-  const guard = { ...leaseOf(doc), release: true };
+  // The commit frees the flow's lease and, if Begin seized it, the relay lease (issue 15: no release writes after it).
+  const guard = { ...leaseOf(doc), release: true, ...(doc.begin?.relayLease ? { releaseRelay: true } : {}) };
   const now = deps.now();
   const branch = doc.begin?.branch ?? null;
   const foundSandbox = doc.begin?.sandboxId ?? null;
@@ -183,7 +184,14 @@ export const makeCommitStep = flowStep("commit", async (given, deps) => {
     if (!fresh) throw new NotFoundError(`session ${doc.sessionId} not found`);
     next = await commitOn(doc, deps, fresh);
   }
-  const commit = { status: next.status, sandboxId: next.sandboxId, version: next.version, leaseReleased: true, ms: Date.now() - writeStarted };
+  const commit = {
+    status: next.status,
+    sandboxId: next.sandboxId,
+    version: next.version,
+    leaseReleased: true,
+    ...(doc.begin?.relayLease ? { relayLeaseReleased: true } : {}),
+    ms: Date.now() - writeStarted,
+  };
   try {
     const finish = await finishFlow({ ...doc, commit }, deps, next);
     return { ...commit, ...(doc.terminate && !given.terminate ? { terminate: doc.terminate } : {}), finish };

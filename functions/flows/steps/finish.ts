@@ -13,7 +13,7 @@ import { armIdleCheck } from "../../idle/idle-check";
 import { idleModeOf } from "../../idle/idle-predicate";
 import { errorForLog } from "../../observability/logger";
 import { METRIC_NAMES } from "../../ports/metrics-sink";
-import type { LifecycleOutcome } from "../../ports/session-items";
+import type { ClientConnection, LifecycleOutcome } from "../../ports/session-items";
 import { broadcastStatus } from "../../services/broadcast";
 import type { FlowDocument } from "../flow-document";
 import type { FlowDeps } from "../flow-deps";
@@ -111,7 +111,7 @@ export async function finishFlow(doc: FlowDocument, deps: FlowDeps, known?: Sess
     // A commit write that freed the lease leaves nothing to release (and a second write would cost a failed condition).
     if (!doc.commit?.leaseReleased) await isolated(deps, "release", doc.sessionId, () => deps.sessions.releaseLease(lease));
     const relayLease = doc.begin.relayLease;
-    if (relayLease) await isolated(deps, "release relay", doc.sessionId, () => deps.relayLeases.release(relayLease));
+    if (relayLease && !doc.commit?.relayLeaseReleased) await isolated(deps, "release relay", doc.sessionId, () => deps.relayLeases.release(relayLease));
   }
   const session = known ?? (await deps.sessions.getSession(doc.sessionId));
   if (!session) return { outcome };
@@ -169,12 +169,16 @@ export async function finishFlow(doc: FlowDocument, deps: FlowDeps, known?: Sess
   // Tell clients where the session ended up when this flow changed it, or when they were shown
   // a progress status that nothing else will replace (record-failure already pushed its error).
   const shownProgress = Boolean(doc.begin?.progressStatus);
-  if (outcome === "committed" || (outcome === "failed" && !doc.recorded && shownProgress)) {
-    await isolated(deps, "push", doc.sessionId, () => broadcastStatus(deps, doc.sessionId, finalClientStatus(session.status), session.errorMessage ?? undefined));
+  const pushes = outcome === "committed" || (outcome === "failed" && !doc.recorded && shownProgress);
+  // One listing of the connections, after the commit, for the push and the wake below (issue 15).
+  let connections: ClientConnection[] | undefined;
+  if (pushes) await isolated(deps, "connections", doc.sessionId, async () => (connections = await deps.connections.list(doc.sessionId)));
+  if (pushes) {
+    await isolated(deps, "push", doc.sessionId, () => broadcastStatus(deps, doc.sessionId, finalClientStatus(session.status), session.errorMessage ?? undefined, connections));
   }
 
   // Issue 25 §1: clients that connected, or a resume asked for, while this flow paused the session.
-  if (outcome === "committed") await isolated(deps, "wake", doc.sessionId, () => wakeWaiters(deps, doc, session));
+  if (outcome === "committed") await isolated(deps, "wake", doc.sessionId, () => wakeWaiters(deps, doc, session, connections));
   // The relay holding the session revalidates it (drops a paused one, reopens on a new sandbox);
   // a session now running is claimed at once, before the delivery below looks for a watcher.
   const nudge = deps.relayNudge;

@@ -32,7 +32,7 @@ import type { FlowDeps } from "../flow-deps";
 import type { FlowDocument } from "../flow-document";
 import { snapshotMethod } from "../plan";
 import { STEP_ERRORS, StepError } from "../step-errors";
-import { assertLeaseHeld, flowStep, leaseOf } from "../step";
+import { assertLeaseHeld, flowStep, leaseOf, leaseSurelyHeld } from "../step";
 import { stepEntry } from "../lambda-entry";
 import { awsProviders } from "../../providers/aws-providers";
 import { deleteSnapshotOrRecord } from "../snapshot-retirement";
@@ -59,11 +59,17 @@ export const makeSnapshotStep = flowStep("snapshot", async (doc, deps) => {
   const sandboxId = doc.begin?.sandboxId;
   if (!sandboxId) throw new NotFoundError(`session ${doc.sessionId} has no sandbox to snapshot`);
   // The session and the lease check from one read (issue 15); idle snapshots check the lease
-  // again after looking at the agent, right before they act.
-  const read = await deps.sessions.getSessionWithLease(doc.sessionId);
-  if (!read) throw new NotFoundError(`session ${doc.sessionId} not found`);
-  const { session } = read;
-  assertLeaseHeld(lease, read.lease, deps.now());
+  // again after looking at the agent, right before they act. A user pause or a checkpoint well
+  // inside its lease acts on the record Begin's take returned: nothing moves the session's
+  // sandbox without the lease, so no read (leaseSurelyHeld).
+  const begun = doc.begin?.session;
+  const session = await (async () => {
+    if (begun && (doc.flow === "pause" || doc.flow === "snapshot") && leaseSurelyHeld(lease, deps.now(), deps.config.LEASE_TTL_SECONDS)) return begun;
+    const read = await deps.sessions.getSessionWithLease(doc.sessionId);
+    if (!read) throw new NotFoundError(`session ${doc.sessionId} not found`);
+    assertLeaseHeld(lease, read.lease, deps.now());
+    return read.session;
+  })();
   const provider = await deps.provider(session.provider);
   if (doc.flow === "idle-snapshot") {
     const mode = idleModeOf(doc.reason);

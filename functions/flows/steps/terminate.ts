@@ -11,7 +11,7 @@ import { errorForLog } from "../../observability/logger";
 import type { FlowDeps } from "../flow-deps";
 import type { FlowDocument } from "../flow-document";
 import { snapshotMethod, terminatesSandbox } from "../plan";
-import { assertLeaseHeld, flowStep, leaseOf } from "../step";
+import { assertLeaseHeld, flowStep, leaseOf, leaseSurelyHeld } from "../step";
 
 /**
  * The terminate itself, also run in process by Commit in the pause and stop flows (issue 15: no
@@ -32,7 +32,7 @@ export async function terminateFoundSandbox(
   const branch = doc.begin?.branch ?? null;
   const method = doc.snapshot?.method ?? (doc.flow === "stop" ? null : snapshotMethod(doc.flow, branch, provider));
   if (!sandboxId || !terminatesSandbox(doc.flow, branch, method)) return { sandboxId, terminated: false };
-  assertLeaseHeld(lease, (await read()).lease, deps.now());
+  if (!leaseSurelyHeld(lease, deps.now(), deps.config.LEASE_TTL_SECONDS)) assertLeaseHeld(lease, (await read()).lease, deps.now());
   try {
     await provider.terminate(doc.sessionId, sandboxId);
     return { sandboxId, terminated: true };

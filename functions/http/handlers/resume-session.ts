@@ -13,25 +13,26 @@ import { toSessionView } from "../../domain/session";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
 import { requireStatus, startSessionFlow } from "../session-actions";
-import { loadOwnedSession, requirePrincipal, SessionPathParams } from "../session-access";
+import { loadOwnedSessionWithFence, requirePrincipal, SessionPathParams } from "../session-access";
 import { admitToRun } from "../../usage/usage-gate";
 
 export const makeResumeSessionHandler = httpRoute({ name: "ResumeSession", auth: true, params: SessionPathParams }, async ({ params, principal }, deps) => {
   const caller = requirePrincipal(principal);
-  const session = await loadOwnedSession(deps.sessions, caller, params.id);
+  const { session, fence } = await loadOwnedSessionWithFence(deps.sessions, caller, params.id);
   requireStatus(session, ["starting", "running", "paused", "error"], "resume");
   await deps.sessions.touchActivity(session.id, deps.now());
-  let current = session;
+  let current = { session, fence };
   if (session.status === "running") {
     await deps.sessions.requestResume(session.id, deps.now());
-    current = (await deps.sessions.getSession(session.id)) ?? session;
+    const again = await deps.sessions.getSessionWithLease(session.id);
+    if (again) current = { session: again.session, fence: again.lease.fence };
   }
-  if (current.status !== "running" && current.status !== "stopped") {
+  if (current.session.status !== "running" && current.session.status !== "stopped") {
     // API.md "Usage, limits and credits": 402 credits_exhausted, 429 quota_exceeded (a running place is taken here).
-    await admitToRun(deps.usage, current, deps.now());
-    await startSessionFlow(deps, current, "ensure-runtime", `user:${caller.userId}`, "resume");
+    await admitToRun(deps.usage, current.session, deps.now());
+    await startSessionFlow(deps, current.session, "ensure-runtime", `user:${caller.userId}`, "resume", current.fence);
   }
-  return { status: 202, body: { session: toSessionView(current, deps.now()) } };
+  return { status: 202, body: { session: toSessionView(current.session, deps.now()) } };
 });
 
 export const handler = lambdaEntry(makeResumeSessionHandler);

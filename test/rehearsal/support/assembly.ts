@@ -137,6 +137,9 @@ export class TemplateResolver {
         return logicalId;
       case "AWS::ApiGatewayV2::Stage":
         return named("StageName");
+      case "AWS::SQS::Queue":
+        // A queue's Ref is its URL.
+        return `https://sqs.${REGION}.amazonaws.com/${ACCOUNT}/${named("QueueName")}`;
       default:
         throw new Error(`rehearsal: no Ref for ${logicalId} (${r.Type})`);
     }
@@ -161,6 +164,10 @@ export class TemplateResolver {
         return `arn:${PARTITION}:scheduler:${REGION}:${ACCOUNT}:schedule-group/${name()}`;
       case "AWS::StepFunctions::StateMachine.Arn":
         return name();
+      case "AWS::SQS::Queue.Arn":
+        return `arn:${PARTITION}:sqs:${REGION}:${ACCOUNT}:${name().split("/").at(-1) ?? ""}`;
+      case "AWS::SQS::Queue.QueueName":
+        return name().split("/").at(-1) ?? "";
       case "AWS::ApiGatewayV2::Api.ApiEndpoint":
         return `https://${name()}.execute-api.${REGION}.amazonaws.com`;
       default:

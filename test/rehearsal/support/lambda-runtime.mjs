@@ -29,6 +29,7 @@ const CLIENT_PACKAGES = {
   LambdaClient: "@aws-sdk/client-lambda",
   ApiGatewayManagementApiClient: "@aws-sdk/client-apigatewaymanagementapi",
   CloudWatchClient: "@aws-sdk/client-cloudwatch",
+  SQSClient: "@aws-sdk/client-sqs",
 };
 
 let nextId = 0;

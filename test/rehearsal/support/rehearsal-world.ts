@@ -93,6 +93,8 @@ export class RehearsalWorld {
   readonly schedules = new Map<string, Schedule>();
   /** Messages pushed to each WebSocket connection (PostToConnection). */
   readonly pushed = new Map<string, unknown[]>();
+  /** Message bodies sent to each SQS queue (by queue ARN): the relay nudges. */
+  readonly queued = new Map<string, string[]>();
   readonly openConnections = new Set<string>();
   readonly secretValues = new Map<string, string>();
   /** Asynchronous invocations (Lambda Invoke, InvocationType Event) still running. */
@@ -424,6 +426,23 @@ export class RehearsalWorld {
       }
       case "CloudWatch":
         return { iam: [{ action: `cloudwatch:${action}`, resource: "*" }], answer: () => output({}) };
+      case "SQS": {
+        // https://sqs.{region}.amazonaws.com/{account}/{name} -> arn:aws:sqs:{region}:{account}:{name}
+        const match = /^https:\/\/sqs\.([^.]+)\.amazonaws\.com\/(\d+)\/([^/]+)$/.exec(String(input.QueueUrl));
+        if (!match) throw new Error(`rehearsal: unexpected SQS queue URL ${String(input.QueueUrl)}`);
+        const [, region, account, name] = match as unknown as [string, string, string, string];
+        const arn = `arn:aws:sqs:${region}:${account}:${name}`;
+        if (action !== "SendMessage") throw new Error(`rehearsal: no SQS ${action}`);
+        return {
+          iam: [{ action: "sqs:SendMessage", resource: arn }],
+          answer: () => {
+            const list = this.queued.get(arn) ?? [];
+            list.push(String(input.MessageBody));
+            this.queued.set(arn, list);
+            return output({ MessageId: randomUUID() });
+          },
+        };
+      }
       default:
         throw new Error(`rehearsal: no service ${service} (${action})`);
     }

@@ -1,0 +1,47 @@
+/**
+ * The relay nudge queue (issue 15, infra/relay-nudge-queue.ts): one SQS queue the functions that
+ * commit flows or deliver prompts send to, and the relay tasks receive from; each side only the
+ * actions it uses, and the queue's URL in exactly their environments.
+ */
+import { afterAll, describe, expect, it } from "vitest";
+import { rmSync } from "node:fs";
+import { actionsOf, getAtt, resourcesFor, stackQueries, synthWithoutBundling } from "./stack-queries";
+
+const synth = synthWithoutBundling();
+const { resources, stack } = synth;
+const q = stackQueries(synth);
+afterAll(() => rmSync(synth.dir, { recursive: true, force: true }));
+
+const queues = Object.entries(resources).filter(([, r]) => r.Type === "AWS::SQS::Queue");
+const [queueId] = queues[0] ?? [""];
+const SQS_ACTIONS = (statements: ReturnType<typeof q.statementsOfRole>) => actionsOf(statements).filter((a) => a.startsWith("sqs:"));
+
+describe("relay nudge queue", () => {
+  it("is one encrypted queue whose messages live 5 minutes, reachable over TLS only", () => {
+    expect(queues).toHaveLength(1);
+    expect(queues[0]?.[1].Properties).toMatchObject({ SqsManagedSseEnabled: true, MessageRetentionPeriod: 300, ReceiveMessageWaitTimeSeconds: 20 });
+    const policy = Object.values(resources).find((r) => r.Type === "AWS::SQS::QueuePolicy");
+    expect(JSON.stringify(policy?.Properties)).toContain('"aws:SecureTransport":"false"');
+  });
+
+  it("the Commit and Finish steps and the prompt-delivering routes may send to it, and have its URL", () => {
+    for (const fnId of ["CommitStep", "FinishStep", "CreatePrompt", "WsMessage"]) {
+      const statements = q.statementsOfFunction(fnId);
+      expect(resourcesFor(statements, "sqs:SendMessage"), fnId).toEqual([getAtt(queueId)]);
+      expect(SQS_ACTIONS(statements).filter((a) => a !== "sqs:SendMessage" && a !== "sqs:GetQueueAttributes" && a !== "sqs:GetQueueUrl"), fnId).toEqual([]);
+      expect(q.envOf(fnId).RELAY_NUDGE_QUEUE_URL, fnId).toEqual({ Ref: queueId });
+    }
+    // A step that never finishes a flow neither sends nor knows the queue.
+    expect(SQS_ACTIONS(q.statementsOfFunction("ProvisionStep"))).toEqual([]);
+    expect(q.envOf("ProvisionStep").RELAY_NUDGE_QUEUE_URL).toBeUndefined();
+  });
+
+  it("the relay tasks receive, delete and return nudges, never send them, and have its URL", () => {
+    const statements = q.statementsOfRole(q.logicalIdOf(stack.relay.taskRole));
+    for (const action of ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"]) expect(resourcesFor(statements, action), action).toEqual([getAtt(queueId)]);
+    expect(SQS_ACTIONS(statements)).not.toContain("sqs:SendMessage");
+    const task = resources[q.logicalIdOf(stack.relay.taskDefinition)];
+    const env = (task?.Properties.ContainerDefinitions as { Environment: { Name: string; Value: unknown }[] }[])[0]?.Environment ?? [];
+    expect(env.find((e) => e.Name === "RELAY_NUDGE_QUEUE_URL")?.Value).toEqual({ Ref: queueId });
+  });
+});
