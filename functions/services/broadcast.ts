@@ -23,7 +23,8 @@ export interface BroadcastDeps {
 export async function broadcast(deps: BroadcastDeps, sessionId: string, message: { type: string } & Record<string, unknown>, options: { except?: string } = {}): Promise<number> {
   const now = deps.now();
   let sent = 0;
-  deps.push.observe?.(sessionId, message);
+  // Awaited after the sends: a step that returns has handed its statuses to Slack (slack/status-forward.ts).
+  const observed = Promise.resolve(deps.push.observe?.(sessionId, message)).catch((err: unknown) => deps.logger.warn("broadcast observer failed", { sessionId, error: errorForLog(err) }));
   await Promise.all(
     (await deps.connections.list(sessionId)).map(async (c) => {
       try {
@@ -41,6 +42,7 @@ export async function broadcast(deps: BroadcastDeps, sessionId: string, message:
       }
     }),
   );
+  await observed;
   return sent;
 }
 

@@ -97,3 +97,36 @@ describe("the relay posts Slack progress", () => {
     expect(reads).toHaveLength(2);
   });
 });
+
+describe("the flow steps forward their statuses to the Slack queue", () => {
+  it("exactly the steps that broadcast statuses get SLACK_QUEUE_URL and sqs:SendMessage on that queue, in their existing default policies", async () => {
+    const { stackQueries } = await import("./stack-queries");
+    const { FLOW_STEPS } = await import("../../functions/flows/steps");
+    const q = stackQueries(synth);
+    const queueId = synth.stack.slack.getLogicalId(synth.stack.slack.queue.node.defaultChild as never);
+    // A root value read from the nested stack (`Fn::GetAtt [<nested>, Outputs.<name>]`): that output's value in the nested template.
+    const outputs = nested.toJSON().Outputs as Record<string, { Value: unknown }>;
+    const nestedOutput = (value: unknown): unknown => {
+      const att = (value as { "Fn::GetAtt"?: [string, string] })["Fn::GetAtt"];
+      return att?.[1].startsWith("Outputs.") ? outputs[att[1].slice("Outputs.".length)]?.Value : undefined;
+    };
+    for (const step of FLOW_STEPS) {
+      const url = q.envOf(step.id).SLACK_QUEUE_URL;
+      const sends = q.statementsOfFunction(step.id).filter((s) => actionsOf([s]).includes("sqs:SendMessage"));
+      if (!step.push) {
+        expect(url, step.id).toBeUndefined();
+        expect(sends, step.id).toEqual([]);
+        continue;
+      }
+      // The nested stack's outputs: the queue's URL (its Ref) and ARN.
+      expect(nestedOutput(url), step.id).toEqual({ Ref: queueId });
+      expect(sends, step.id).toHaveLength(1);
+      expect(nestedOutput(sends[0]?.Resource), step.id).toEqual({ "Fn::GetAtt": [queueId, "Arn"] });
+      expect(actionsOf(sends).filter((a) => a.startsWith("sqs:")).sort(), step.id).toEqual(["sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"]);
+      // One default policy per role, as before: no new IAM resource in the root stack.
+      const role = q.roleOfFunction(step.id);
+      expect(Object.values(synth.resources).filter((r) => r.Type === "AWS::IAM::Policy" && JSON.stringify(r.Properties.Roles) === JSON.stringify([{ Ref: role }])), step.id).toHaveLength(1);
+    }
+    expect(FLOW_STEPS.filter((s) => s.push).map((s) => s.id).sort()).toEqual(["BeginStep", "CommitStep", "FinishStep", "RecordFailureStep"]);
+  });
+});
