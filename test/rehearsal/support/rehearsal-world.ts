@@ -227,6 +227,42 @@ export class RehearsalWorld {
     return [...this.functions.values()].find((f) => f.spec.arn === arn);
   }
 
+  /** The IAM checker of a function's role (a nested stack's function: its own stack's). */
+  iamOf(pool: FunctionPool): IamChecker {
+    return this.nestedIam.get(pool.spec.logicalId) ?? this.iam;
+  }
+
+  /**
+   * What a Lambda SQS event source does: polls the queue as the function's role (its role must
+   * allow ReceiveMessage, DeleteMessage and GetQueueAttributes on the queue), invokes the function
+   * with a batch of the queued messages, and deletes those not reported in `batchItemFailures`
+   * (they stay for a redelivery). Returns the batch's failures.
+   */
+  async deliverQueue(queueUrl: string, pool: FunctionPool, batchSize = 10): Promise<string[]> {
+    const queue = this.queued.get(queueUrl);
+    if (!queue) throw new Error(`no queue ${queueUrl}`);
+    const [, region, account, name] = /^https:\/\/sqs\.([^.]+)\.amazonaws\.com\/(\d+)\/([^/]+)$/.exec(queueUrl) ?? [];
+    const arn = `arn:aws:sqs:${region}:${account}:${name}`;
+    const { spec } = pool;
+    await this.authorize(spec.logicalId, spec.roleLogicalId, "SQS", ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"].map((action) => ({ action, resource: arn })));
+    const batch = queue.slice(0, batchSize);
+    const Records = batch.map((m) => ({
+      messageId: m.MessageId,
+      receiptHandle: m.MessageId,
+      body: m.Body,
+      attributes: { ApproximateReceiveCount: "1", SentTimestamp: String(Date.now()), SenderId: ACCOUNT, ApproximateFirstReceiveTimestamp: String(Date.now()) },
+      messageAttributes: {},
+      md5OfBody: createHash("md5").update(m.Body).digest("hex"),
+      eventSource: "aws:sqs",
+      eventSourceARN: arn,
+      awsRegion: region,
+    }));
+    const result = (await pool.invoke({ Records })) as { batchItemFailures?: { itemIdentifier: string }[] } | null;
+    const failed = (result?.batchItemFailures ?? []).map((f) => f.itemIdentifier);
+    this.queued.set(queueUrl, queue.filter((m) => !batch.includes(m) || failed.includes(m.MessageId)));
+    return failed;
+  }
+
   fn(logicalIdPrefix: string): FunctionPool {
     const matches = [...this.functions.entries()].filter(([id]) => id.startsWith(`${logicalIdPrefix}Function`));
     if (matches.length !== 1) throw new Error(`expected one function ${logicalIdPrefix}, found ${matches.length}`);
