@@ -703,10 +703,18 @@ export class ControlPlaneStack extends Stack {
     }
 
     // Slack: every resource in a nested stack of its own (the root is near the 500-resource limit).
-    this.slack = new SlackStack(this, "Slack", { root: this, table: this.table, httpApi: this.httpApi, environment, allowProviderSecret, allowSandboxKeys });
+    this.slack = new SlackStack(this, "Slack", { root: this, table: this.table, httpApi: this.httpApi, environment, allowProviderSecret, allowSandboxKeys, allowNudging });
     // The relay posts Slack sessions' answers and status (functions/relay/service.ts): it reads the bot token.
     this.relay.container.addEnvironment("SLACK_SECRET_ARN", this.slack.secret.secretArn);
     this.slack.secret.grantRead(this.relay.taskRole);
+    // The flow steps that broadcast statuses forward them to the Slack queue (functions/slack/status-forward.ts):
+    // the worker posts pauses and failures in Slack sessions' threads. Statements in the roles' default policies.
+    for (const step of FLOW_STEPS.filter((s) => s.push)) {
+      const fn = this.functions[step.id];
+      if (!fn) throw new Error(`no function for flow step ${step.id}`);
+      fn.addEnvironment("SLACK_QUEUE_URL", this.slack.queue.queueUrl);
+      this.slack.queue.grantSendMessages(fn);
+    }
 
     // Every alarm notifies one topic: an operator subscribes to it (or passes `-c alarmEmail=`).
     this.alarmTopic = new Topic(this, "AlarmTopic", { displayName: `${this.stackName} alarms`, enforceSSL: true });

@@ -47,6 +47,8 @@ export interface SlackStackProps extends NestedStackProps {
   environment: Record<string, string>;
   allowProviderSecret: (fn: NodejsFunction) => void;
   allowSandboxKeys: (fn: NodejsFunction) => void;
+  /** The relay nudge queue (issue 15): the worker's prompts to running sessions nudge the relays, as CreatePrompt does. */
+  allowNudging: (fn: NodejsFunction) => void;
   /** Complete ARN of an existing Slack secret; default: the stack creates `<stack>/slack`. */
   slackSecretArn?: string;
 }
@@ -144,6 +146,7 @@ export class SlackStack extends NestedStack {
     }
     props.allowProviderSecret(this.worker);
     props.allowSandboxKeys(this.worker);
+    props.allowNudging(this.worker);
     this.secret.grantRead(this.worker);
     this.worker.addEventSource(new SqsEventSource(this.queue, { batchSize: 5, reportBatchItemFailures: true }));
 

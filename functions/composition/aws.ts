@@ -18,6 +18,8 @@ import { EmfMetricsSink } from "../observability/emf-metrics-sink";
 import { createLogger } from "../observability/logger";
 import { createMetrics } from "../observability/metrics";
 import type { ClientPush } from "../ports/client-push";
+import { slackForwardingPush } from "../slack/status-forward";
+import { SqsSlackQueue } from "./slack-aws";
 import { createDocumentClient } from "../store/dynamo-client";
 import { composeRuntime, type Runtime, type RuntimeAdapters } from "./compose";
 
@@ -45,12 +47,15 @@ export function composeAwsRuntime(config: Config, env: Readonly<Record<string, s
   const doc = createDocumentClient(config.DYNAMODB_ENDPOINT ? { endpoint: config.DYNAMODB_ENDPOINT } : {});
   const wsManagementEndpoint = config.WS_MANAGEMENT_ENDPOINT;
   const metrics = createMetrics({ namespace: config.POWERTOOLS_METRICS_NAMESPACE, serviceName: config.POWERTOOLS_SERVICE_NAME });
+  const logger = adapters.logger ?? createLogger(config.POWERTOOLS_SERVICE_NAME);
+  const push = wsManagementEndpoint ? new ApiGatewayClientPush(() => apiGatewayManagementClient(wsManagementEndpoint)) : noPush;
   return composeRuntime(config, {
     doc,
-    logger: adapters.logger ?? createLogger(config.POWERTOOLS_SERVICE_NAME),
+    logger,
     metrics,
     flowMetrics: new EmfMetricsSink(metrics),
-    push: wsManagementEndpoint ? new ApiGatewayClientPush(() => apiGatewayManagementClient(wsManagementEndpoint)) : noPush,
+    // The flow steps that broadcast statuses have SLACK_QUEUE_URL (infra): Slack hears their statuses.
+    push: config.SLACK_QUEUE_URL ? slackForwardingPush(push, new SqsSlackQueue(config.SLACK_QUEUE_URL), { logger, now: () => new Date() }) : push,
     scheduler: lifecycleSchedulerFromEnv(env, schedulerClient),
     flows: new SfnFlowRunner(sfnClient, stateMachineArnsFromEnv(env)),
     builds: new SfnBuildRunner(sfnClient, env[BUILD_STATE_MACHINE_ARN_ENV]?.trim() || undefined),

@@ -15,7 +15,7 @@ import { slackWebClient } from "./slack-web";
 
 export { slackWebClient };
 import { SlackWorker } from "../slack/worker";
-import { SlackProgress } from "../slack/status-line";
+import type { SlackProgress } from "../slack/status-line";
 
 export { composeSlackStore };
 
@@ -29,9 +29,9 @@ export interface SlackParts {
 export function composeSlack(input: { doc: DynamoDBDocumentClient; tableName: string; http: HttpDeps; sessions: SessionStore; botToken: string | undefined; apiUrl: string; logger: Logger; now: () => Date; minUpdateMs?: number }): SlackParts {
   const store = composeSlackStore(input.doc, input.tableName);
   const web = slackWebClient({ botToken: input.botToken, apiUrl: input.apiUrl, logger: input.logger });
-  const worker = new SlackWorker({ http: input.http, store, web, logger: input.logger, now: input.now });
-  const progress = new SlackProgress({ store, sessions: input.sessions, outbox: worker.outbox, logger: input.logger, now: input.now, ...(input.minUpdateMs !== undefined ? { minUpdateMs: input.minUpdateMs } : {}) });
-  return { store, web, worker, progress };
+  const worker = new SlackWorker({ http: input.http, store, web, logger: input.logger, now: input.now, ...(input.minUpdateMs !== undefined ? { minUpdateMs: input.minUpdateMs } : {}) });
+  // One status line per session in the process: the worker's (forwarded statuses) is the tap's too.
+  return { store, web, worker, progress: worker.progress };
 }
 
 /**

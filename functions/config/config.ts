@@ -96,6 +96,8 @@ export const ConfigSchema = z.object({
   SLACK_BOT_TOKEN: z.string().min(1).optional(),
   /** Base URL of Slack's Web API (a test points it at a local server). */
   SLACK_API_URL: z.url().default("https://slack.com/api/"),
+  /** The Slack delivery queue (SQS): the flow steps that broadcast statuses forward them there (slack/status-forward.ts). */
+  SLACK_QUEUE_URL: z.url().optional(),
   /**
    * Deployment-wide safety cap (issue 14 §7): sessions one org may have open (any status but
    * `stopped`; paused sessions keep snapshots and can resume at any time). Creating one more is a

@@ -15,7 +15,8 @@ export interface ClientPush {
   disconnect(connectionId: string): Promise<PushOutcome>;
   /**
    * Sees every message broadcast to a session's clients, once per broadcast (services/broadcast.ts):
-   * the local runtime's Slack progress (functions/slack/status-line.ts). Must not throw or block.
+   * Slack progress (functions/slack/status-line.ts) and the flows' status forwarding to the Slack
+   * queue (functions/slack/status-forward.ts), whose promise the broadcast awaits. Must not throw.
    */
-  observe?: (sessionId: string, message: { type: string } & Record<string, unknown>) => void;
+  observe?: (sessionId: string, message: { type: string } & Record<string, unknown>) => void | Promise<void>;
 }

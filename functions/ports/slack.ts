@@ -5,8 +5,9 @@
 
 /** One verified request from Slack, as the ack function hands it to the worker. */
 export interface SlackDelivery {
-  kind: "command" | "event" | "interaction";
-  /** Dedupe key: `event:<event_id>`, `command:<trigger_id>`, `interaction:<trigger_id>`. */
+  /** `status`: a flow's status frame forwarded by its Lambda (slack/status-forward.ts), never from Slack. */
+  kind: "command" | "event" | "interaction" | "status";
+  /** Dedupe key: `event:<event_id>`, `command:<trigger_id>`, `interaction:<trigger_id>`, `status:<session>:<uuid>`. */
   key: string;
   /** The raw body Slack signed (form-encoded or JSON), parsed by the worker. */
   body: string;

@@ -32,7 +32,8 @@ export async function broadcast(
 ): Promise<number> {
   const now = deps.now();
   let sent = 0;
-  deps.push.observe?.(sessionId, message);
+  // Awaited after the sends: a step that returns has handed its statuses to Slack (slack/status-forward.ts).
+  const observed = Promise.resolve(deps.push.observe?.(sessionId, message)).catch((err: unknown) => deps.logger.warn("broadcast observer failed", { sessionId, error: errorForLog(err) }));
   await Promise.all(
     (options.connections ?? (await deps.connections.list(sessionId))).map(async (c) => {
       try {
@@ -50,6 +51,7 @@ export async function broadcast(
       }
     }),
   );
+  await observed;
   return sent;
 }
 

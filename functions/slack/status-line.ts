@@ -99,13 +99,10 @@ export class SlackProgress {
     if (!thread) return;
     const post = (key: string, text: string) => this.deps.outbox.post(key, { channel: thread.channelId, threadTs: thread.threadTs, text });
     switch (message.type) {
-      case "status": {
-        const status = String(message.status);
-        this.status(sessionId, STATUS_TEXT[status] ?? `Status: ${status}`);
-        if (status === "error") await post(`error:${sessionId}:${this.deps.now().toISOString()}`, `The session failed${message.message ? `: ${String(message.message)}` : ""}. Reply in this thread to try again.`);
-        if (status === "paused") await post(`paused:${sessionId}:${this.deps.now().toISOString()}`, "Paused to save resources. Reply in this thread to wake it.");
+      case "status":
+      case "error":
+        await this.statusNote(sessionId, message, this.deps.now().toISOString(), post);
         return;
-      }
       case "message.create":
         this.status(sessionId, "Status: running (thinking)");
         return;
@@ -131,13 +128,44 @@ export class SlackProgress {
     }
   }
 
+  /**
+   * A status forwarded by the flows' Lambdas through the Slack queue (status-forward.ts): the same
+   * status line and notes as an observed broadcast, posted before it resolves (the worker awaits
+   * it). `key` is the forwarded delivery's: a redelivery posts nothing twice.
+   */
+  async deliver(sessionId: string, message: ClientMessage, key: string): Promise<void> {
+    if (message.type !== "status" && message.type !== "error") return;
+    const thread = await this.threadOf(sessionId);
+    if (!thread) return;
+    // No trailing timer in a Lambda that may freeze: the line is updated now.
+    await this.statusNote(sessionId, message, key, (postKey, text) => this.deps.outbox.post(postKey, { channel: thread.channelId, threadTs: thread.threadTs, text }), true);
+    await this.settled();
+  }
+
+  /** A `status` frame (the status line; pauses and errors posted with what to do next) or a flow's `error` frame. */
+  private async statusNote(sessionId: string, message: ClientMessage, key: string, post: (key: string, text: string) => Promise<string>, immediate = false): Promise<void> {
+    if (message.type === "error") {
+      const text = typeof message.message === "string" ? message.message : String(message.code ?? "a lifecycle step failed");
+      await post(`failed:${sessionId}:${key}`, `${text}. Reply in this thread to try again, or use the buttons on the status line.`);
+      return;
+    }
+    const status = String(message.status);
+    this.status(sessionId, STATUS_TEXT[status] ?? `Status: ${status}`, immediate);
+    if (status === "error") await post(`error:${sessionId}:${key}`, `The session failed${message.message ? `: ${String(message.message)}` : ""}. Reply in this thread to try again.`);
+    if (status === "paused") await post(`paused:${sessionId}:${key}`, `Paused${message.message ? ` (${String(message.message)})` : " to save resources"}. Reply in this thread to wake it.`);
+  }
+
   /** Throttled status line: at once when the last update is `minUpdateMs` old, else the latest text after the rest of it. */
-  private status(sessionId: string, text: string): void {
+  private status(sessionId: string, text: string, immediate = false): void {
     const line = this.lines.get(sessionId);
     if (!line || (line.pending === null && line.shown === text)) return;
     line.pending = text;
+    if (line.timer && immediate) {
+      clearTimeout(line.timer);
+      line.timer = null;
+    }
     if (line.timer) return;
-    const wait = Math.max(0, line.lastAt + (this.deps.minUpdateMs ?? 1000) - this.deps.now().getTime());
+    const wait = immediate ? 0 : Math.max(0, line.lastAt + (this.deps.minUpdateMs ?? 1000) - this.deps.now().getTime());
     const flush = () => {
       line.timer = null;
       const next = line.pending;

@@ -16,7 +16,7 @@ import type { SlackDelivery, SlackStore, SlackThread, SlackWorkspace } from "../
 import { parseSlackCommand } from "./command-text";
 import { SlackOutbox } from "./outbox";
 import { isBudgetExhausted, slackPrincipal, SlackSessionApi, type ApiAnswer } from "./session-api";
-import { statusBlocks } from "./status-line";
+import { SlackProgress, statusBlocks } from "./status-line";
 import { SLACK_USAGE } from "./usage";
 
 export interface SlackWorkerDeps {
@@ -25,7 +25,11 @@ export interface SlackWorkerDeps {
   web: WebClient;
   logger: Logger;
   now: () => Date;
+  /** The status line's throttle (SlackProgress); default 1000 ms. */
+  minUpdateMs?: number;
 }
+
+const StatusPayload = z.object({ sessionId: z.string().min(1), message: z.looseObject({ type: z.string() }) });
 
 const CommandPayload = z.object({
   team_id: z.string().min(1),
@@ -62,17 +66,37 @@ export const UNBOUND_TEAM_TEXT =
 
 export class SlackWorker {
   readonly outbox: SlackOutbox;
+  /** The status line and the thread's notes: forwarded statuses here, observed broadcasts where the process sees them. */
+  readonly progress: SlackProgress;
   private readonly api: SlackSessionApi;
 
   constructor(private readonly deps: SlackWorkerDeps) {
     this.outbox = new SlackOutbox(deps.web, deps.store, deps.now);
+    this.progress = new SlackProgress({ store: deps.store, sessions: deps.http.sessions, outbox: this.outbox, logger: deps.logger, now: deps.now, ...(deps.minUpdateMs !== undefined ? { minUpdateMs: deps.minUpdateMs } : {}) });
     this.api = new SlackSessionApi(deps.http);
   }
 
   async handle(delivery: SlackDelivery): Promise<void> {
+    if (delivery.kind === "status") return this.status(delivery);
     if (delivery.kind === "command") return this.command(delivery);
     if (delivery.kind === "event") return this.event(delivery);
     return this.interaction(delivery);
+  }
+
+  /** A status a flow's Lambda forwarded (status-forward.ts): posted for Slack sessions only, once per delivery key. */
+  private async status(delivery: SlackDelivery): Promise<void> {
+    let json: unknown;
+    try {
+      json = JSON.parse(delivery.body);
+    } catch {
+      json = null;
+    }
+    const parsed = StatusPayload.safeParse(json);
+    if (!parsed.success) {
+      this.deps.logger.warn("slack status dropped: unreadable payload", { key: delivery.key });
+      return;
+    }
+    await this.progress.deliver(parsed.data.sessionId, parsed.data.message, delivery.key);
   }
 
   private ephemeral(channel: string, user: string, text: string): Promise<unknown> {

@@ -12,8 +12,8 @@ export type ConnectionSender = (message: { type: string } & Record<string, unkno
 export class LocalClientPush implements ClientPush {
   private readonly senders = new Map<string, ConnectionSender>();
   private readonly closers = new Map<string, () => void>();
-  /** The local runtime's Slack progress (ClientPush `observe`). */
-  observe?: (sessionId: string, message: { type: string } & Record<string, unknown>) => void;
+  /** The local runtime's Slack progress and status forwarding (ClientPush `observe`). */
+  observe?: (sessionId: string, message: { type: string } & Record<string, unknown>) => void | Promise<void>;
 
   /** `close` ends the socket from the server side (what API Gateway's DeleteConnection does). */
   register(connectionId: string, sender: ConnectionSender, close?: () => void): void {

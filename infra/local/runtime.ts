@@ -43,6 +43,7 @@ import { StreamingRelay } from "../../functions/relay/relay";
 import { sweep, type SweepReport } from "../../functions/sweeper/orphan-sweeper";
 import { meterRunningSessions, type MeteringReport } from "../../functions/usage/metering-pass";
 import { localSlack, type LocalSlack } from "./local-slack";
+import { isSlackStatusFrame, slackForwardingPush } from "../../functions/slack/status-forward";
 
 export const LOCAL_TABLE_NAME = "sandbox-control-plane";
 /** API.md "Roles": the local development token is an admin. */
@@ -259,7 +260,11 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   const slack = localSlack({ config, doc, http: rt.httpDeps, sessions: rt.stores.sessions, logger, now });
   slackRef.current = slack;
   // Without a bot token nothing can be posted: no tap (and no session reads for it).
-  if (config.SLACK_BOT_TOKEN) push.observe = (sessionId, message) => slack.progress.observe(sessionId, message);
+  // Statuses go through the queue to the worker, as the flow Lambdas' do in AWS (slack/status-forward.ts).
+  if (config.SLACK_BOT_TOKEN) {
+    const forward = slackForwardingPush(push, slack.queue, { logger, now });
+    push.observe = (sessionId, message) => (isSlackStatusFrame(message) ? forward.observe?.(sessionId, message) : slack.progress.observe(sessionId, message));
+  }
   const { tokens } = rt.stores;
   await tokens.putToken(devApiToken, { ...DEV_PRINCIPAL, name: "development token" }, now());
   const flowDeps = rt.flowDeps;

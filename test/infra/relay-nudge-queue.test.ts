@@ -27,7 +27,10 @@ describe("relay nudge queue", () => {
   it("the Commit and Finish steps and the prompt-delivering routes may send to it, and have its URL", () => {
     for (const fnId of ["CommitStep", "FinishStep", "CreatePrompt", "WsMessage"]) {
       const statements = q.statementsOfFunction(fnId);
-      expect(resourcesFor(statements, "sqs:SendMessage"), fnId).toEqual([getAtt(queueId)]);
+      // The nudge queue, and for the steps that broadcast statuses the Slack queue (a nested stack's output).
+      const sendsTo = resourcesFor(statements, "sqs:SendMessage");
+      expect(sendsTo, fnId).toContainEqual(getAtt(queueId));
+      for (const r of sendsTo) expect(JSON.stringify(r) === JSON.stringify(getAtt(queueId)) || JSON.stringify(r).includes("Outputs."), `${fnId}: ${JSON.stringify(r)}`).toBe(true);
       expect(SQS_ACTIONS(statements).filter((a) => a !== "sqs:SendMessage" && a !== "sqs:GetQueueAttributes" && a !== "sqs:GetQueueUrl"), fnId).toEqual([]);
       expect(q.envOf(fnId).RELAY_NUDGE_QUEUE_URL, fnId).toEqual({ Ref: queueId });
     }

@@ -66,7 +66,7 @@ describe("the Slack nested stack", () => {
     expect(Object.keys(envOf(synth.stack.slack.ack)).sort()).toEqual(["NODE_OPTIONS", "SLACK_QUEUE_URL", "SLACK_SECRET_ARN", "TABLE_NAME"]);
   });
 
-  it("the worker starts exactly the ensure-runtime, pause and stop flows, and reads the sandbox keys, provider credentials and the Slack secret", () => {
+  it("the worker starts exactly the ensure-runtime, pause and stop flows, reads the sandbox keys, provider credentials and the Slack secret, and nudges the relays", () => {
     const statements = statementsOf(synth.stack.slack.worker);
     const started = statements.filter((s) => actionsOf([s]).includes("states:StartExecution")).flatMap((s) => asArray(s.Resource)).map((r) => JSON.stringify(r));
     expect(started).toHaveLength(3);
@@ -74,7 +74,11 @@ describe("the Slack nested stack", () => {
     const env = envOf(synth.stack.slack.worker);
     for (const name of ["STATE_MACHINE_ARN_ENSURE_RUNTIME", "STATE_MACHINE_ARN_PAUSE", "STATE_MACHINE_ARN_STOP", "PROVIDER_SECRET_ARN", "SANDBOX_ACCESS_KEY_SECRET_ARN", "SLACK_SECRET_ARN", "TABLE_NAME"]) expect(env, name).toHaveProperty(name);
     expect(actionsOf(statements)).toContain("secretsmanager:GetSecretValue");
-    expect(actionsOf(statements)).not.toContain("sqs:SendMessage");
+    // Its prompts to running sessions nudge the relays (issue 15), as CreatePrompt's do: that queue only.
+    expect(env).toHaveProperty("RELAY_NUDGE_QUEUE_URL");
+    const sends = statements.filter((s) => actionsOf([s]).includes("sqs:SendMessage"));
+    expect(sends).toHaveLength(1);
+    expect(JSON.stringify(sends[0]?.Resource)).not.toMatch(/SlackDeliveries/);
   });
 
   it("creates the Slack secret with a placeholder (no value in the template), retained", () => {
@@ -96,5 +100,39 @@ describe("the relay posts Slack progress", () => {
     const reads = statements.filter((s) => actionsOf([s]).includes("secretsmanager:GetSecretValue"));
     expect(reads.map((s) => JSON.stringify(s.Resource))).toContain(JSON.stringify(arn));
     expect(reads).toHaveLength(2);
+  });
+});
+
+describe("the flow steps forward their statuses to the Slack queue", () => {
+  it("exactly the steps that broadcast statuses get SLACK_QUEUE_URL and sqs:SendMessage on that queue, in their existing default policies", async () => {
+    const { stackQueries } = await import("./stack-queries");
+    const { FLOW_STEPS } = await import("../../functions/flows/steps");
+    const q = stackQueries(synth);
+    const queueId = synth.stack.slack.getLogicalId(synth.stack.slack.queue.node.defaultChild as never);
+    // A root value read from the nested stack (`Fn::GetAtt [<nested>, Outputs.<name>]`): that output's value in the nested template.
+    const outputs = nested.toJSON().Outputs as Record<string, { Value: unknown }>;
+    const nestedOutput = (value: unknown): unknown => {
+      const att = (value as { "Fn::GetAtt"?: [string, string] })["Fn::GetAtt"];
+      return att?.[1].startsWith("Outputs.") ? outputs[att[1].slice("Outputs.".length)]?.Value : undefined;
+    };
+    for (const step of FLOW_STEPS) {
+      const url = q.envOf(step.id).SLACK_QUEUE_URL;
+      // Sends to the Slack queue (the nudge queue is the root's: test/infra/relay-nudge-queue.test.ts).
+      const sends = q.statementsOfFunction(step.id).filter((s) => actionsOf([s]).includes("sqs:SendMessage") && nestedOutput(s.Resource) !== undefined);
+      if (!step.push) {
+        expect(url, step.id).toBeUndefined();
+        expect(sends, step.id).toEqual([]);
+        continue;
+      }
+      // The nested stack's outputs: the queue's URL (its Ref) and ARN.
+      expect(nestedOutput(url), step.id).toEqual({ Ref: queueId });
+      expect(sends, step.id).toHaveLength(1);
+      expect(nestedOutput(sends[0]?.Resource), step.id).toEqual({ "Fn::GetAtt": [queueId, "Arn"] });
+      expect(actionsOf(sends).filter((a) => a.startsWith("sqs:")).sort(), step.id).toEqual(["sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"]);
+      // One default policy per role, as before: no new IAM resource in the root stack.
+      const role = q.roleOfFunction(step.id);
+      expect(Object.values(synth.resources).filter((r) => r.Type === "AWS::IAM::Policy" && JSON.stringify(r.Properties.Roles) === JSON.stringify([{ Ref: role }])), step.id).toHaveLength(1);
+    }
+    expect(FLOW_STEPS.filter((s) => s.push).map((s) => s.id).sort()).toEqual(["BeginStep", "CommitStep", "FinishStep", "RecordFailureStep"]);
   });
 });

@@ -11,7 +11,8 @@
  * - DEFAULT_SANDBOX_PROVIDER=local, SANDBOX_PROVIDERS=local: sandboxes are the local provider's
  *   real OpenCode processes (the template says modal/e2b, which cannot be reached from here);
  * - LOCAL_SANDBOX_DIR: where that provider keeps them;
- * - IDLE_SNAPSHOT_DELAY_SECONDS=1: the idle grace, so the idle check the flows arm is due now.
+ * - IDLE_SNAPSHOT_DELAY_SECONDS=1: the idle grace, so the idle check the flows arm is due now;
+ * - SLACK_API_URL: Slack's Web API is a local stand-in (test/support/slack-web-api.ts).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DynamoDBDocumentClient, GetCommand } from "@aws-sdk/lib-dynamodb";
@@ -23,14 +24,19 @@ import { ACCOUNT, REGION, synthesize, type Assembly } from "./support/assembly";
 import { RehearsalWorld } from "./support/rehearsal-world";
 import { rmSync } from "node:fs";
 import { gitOrigin } from "../support/git-origin";
+import { buildHttpApiEvent } from "../../infra/local/api-gateway-events";
+import { slackSignature } from "../../functions/slack/signature";
+import { startSlackWebApi, type SlackWebApiStandIn } from "../support/slack-web-api";
 
 const ORG_SECRET_VALUE = "s3cr3t-rehearsal-value";
 
 let assembly: Assembly;
 let world: RehearsalWorld;
 let token: string;
+let slack: SlackWebApiStandIn;
 
 beforeAll(async () => {
+  slack = await startSlackWebApi();
   assembly = synthesize();
   world = new RehearsalWorld(assembly, {
     overrides: (sandboxDir) => ({
@@ -38,6 +44,7 @@ beforeAll(async () => {
       SANDBOX_PROVIDERS: "local",
       LOCAL_SANDBOX_DIR: sandboxDir,
       IDLE_SNAPSHOT_DELAY_SECONDS: "1",
+      SLACK_API_URL: slack.url,
     }),
   });
   await world.start();
@@ -54,6 +61,7 @@ afterAll(async () => {
     await world.close();
   }
   assembly?.dispose();
+  await slack?.close();
 });
 
 interface SessionView {
@@ -159,7 +167,7 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     const s = await expectStatus(id, "running");
     expect(s.sandboxId).toMatch(/^lsb_/);
     // The committed flow nudged the relays through the template's queue (issue 15), as its role allows.
-    const nudges = [...world.queued.values()].flat().map((body) => JSON.parse(body) as { sessionId: string });
+    const nudges = [...world.queued.values()].flat().map((m) => JSON.parse(m.Body) as { sessionId: string });
     expect(nudges).toContainEqual({ sessionId: id });
   });
 
@@ -380,5 +388,96 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
       const leaked = world.logs.filter((l) => l.line.includes(value)).map((l) => l.function);
       expect(leaked).toEqual([]);
     }
+  });
+});
+
+describe("deploy rehearsal: Slack's nested stack, each function under its own role", () => {
+  const SIGNING = "rehearsal-signing-secret";
+  const slackCalls = () => world.calls.filter((c) => ["SlackAck", "SlackWorker", "SlackWorkspace"].some((p) => c.function.startsWith(`${p}Function`)));
+  let threadTs: string;
+  let sessionId: string;
+
+  it("the workspace route binds the team; a signed app_mention goes ack -> queue -> worker, which starts a session (ensure-runtime flow) in its own thread", async () => {
+    const ack = world.fn("SlackAck");
+    const worker = world.fn("SlackWorker");
+    // The operator fills in the Slack secret (README "Slack").
+    const secretArn = ack.spec.environment.SLACK_SECRET_ARN ?? "";
+    expect(worker.spec.environment.SLACK_SECRET_ARN).toBe(secretArn);
+    world.secretValues.set(secretArn, JSON.stringify({ SLACK_SIGNING_SECRET: SIGNING, SLACK_BOT_TOKEN: "xoxb-rehearsal" }));
+
+    const bind = Buffer.from(JSON.stringify({ teamId: "TREHEARSAL" }));
+    const bound = (await world.fn("SlackWorkspace").invoke(buildHttpApiEvent({ method: "PUT", url: "/v1/slack/workspace", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: bind, sourceIp: "203.0.113.7" }, "PUT /v1/slack/workspace", {}))) as { statusCode: number; body: string };
+    expect(bound.statusCode, bound.body).toBe(200);
+
+    const origin = gitOrigin("rehearsal-slack-");
+    try {
+      const body = JSON.stringify({ type: "event_callback", team_id: "TREHEARSAL", event_id: "EvRehearsal1", event: { type: "app_mention", user: "UREHEARSAL", text: `<@UBOT> ${origin.url} say hello`, channel: "CREHEARSAL", ts: "1700000000.000100" } });
+      const queueUrl = ack.spec.environment.SLACK_QUEUE_URL ?? "";
+      // The lifecycle above forwarded its statuses to this queue already (web sessions: the worker posts nothing for those).
+      const queuedBefore = world.queued.get(queueUrl)?.length ?? 0;
+      const ts = String(Math.floor(Date.now() / 1000));
+      const headers = { "content-type": "application/json", "x-slack-request-timestamp": ts, "x-slack-signature": slackSignature(SIGNING, ts, body) };
+      const answered = (await ack.invoke(buildHttpApiEvent({ method: "POST", url: "/slack/events", headers, body: Buffer.from(body), sourceIp: "203.0.113.9" }, "POST /slack/events", {}))) as { statusCode: number };
+      expect(answered.statusCode).toBe(200);
+      expect(world.queued.get(queueUrl)).toHaveLength(queuedBefore + 1);
+      expect(JSON.parse(world.queued.get(queueUrl)?.at(-1)?.Body ?? "{}")).toMatchObject({ kind: "event", key: "event:EvRehearsal1" });
+
+      while ((world.queued.get(queueUrl) ?? []).length) expect(await world.deliverQueue(queueUrl, worker)).toEqual([]);
+      expect(slack.callsOf("chat.postMessage").filter((c) => !String(c.args.text).includes("say hello") && !String(c.args.text).startsWith("Status:"))).toEqual([]);
+      const parent = slack.callsOf("chat.postMessage").find((c) => String(c.args.text).includes("say hello"));
+      expect(parent?.args).toMatchObject({ channel: "CREHEARSAL", thread_ts: "1700000000.000100" });
+      threadTs = "1700000000.000100";
+      const started = world.calls.find((c) => c.function === worker.spec.logicalId && c.action === "states:StartExecution");
+      expect(started?.allowed, JSON.stringify(world.denied)).toBe(true);
+      // The status line's buttons carry the session id.
+      const statusLine = slack.callsOf("chat.postMessage").find((c) => c.args.thread_ts === threadTs && String(c.args.text).startsWith("Status:"));
+      sessionId = /ses_[A-Za-z0-9]+/.exec(JSON.stringify(statusLine?.args ?? {}))?.[0] ?? "";
+      expect(sessionId).not.toBe("");
+      await world.settle();
+      await expectStatus(sessionId, "running");
+    } finally {
+      rmSync(origin.dir, { recursive: true, force: true });
+    }
+  });
+
+  it("the flow steps forward their statuses to the Slack queue under their roles; the worker posts them in the thread once", async () => {
+    const worker = world.fn("SlackWorker");
+    const queueUrl = world.fn("SlackAck").spec.environment.SLACK_QUEUE_URL ?? "";
+    for (const step of ["BeginStep", "CommitStep", "FinishStep", "RecordFailureStep"]) expect(world.fn(step).spec.environment.SLACK_QUEUE_URL, step).toBe(queueUrl);
+    // Commit runs Finish in process (issue 15): it is the one that broadcasts a committed flow's status.
+    // The lifecycle so far forwarded statuses (web sessions' too: the worker posts nothing for those).
+    const senders = new Set(world.calls.filter((c) => c.action === "sqs:SendMessage").map((c) => c.function.replace(/Function[0-9A-F]+$/, "")));
+    expect([...senders].sort()).toEqual(expect.arrayContaining(["BeginStep", "CommitStep", "SlackAck"]));
+    const pause = await world.http("POST", `/v1/sessions/${sessionId}/pause`, { token });
+    expect(pause.status).toBe(202);
+    await world.settle();
+    // (The Slack start's initial prompt waits for a relay, which the rehearsal has not: the pause wakes the session again.)
+    const events = (await world.http("GET", `/v1/sessions/${sessionId}/events`, { token })).body as { items: { flow: string; outcome: string }[] };
+    expect(events.items.map((e) => `${e.flow} ${e.outcome}`)).toContain("pause committed");
+    const forwarded = (world.queued.get(queueUrl) ?? []).map((m) => JSON.parse(m.Body) as { kind: string; body: string });
+    expect(forwarded.filter((d) => d.kind === "status" && d.body.includes(sessionId)).length).toBeGreaterThan(0);
+    const redelivery = [...(world.queued.get(queueUrl) ?? [])];
+    while ((world.queued.get(queueUrl) ?? []).length) expect(await world.deliverQueue(queueUrl, worker)).toEqual([]);
+    const paused = () => slack.callsOf("chat.postMessage").filter((c) => c.args.thread_ts === threadTs && String(c.args.text).startsWith("Paused"));
+    expect(paused()).toHaveLength(1);
+    // SQS delivers at least once: the same messages again post nothing new.
+    world.queued.set(queueUrl, redelivery);
+    while ((world.queued.get(queueUrl) ?? []).length) expect(await world.deliverQueue(queueUrl, worker)).toEqual([]);
+    expect(paused()).toHaveLength(1);
+  });
+
+  it("every call the Slack functions made is allowed by their roles, and the ack's role writes only delivery records", async () => {
+    const calls = slackCalls();
+    expect(calls.filter((c) => !c.allowed).map((c) => `${c.function}: ${c.action} on ${c.resource} (${c.detail})`)).toEqual([]);
+    const actions = (prefix: string) => new Set(calls.filter((c) => c.function.startsWith(`${prefix}Function`)).map((c) => c.action));
+    expect([...actions("SlackAck")].sort()).toEqual(["dynamodb:PutItem", "secretsmanager:GetSecretValue", "sqs:SendMessage"]);
+    for (const action of ["secretsmanager:GetSecretValue", "dynamodb:GetItem", "dynamodb:PutItem", "states:StartExecution", "sqs:ReceiveMessage", "sqs:DeleteMessage"]) expect(actions("SlackWorker"), action).toContain(action);
+    expect(world.denied.filter((c) => c.action === "sqs:SendMessage")).toEqual([]);
+    const ack = world.fn("SlackAck");
+    const table = `arn:aws:dynamodb:${REGION}:${ACCOUNT}:table/${world.tableName}`;
+    const iam = world.iamOf(ack);
+    expect((await iam.check(ack.spec.roleLogicalId, { action: "dynamodb:PutItem", resource: table, context: { "dynamodb:LeadingKeys": ["SLACKDELIVERY#event:Ev1"] } })).allowed).toBe(true);
+    expect((await iam.check(ack.spec.roleLogicalId, { action: "dynamodb:PutItem", resource: table, context: { "dynamodb:LeadingKeys": ["SESSION#ses_x"] } })).allowed).toBe(false);
+    expect((await iam.check(ack.spec.roleLogicalId, { action: "states:StartExecution", resource: `arn:aws:states:${REGION}:${ACCOUNT}:stateMachine:${assembly.stackName}-stop` })).allowed).toBe(false);
   });
 });

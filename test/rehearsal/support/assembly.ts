@@ -34,6 +34,30 @@ export interface Assembly {
   assetDirs: Map<string, string>;
   /** Removes the assembly unless it was given (REHEARSAL_CDK_OUT). */
   dispose(): void;
+  /** The nested stacks (Slack's), by the root's AWS::CloudFormation::Stack logical id. */
+  nested: Map<string, NestedTemplate>;
+}
+
+export interface NestedTemplate {
+  resources: Record<string, CfnResource>;
+  outputs: Record<string, { Value: unknown }>;
+}
+
+/**
+ * A nested stack as an assembly of its own (its resources; the root's assets, stack name and
+ * directory), for the resolver, the IAM checker and the function specs.
+ */
+export function nestedAssembly(assembly: Assembly, stackLogicalId: string): Assembly {
+  const nested = assembly.nested.get(stackLogicalId);
+  if (!nested) throw new Error(`the template has no nested stack ${stackLogicalId}`);
+  return { ...assembly, resources: nested.resources, nested: new Map() };
+}
+
+/** The root's logical id of the nested stack whose id starts with `prefix` (`Slack`). */
+export function nestedStackId(assembly: Assembly, prefix: string): string {
+  const ids = [...assembly.nested.keys()].filter((id) => id.startsWith(prefix));
+  if (ids.length !== 1) throw new Error(`expected one nested stack ${prefix}, found ${ids.length}`);
+  return ids[0] as string;
 }
 
 /**
@@ -62,14 +86,27 @@ export function synthesize(): Assembly {
   const template = JSON.parse(readFileSync(path.join(dir, `${stackName}.template.json`), "utf8")) as { Resources: Record<string, CfnResource> };
   const manifest = JSON.parse(readFileSync(path.join(dir, `${stackName}.assets.json`), "utf8")) as { files: Record<string, { source: { path: string; packaging?: string } }> };
   const assetDirs = new Map<string, string>();
+  const nestedFiles = new Map<string, string>();
   for (const [hash, file] of Object.entries(manifest.files)) {
     if (file.source.packaging === "zip") assetDirs.set(hash, path.join(dir, file.source.path));
+    if (file.source.path.endsWith(".nested.template.json")) nestedFiles.set(hash, path.join(dir, file.source.path));
+  }
+  // Each AWS::CloudFormation::Stack names its template by asset hash (TemplateURL).
+  const nested = new Map<string, NestedTemplate>();
+  for (const [logicalId, r] of Object.entries(template.Resources)) {
+    if (r.Type !== "AWS::CloudFormation::Stack") continue;
+    const url = JSON.stringify(r.Properties.TemplateURL);
+    const file = [...nestedFiles].find(([hash]) => url.includes(hash))?.[1];
+    if (!file) throw new Error(`${logicalId}: no nested template in ${dir}`);
+    const body = JSON.parse(readFileSync(file, "utf8")) as { Resources: Record<string, CfnResource>; Outputs?: Record<string, { Value: unknown }> };
+    nested.set(logicalId, { resources: body.Resources, outputs: body.Outputs ?? {} });
   }
   return {
     dir,
     stackName,
     resources: template.Resources,
     assetDirs,
+    nested,
     dispose: () => {
       if (!given) rmSync(dir, { recursive: true, force: true });
     },
@@ -88,7 +125,29 @@ export function resourcesOfType(assembly: Assembly, type: string): [string, CfnR
  * their `-AbCdEf` suffix, API ids are derived from the logical id.
  */
 export class TemplateResolver {
-  constructor(private readonly assembly: Assembly) {}
+  private readonly nestedResolvers = new Map<string, TemplateResolver>();
+
+  /** `parent`: for a nested stack's template (nestedAssembly), the root's resolver and the stack's logical id there (its Parameters). */
+  constructor(
+    private readonly assembly: Assembly,
+    private readonly parent?: { resolver: TemplateResolver; stackLogicalId: string },
+  ) {}
+
+  /** The resolver of a nested stack's template: its parameters are the root's values. */
+  nested(stackLogicalId: string): TemplateResolver {
+    let resolver = this.nestedResolvers.get(stackLogicalId);
+    if (!resolver) {
+      resolver = new TemplateResolver(nestedAssembly(this.assembly, stackLogicalId), { resolver: this, stackLogicalId });
+      this.nestedResolvers.set(stackLogicalId, resolver);
+    }
+    return resolver;
+  }
+
+  private parameter(name: string): { value: unknown } | undefined {
+    if (!this.parent) return undefined;
+    const parameters = (this.parent.resolver.assembly.resources[this.parent.stackLogicalId]?.Properties.Parameters ?? {}) as Record<string, unknown>;
+    return name in parameters ? { value: this.parent.resolver.resolve(parameters[name]) } : undefined;
+  }
 
   private resource(logicalId: string): CfnResource {
     const r = this.assembly.resources[logicalId];
@@ -110,6 +169,8 @@ export class TemplateResolver {
       case "AWS::StackName":
         return this.assembly.stackName;
     }
+    const parameter = this.parameter(logicalId);
+    if (parameter) return String(parameter.value);
     const r = this.resource(logicalId);
     const p = r.Properties;
     const named = (key: string) => (typeof p[key] === "string" ? (p[key] as string) : `${this.assembly.stackName}-${logicalId}`);
@@ -149,7 +210,17 @@ export class TemplateResolver {
     const r = this.resource(logicalId);
     const name = () => this.ref(logicalId);
     const key = `${r.Type}.${attribute}`;
+    // A nested stack's output: its value in the nested template.
+    if (r.Type === "AWS::CloudFormation::Stack" && attribute.startsWith("Outputs.")) {
+      const output = this.assembly.nested.get(logicalId)?.outputs[attribute.slice("Outputs.".length)];
+      if (!output) throw new Error(`rehearsal: no output ${attribute} of ${logicalId}`);
+      return String(this.nested(logicalId).resolve(output.Value));
+    }
     switch (key) {
+      case "AWS::SQS::Queue.Arn":
+        return `arn:${PARTITION}:sqs:${REGION}:${ACCOUNT}:${name().split("/").at(-1) ?? ""}`;
+      case "AWS::SQS::Queue.QueueName":
+        return name().split("/").at(-1) ?? "";
       case "AWS::Lambda::Function.Arn":
         return `arn:${PARTITION}:lambda:${REGION}:${ACCOUNT}:function:${name()}`;
       case "AWS::IAM::Role.Arn":
@@ -164,10 +235,6 @@ export class TemplateResolver {
         return `arn:${PARTITION}:scheduler:${REGION}:${ACCOUNT}:schedule-group/${name()}`;
       case "AWS::StepFunctions::StateMachine.Arn":
         return name();
-      case "AWS::SQS::Queue.Arn":
-        return `arn:${PARTITION}:sqs:${REGION}:${ACCOUNT}:${name().split("/").at(-1) ?? ""}`;
-      case "AWS::SQS::Queue.QueueName":
-        return name().split("/").at(-1) ?? "";
       case "AWS::ApiGatewayV2::Api.ApiEndpoint":
         return `https://${name()}.execute-api.${REGION}.amazonaws.com`;
       default:

@@ -6,8 +6,10 @@
  * - Step Functions: every state machine's synthesized definition with its DefinitionSubstitutions
  *   applied, validated by asl-validator and run by aws-local-stepfunctions, each Task bound to the
  *   function whose ARN its Resource names (and the machine's role checked for invoking it);
- * - Scheduler, Secrets Manager, KMS, Lambda Invoke, API Gateway management: small in-memory
- *   services that answer what the functions ask;
+ * - Scheduler, Secrets Manager, KMS, Lambda Invoke, API Gateway management, SQS SendMessage:
+ *   small in-memory services that answer what the functions ask;
+ * - nested stacks (Slack's): their functions, secrets and roles too, each function's calls
+ *   checked against its own stack's role;
  * - API Gateway: HTTP and WebSocket events built from the template's routes and integrations.
  *
  * Every AWS call a function makes is recorded (function, action, resource ARN) and checked
@@ -28,7 +30,8 @@ import { StateMachine } from "aws-local-stepfunctions";
 import { buildHttpApiEvent } from "../../../infra/local/api-gateway-events";
 import { listSandboxRecords } from "../../../functions/providers/local/sandbox-registry";
 import { taskResources } from "../../../infra/lifecycle-flows";
-import { ACCOUNT, REGION, resourcesOfType, TemplateResolver, type Assembly } from "./assembly";
+import { createHash } from "node:crypto";
+import { ACCOUNT, nestedAssembly, REGION, resourcesOfType, TemplateResolver, type Assembly } from "./assembly";
 import { IamChecker, type IamRequest } from "./iam-check";
 import { FunctionPool, functionSpecs, InvocationError, lambdaRuntimeEnvironment, type AwsCallMessage, type AwsReply, type FunctionSpec } from "./lambda-functions";
 
@@ -93,10 +96,12 @@ export class RehearsalWorld {
   readonly schedules = new Map<string, Schedule>();
   /** Messages pushed to each WebSocket connection (PostToConnection). */
   readonly pushed = new Map<string, unknown[]>();
-  /** Message bodies sent to each SQS queue (by queue ARN): the relay nudges. */
-  readonly queued = new Map<string, string[]>();
   readonly openConnections = new Set<string>();
   readonly secretValues = new Map<string, string>();
+  /** Messages sent to each queue (SQS SendMessage), by queue URL: the relay nudges, Slack deliveries. */
+  readonly queued = new Map<string, { MessageId: string; Body: string }[]>();
+  /** The IAM checker of each nested stack's function (by its logical id); the root's functions use `iam`. */
+  private readonly nestedIam = new Map<string, IamChecker>();
   /** Asynchronous invocations (Lambda Invoke, InvocationType Event) still running. */
   private readonly background = new Set<Promise<unknown>>();
   readonly sandboxDir: string;
@@ -122,14 +127,29 @@ export class RehearsalWorld {
     this.dynamo = { server, port: (server.address() as AddressInfo).port };
     await this.createTable();
 
-    for (const [logicalId, secret] of resourcesOfType(this.assembly, "AWS::SecretsManager::Secret")) {
-      const generate = secret.Properties.GenerateSecretString as { SecretStringTemplate?: string; GenerateStringKey?: string } | undefined;
-      const generated = randomBytes(48).toString("base64url").slice(0, 64);
-      const value = generate?.SecretStringTemplate && generate.GenerateStringKey ? JSON.stringify({ ...JSON.parse(generate.SecretStringTemplate), [generate.GenerateStringKey]: generated }) : generated;
-      this.secretValues.set(this.resolver.ref(logicalId), value);
+    // The root stack and each nested stack: their resolver, and the IAM checker of their roles.
+    const stacks = [
+      { assembly: this.assembly, resolver: this.resolver, iam: this.iam },
+      ...[...this.assembly.nested.keys()].map((id) => {
+        const resolver = this.resolver.nested(id);
+        return { assembly: nestedAssembly(this.assembly, id), resolver, iam: new IamChecker(nestedAssembly(this.assembly, id), resolver) };
+      }),
+    ];
+    for (const stack of stacks) {
+      for (const [logicalId, secret] of resourcesOfType(stack.assembly, "AWS::SecretsManager::Secret")) {
+        const generate = secret.Properties.GenerateSecretString as { SecretStringTemplate?: string; GenerateStringKey?: string } | undefined;
+        const generated = randomBytes(48).toString("base64url").slice(0, 64);
+        const value = generate?.SecretStringTemplate && generate.GenerateStringKey ? JSON.stringify({ ...JSON.parse(generate.SecretStringTemplate), [generate.GenerateStringKey]: generated }) : generated;
+        this.secretValues.set(stack.resolver.ref(logicalId), value);
+      }
     }
 
-    for (const spec of functionSpecs(this.assembly, this.resolver)) {
+    for (const stack of stacks) {
+      for (const [logicalId] of resourcesOfType(stack.assembly, "AWS::SQS::Queue")) this.queued.set(stack.resolver.ref(logicalId), []);
+    }
+
+    for (const { iam, ...spec } of stacks.flatMap((stack) => functionSpecs(stack.assembly, stack.resolver).map((s) => ({ ...s, iam: stack.iam })))) {
+      if (iam !== this.iam) this.nestedIam.set(spec.logicalId, iam);
       const env = { ...spec.environment, ...this.options.overrides(this.sandboxDir), ...lambdaRuntimeEnvironment(spec), PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/tmp" };
       this.functions.set(
         spec.logicalId,
@@ -207,6 +227,42 @@ export class RehearsalWorld {
     return [...this.functions.values()].find((f) => f.spec.arn === arn);
   }
 
+  /** The IAM checker of a function's role (a nested stack's function: its own stack's). */
+  iamOf(pool: FunctionPool): IamChecker {
+    return this.nestedIam.get(pool.spec.logicalId) ?? this.iam;
+  }
+
+  /**
+   * What a Lambda SQS event source does: polls the queue as the function's role (its role must
+   * allow ReceiveMessage, DeleteMessage and GetQueueAttributes on the queue), invokes the function
+   * with a batch of the queued messages, and deletes those not reported in `batchItemFailures`
+   * (they stay for a redelivery). Returns the batch's failures.
+   */
+  async deliverQueue(queueUrl: string, pool: FunctionPool, batchSize = 10): Promise<string[]> {
+    const queue = this.queued.get(queueUrl);
+    if (!queue) throw new Error(`no queue ${queueUrl}`);
+    const [, region, account, name] = /^https:\/\/sqs\.([^.]+)\.amazonaws\.com\/(\d+)\/([^/]+)$/.exec(queueUrl) ?? [];
+    const arn = `arn:aws:sqs:${region}:${account}:${name}`;
+    const { spec } = pool;
+    await this.authorize(spec.logicalId, spec.roleLogicalId, "SQS", ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"].map((action) => ({ action, resource: arn })));
+    const batch = queue.slice(0, batchSize);
+    const Records = batch.map((m) => ({
+      messageId: m.MessageId,
+      receiptHandle: m.MessageId,
+      body: m.Body,
+      attributes: { ApproximateReceiveCount: "1", SentTimestamp: String(Date.now()), SenderId: ACCOUNT, ApproximateFirstReceiveTimestamp: String(Date.now()) },
+      messageAttributes: {},
+      md5OfBody: createHash("md5").update(m.Body).digest("hex"),
+      eventSource: "aws:sqs",
+      eventSourceARN: arn,
+      awsRegion: region,
+    }));
+    const result = (await pool.invoke({ Records })) as { batchItemFailures?: { itemIdentifier: string }[] } | null;
+    const failed = (result?.batchItemFailures ?? []).map((f) => f.itemIdentifier);
+    this.queued.set(queueUrl, queue.filter((m) => !batch.includes(m) || failed.includes(m.MessageId)));
+    return failed;
+  }
+
   fn(logicalIdPrefix: string): FunctionPool {
     const matches = [...this.functions.entries()].filter(([id]) => id.startsWith(`${logicalIdPrefix}Function`));
     if (matches.length !== 1) throw new Error(`expected one function ${logicalIdPrefix}, found ${matches.length}`);
@@ -216,8 +272,9 @@ export class RehearsalWorld {
   // ---- IAM ---------------------------------------------------------------------------------
 
   private async authorize(who: string, roleLogicalId: string, service: string, requests: IamRequest[]): Promise<void> {
+    const iam = this.nestedIam.get(who) ?? this.iam;
     for (const request of requests) {
-      const decision = await this.iam.check(roleLogicalId, request);
+      const decision = await iam.check(roleLogicalId, request);
       this.calls.push({ function: who, service, action: request.action, resource: request.resource, allowed: decision.allowed, detail: decision.detail });
       if (!decision.allowed) {
         const err = new RehearsalFailure(`${who} is not authorized to perform ${request.action} on ${request.resource} (${decision.detail})`);
@@ -427,19 +484,21 @@ export class RehearsalWorld {
       case "CloudWatch":
         return { iam: [{ action: `cloudwatch:${action}`, resource: "*" }], answer: () => output({}) };
       case "SQS": {
-        // https://sqs.{region}.amazonaws.com/{account}/{name} -> arn:aws:sqs:{region}:{account}:{name}
-        const match = /^https:\/\/sqs\.([^.]+)\.amazonaws\.com\/(\d+)\/([^/]+)$/.exec(String(input.QueueUrl));
-        if (!match) throw new Error(`rehearsal: unexpected SQS queue URL ${String(input.QueueUrl)}`);
-        const [, region, account, name] = match as unknown as [string, string, string, string];
-        const arn = `arn:aws:sqs:${region}:${account}:${name}`;
         if (action !== "SendMessage") throw new Error(`rehearsal: no SQS ${action}`);
+        // https://sqs.{region}.amazonaws.com/{account}/{name} -> arn:aws:sqs:{region}:{account}:{name}
+        const url = String(input.QueueUrl);
+        const match = /^https:\/\/sqs\.([^.]+)\.amazonaws\.com\/(\d+)\/([^/]+)$/.exec(url);
+        if (!match) throw new Error(`rehearsal: unexpected queue URL ${url}`);
+        const [, region, account, name] = match as unknown as [string, string, string, string];
         return {
-          iam: [{ action: "sqs:SendMessage", resource: arn }],
+          iam: [{ action: "sqs:SendMessage", resource: `arn:aws:sqs:${region}:${account}:${name}` }],
           answer: () => {
-            const list = this.queued.get(arn) ?? [];
-            list.push(String(input.MessageBody));
-            this.queued.set(arn, list);
-            return output({ MessageId: randomUUID() });
+            const queue = this.queued.get(url);
+            if (!queue) return fail("AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist.");
+            const body = String(input.MessageBody);
+            const message = { MessageId: randomUUID(), Body: body };
+            queue.push(message);
+            return output({ MessageId: message.MessageId, MD5OfMessageBody: createHash("md5").update(body).digest("hex") });
           },
         };
       }
