@@ -32,6 +32,7 @@ import { METRIC_NAMES } from "../ports/metrics-sink";
 import type { ListedSandbox, SandboxProvider } from "../ports/sandbox-provider";
 import { retryPendingSnapshotDeletions } from "../flows/snapshot-retirement";
 import { buildStillRunning, isBuildId } from "../builds/build-sandbox";
+import { allRunningSessions } from "../services/running-sessions";
 
 export interface SweepReport {
   runningScanned: number;
@@ -44,18 +45,8 @@ export interface SweepReport {
   errors: number;
 }
 
-const PAGE = 100;
 
-async function runningSessions(deps: FlowDeps): Promise<SessionRecord[]> {
-  const out: SessionRecord[] = [];
-  let cursor: string | null = null;
-  do {
-    const page = await deps.sessions.listSessionsByStatus("running", { limit: PAGE, cursor });
-    out.push(...page.items);
-    cursor = page.nextCursor;
-  } while (cursor);
-  return out;
-}
+const runningSessions = (deps: FlowDeps): Promise<SessionRecord[]> => allRunningSessions(deps.sessions);
 
 function leaseHeld(lease: { owner: string | null; expiresAt: number | null } | null, now: Date): boolean {
   return Boolean(lease?.owner) && (lease?.expiresAt ?? 0) > now.getTime();

@@ -21,6 +21,7 @@ import { errorForLog } from "../observability/logger";
 import { METRIC_NAMES } from "../ports/metrics-sink";
 import { requireCredits } from "./usage-gate";
 import { CreditsExhaustedError } from "../domain/errors";
+import { allRunningSessions } from "../services/running-sessions";
 
 export interface MeteringReport {
   metered: number;
@@ -33,20 +34,10 @@ export interface MeteringReport {
 
 export type MeteringDeps = Pick<FlowDeps, "sessions" | "usage" | "flows" | "metrics" | "now" | "logger">;
 
-const PAGE = 100;
 /** How far back the pass rewrites an interval's days: a day that ended before this was closed by an earlier pass. */
 const LOOKBACK_MS = 3_600_000;
 
-async function runningSessions(deps: MeteringDeps): Promise<SessionRecord[]> {
-  const out: SessionRecord[] = [];
-  let cursor: string | null = null;
-  do {
-    const page = await deps.sessions.listSessionsByStatus("running", { limit: PAGE, cursor });
-    out.push(...page.items);
-    cursor = page.nextCursor;
-  } while (cursor);
-  return out;
-}
+const runningSessions = (deps: MeteringDeps): Promise<SessionRecord[]> => allRunningSessions(deps.sessions);
 
 export async function meterRunningSessions(deps: MeteringDeps): Promise<MeteringReport> {
   const report: MeteringReport = { metered: 0, activeSeconds: {}, paused: [], errors: 0 };
