@@ -8,7 +8,6 @@
  * | org's workspace         | `ORG#<orgId>`                       | `SLACKWORKSPACE` |
  * | channel default repo    | `SLACKTEAM#<teamId>`                | `CHANNEL#<channelId>` |
  * | start claim             | `SLACKSTART#<deliveryKey>`          | `SLACKSTART`     | (`ttl`: 7 days)
- * | message claim           | `SLACKMSG#<channel>#<ts>`           | `SLACKMSG`       | (`ttl`: 7 days)
  * | thread by session       | `SESSION#<sessionId>`               | `SLACKTHREAD`    |
  * | session by thread       | `SLACKTHREAD#<team>#<channel>#<ts>` | `SLACKTHREAD`    |
  * | outbox post             | `SLACKPOST#<key>`                   | `SLACKPOST`      | (`ttl`: 30 days)
