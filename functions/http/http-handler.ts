@@ -96,6 +96,8 @@ export interface HttpRequest<B, P, Q> {
   /** Null only on routes declared `auth: false` or `"sandbox"`. */
   principal: Principal | null;
   requestId: string;
+  /** The request's headers (names lower case, as API Gateway v2 gives them). */
+  headers?: Record<string, string | undefined>;
 }
 
 export interface HttpResult {
@@ -239,7 +241,7 @@ export function httpRoute<B, P, Q>(
         throw new ValidationError(`body: must be a JSON object, not ${rawBody === null ? "null" : Array.isArray(rawBody) ? "an array" : `a ${typeof rawBody}`}`);
       }
       const body = parseWith(spec.body, rawBody ?? {}, "body", "invalid_request");
-      const result = await run({ body, params, query, principal, sandboxSessionId, sandboxBuildId, requestId }, deps);
+      const result = await run({ body, params, query, principal, sandboxSessionId, sandboxBuildId, requestId, headers: event.headers ?? {} }, deps);
       return json(result.status, result.body, result.headers);
     };
 

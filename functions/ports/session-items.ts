@@ -33,6 +33,13 @@ export type QueuedPrompt = z.infer<typeof QueuedPrompt>;
 export interface PromptQueue {
   /** Appends a prompt in `queued`; ordering is by `createdAt` then id. */
   enqueue(input: { sessionId: string; content: string; source: string; now: Date }): Promise<QueuedPrompt>;
+  /**
+   * Stores the prompt whose id is `promptId` (derived from an Idempotency-Key) once: a repeat,
+   * concurrent or after a crash at any point, returns the prompt stored first (`fresh: false`).
+   */
+  enqueueOnce(input: { sessionId: string; promptId: string; content: string; source: string; now: Date }): Promise<{ prompt: QueuedPrompt; fresh: boolean }>;
+  /** The prompt stored under `promptId` by `enqueueOnce`, or null. */
+  getKeyed(sessionId: string, promptId: string): Promise<QueuedPrompt | null>;
   /** Prompts of a session in queue order, optionally in one status. */
   list(sessionId: string, status?: PromptStatus): Promise<QueuedPrompt[]>;
   /**

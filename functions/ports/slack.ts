@@ -67,9 +67,6 @@ export interface SlackStore {
    * gets the same id back, so it can never create a second session.
    */
   claimStart(deliveryKey: string, sessionId: string, now: Date): Promise<{ sessionId: string; fresh: boolean }>;
-  /** Claims a message as a prompt once (`<channel>:<ts>`: a thread message and its app_mention are one). */
-  claimMessage(channelId: string, ts: string, now: Date): Promise<boolean>;
-  forgetMessage(channelId: string, ts: string): Promise<void>;
 
   putThread(thread: SlackThread, now: Date): Promise<void>;
   threadBySession(sessionId: string): Promise<SlackThread | null>;

@@ -41,14 +41,22 @@ async function requireQueueRoom(deps: DeliveryDeps, sessionId: string, limit: nu
 export async function submitPrompt(
   deps: DeliveryDeps,
   session: SessionRecord,
-  input: { content: string; source: string; maxQueued?: number },
+  input: { content: string; source: string; maxQueued?: number; promptId?: string },
 ): Promise<SubmittedPrompt> {
   if (session.status === "stopped") {
     throw new ConflictError("session is stopped: cannot accept prompts", { context: { sessionId: session.id, status: session.status } });
   }
-  if (input.maxQueued !== undefined) await requireQueueRoom(deps, session.id, input.maxQueued);
   const now = deps.now();
-  const prompt = await deps.prompts.enqueue({ sessionId: session.id, content: input.content, source: input.source, now });
+  // An Idempotency-Key's prompt stored before (a retry): nothing more is stored; delivery runs
+  // again below (its moves are conditional, so it never sends a prompt twice) in case the first
+  // request ended before it.
+  const stored = input.promptId ? await deps.prompts.getKeyed(session.id, input.promptId) : null;
+  if (!stored && input.maxQueued !== undefined) await requireQueueRoom(deps, session.id, input.maxQueued);
+  const prompt =
+    stored ??
+    (input.promptId
+      ? (await deps.prompts.enqueueOnce({ sessionId: session.id, promptId: input.promptId, content: input.content, source: input.source, now })).prompt
+      : await deps.prompts.enqueue({ sessionId: session.id, content: input.content, source: input.source, now }));
   // The touch comes after the prompt is stored, and returns the session and lease as they are
   // then: delivery decides on them without reading the item again (issue 15).
   const known = await deps.sessions.touchActivityReturning(session.id, now);

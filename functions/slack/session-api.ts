@@ -56,7 +56,7 @@ export class SlackSessionApi {
     };
   }
 
-  async call(principal: Principal, routeId: string, input: { path: string; body?: unknown; params?: Record<string, string>; newSessionId?: string }): Promise<ApiAnswer> {
+  async call(principal: Principal, routeId: string, input: { path: string; body?: unknown; params?: Record<string, string>; newSessionId?: string; headers?: Record<string, string> }): Promise<ApiAnswer> {
     const route = HTTP_ROUTES.find((r) => r.id === routeId);
     if (!route) throw new Error(`no HTTP route ${routeId}`);
     const token = `slk_${randomBytes(24).toString("base64url")}`;
@@ -68,7 +68,7 @@ export class SlackSessionApi {
         routeKey: `${route.method} ${route.path}`,
         rawPath: input.path,
         rawQueryString: "",
-        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        headers: { ...input.headers, authorization: `Bearer ${token}`, "content-type": "application/json" },
         ...(input.params ? { pathParameters: input.params } : {}),
         requestContext: {
           accountId: "slack",

@@ -3,8 +3,9 @@
  * enqueued, maps the team to its org, and starts or prompts sessions through the ordinary route
  * handlers (session-api.ts) as `slack:<teamId>:<userId>`. One thread per session, one session per
  * thread: a start is claimed per delivery (a redelivery gets the same session id back, and the
- * create with that id is a 409 the second time), a thread message is claimed per `<channel>:<ts>`
- * (a message that also mentions the bot arrives twice, as `message` and `app_mention`: one prompt).
+ * create with that id is a 409 the second time), a thread message is sent as a prompt with
+ * `Idempotency-Key: slack:<channel>:<ts>` (a message that also mentions the bot arrives twice, as
+ * `message` and `app_mention`; a redelivery after a crash at any point repeats it): one prompt.
  * Problems the user can fix (unbound team, bad repo, empty prompt, budget) are answered with an
  * ephemeral or thread message and create nothing; anything else throws, so the queue redelivers.
  */
@@ -214,16 +215,16 @@ export class SlackWorker {
 
   private async promptInThread(workspace: SlackWorkspace, thread: SlackThread, input: { userId: string; channelId: string; ts: string; text: string }): Promise<void> {
     if (!input.text.trim()) return;
-    if (!(await this.deps.store.claimMessage(input.channelId, input.ts, this.deps.now()))) return;
     const principal = slackPrincipal(workspace.orgId, workspace.teamId, input.userId);
-    let answer: ApiAnswer;
-    try {
-      answer = await this.api.call(principal, "CreatePrompt", { path: `/v1/sessions/${thread.sessionId}/prompts`, params: { id: thread.sessionId }, body: { content: input.text } });
-      if (answer.status >= 500) throw new Error(`slack prompt: answered ${answer.status}`);
-    } catch (err) {
-      await this.deps.store.forgetMessage(input.channelId, input.ts);
-      throw err;
-    }
+    // No claim before the prompt: the key makes the prompt itself the claim, so a crash anywhere
+    // (before or after it is stored) and the redelivery that follows end with exactly one prompt.
+    const answer = await this.api.call(principal, "CreatePrompt", {
+      path: `/v1/sessions/${thread.sessionId}/prompts`,
+      params: { id: thread.sessionId },
+      body: { content: input.text },
+      headers: { "idempotency-key": slackPromptKey(input.channelId, input.ts) },
+    });
+    if (answer.status >= 500) throw new Error(`slack prompt: answered ${answer.status}`);
     if (answer.status === 202) return;
     const text = answer.status === 409 ? "This session has stopped: start a new one with the slash command." : refusal("send the prompt", answer);
     await this.outbox.post(`refused:${input.channelId}:${input.ts}`, { channel: thread.channelId, threadTs: thread.threadTs, text });
@@ -259,6 +260,11 @@ export class SlackWorker {
       await this.ephemeral(thread.channelId, user.id, text);
     }
   }
+}
+
+/** The Idempotency-Key of a thread message's prompt: a message is one prompt however often it arrives. */
+export function slackPromptKey(channelId: string, ts: string): string {
+  return `slack:${channelId}:${ts}`;
 }
 
 function titleOf(prompt: string): string {

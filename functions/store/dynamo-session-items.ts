@@ -70,6 +70,41 @@ export class DynamoPromptQueue implements PromptQueue {
     return prompt;
   }
 
+  async enqueueOnce(input: { sessionId: string; promptId: string; content: string; source: string; now: Date }): Promise<{ prompt: QueuedPrompt; fresh: boolean }> {
+    // The key item comes first and fixes the prompt's createdAt (its sort key); the prompt item is
+    // then put under that key, conditionally. A crash between the two leaves the key item: the
+    // repeat reads its createdAt and puts the same prompt item, so nothing is lost or doubled.
+    const keyItem = keys.promptKey(input.sessionId, input.promptId);
+    let createdAt = input.now.toISOString();
+    try {
+      await this.doc.send(new PutCommand({ TableName: this.tableName, Item: { ...keyItem, promptId: input.promptId, createdAt }, ConditionExpression: "attribute_not_exists(PK)" }));
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+      const found = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: keyItem, ConsistentRead: true }));
+      if (typeof found.Item?.createdAt !== "string") throw new Error(`prompt key ${input.promptId} has no createdAt`, { cause: err });
+      createdAt = found.Item.createdAt;
+    }
+    const prompt: QueuedPrompt = { promptId: input.promptId, sessionId: input.sessionId, content: input.content, status: "queued", source: input.source, createdAt, updatedAt: createdAt };
+    try {
+      await this.doc.send(
+        new PutCommand({ TableName: this.tableName, Item: { ...keys.prompt(input.sessionId, createdAt, input.promptId), ...prompt }, ConditionExpression: "attribute_not_exists(PK)" }),
+      );
+      return { prompt, fresh: true };
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+    }
+    const stored = await this.getKeyed(input.sessionId, input.promptId);
+    if (!stored) throw new Error(`prompt ${input.promptId} exists but could not be read`);
+    return { prompt: stored, fresh: false };
+  }
+
+  async getKeyed(sessionId: string, promptId: string): Promise<QueuedPrompt | null> {
+    const key = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: keys.promptKey(sessionId, promptId), ConsistentRead: true }));
+    if (typeof key.Item?.createdAt !== "string") return null;
+    const item = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: keys.prompt(sessionId, key.Item.createdAt, promptId), ConsistentRead: true }));
+    return item.Item ? QueuedPrompt.parse(stripKeys(item.Item)) : null;
+  }
+
   async list(sessionId: string, status?: PromptStatus): Promise<QueuedPrompt[]> {
     const items = await queryAll(this.doc, this.tableName, sessionId, "PROMPT#");
     const prompts = items.map((i) => QueuedPrompt.parse(stripKeys(i)));

@@ -8,7 +8,6 @@
  * | org's workspace         | `ORG#<orgId>`                       | `SLACKWORKSPACE` |
  * | channel default repo    | `SLACKTEAM#<teamId>`                | `CHANNEL#<channelId>` |
  * | start claim             | `SLACKSTART#<deliveryKey>`          | `SLACKSTART`     | (`ttl`: 7 days)
- * | message claim           | `SLACKMSG#<channel>#<ts>`           | `SLACKMSG`       | (`ttl`: 7 days)
  * | thread by session       | `SESSION#<sessionId>`               | `SLACKTHREAD`    |
  * | session by thread       | `SLACKTHREAD#<team>#<channel>#<ts>` | `SLACKTHREAD`    |
  * | outbox post             | `SLACKPOST#<key>`                   | `SLACKPOST`      | (`ttl`: 30 days)
@@ -29,7 +28,6 @@ const k = {
   orgWorkspace: (orgId: string) => ({ PK: `ORG#${orgId}`, SK: "SLACKWORKSPACE" }),
   channel: (teamId: string, channelId: string) => ({ PK: `SLACKTEAM#${teamId}`, SK: `CHANNEL#${channelId}` }),
   start: (key: string) => ({ PK: `SLACKSTART#${key}`, SK: "SLACKSTART" }),
-  message: (channelId: string, ts: string) => ({ PK: `SLACKMSG#${channelId}#${ts}`, SK: "SLACKMSG" }),
   threadBySession: (sessionId: string) => ({ PK: `SESSION#${sessionId}`, SK: "SLACKTHREAD" }),
   sessionByThread: (teamId: string, channelId: string, ts: string) => ({ PK: `SLACKTHREAD#${teamId}#${channelId}#${ts}`, SK: "SLACKTHREAD" }),
   post: (key: string) => ({ PK: `SLACKPOST#${key}`, SK: "SLACKPOST" }),
@@ -145,14 +143,6 @@ export class DynamoSlackStore implements SlackStore {
     const item = await this.get(k.start(deliveryKey), true);
     if (typeof item?.sessionId !== "string") throw new Error(`slack start claim ${deliveryKey} has no session id`);
     return { sessionId: item.sessionId, fresh: false };
-  }
-
-  claimMessage(channelId: string, ts: string, now: Date): Promise<boolean> {
-    return this.putNew({ ...k.message(channelId, ts), createdAt: now.toISOString(), ttl: ttl(now, 7) });
-  }
-
-  forgetMessage(channelId: string, ts: string): Promise<void> {
-    return this.delete(k.message(channelId, ts));
   }
 
   async putThread(thread: SlackThread, now: Date): Promise<void> {

@@ -10,6 +10,7 @@
  * | token's connection  | `APITOKENID#<tokenId>`  | `CONN#<connectionId>`           | -                         | -                                        |
  * | WebSocket ticket    | `WSTICKET#<sha256 hex>` | `WSTICKET`      | -                                         | -                                        |
  * | queued prompt       | `SESSION#<sessionId>`   | `PROMPT#<createdAt>#<promptId>` | -                         | -                                        |
+ * | prompt's key        | `SESSION#<sessionId>`   | `PROMPTKEY#<promptId>`          | -                         | -                                        |
  * | lifecycle event     | `SESSION#<sessionId>`   | `EVENT#<at>#<eventId>`          | -                         | -                                        |
  * | client connection   | `SESSION#<sessionId>`   | `CONN#<connectionId>`           | -                         | -                                        |
  * | connection lookup   | `WSCONN#<connectionId>` | `WSCONN`                        | -                         | -                                        |
@@ -77,6 +78,8 @@ export const keys = {
   apiTokenIdPartition: (tokenId: string) => `APITOKENID#${tokenId}`,
   wsTicket: (ticketHash: string) => ({ PK: `WSTICKET#${ticketHash}`, SK: "WSTICKET" }),
   prompt: (sessionId: string, createdAt: string, promptId: string) => ({ PK: `SESSION#${sessionId}`, SK: `PROMPT#${createdAt}#${promptId}` }),
+  /** An Idempotency-Key's prompt (its id derives from the key): where the prompt's `createdAt` is found. */
+  promptKey: (sessionId: string, promptId: string) => ({ PK: `SESSION#${sessionId}`, SK: `PROMPTKEY#${promptId}` }),
   event: (sessionId: string, at: string, eventId: string) => ({ PK: `SESSION#${sessionId}`, SK: `EVENT#${at}#${eventId}` }),
   connection: (sessionId: string, connectionId: string) => ({ PK: `SESSION#${sessionId}`, SK: `CONN#${connectionId}` }),
   /** Reverse lookup for WebSocket frames, which carry only the connection id. */

@@ -16,6 +16,8 @@ function harness(session = buildSession({ status: "running", fallbackModels: ["d
   const prompts: QueuedPrompt[] = [];
   const queue: PromptQueue = {
     enqueue: () => Promise.reject(new Error("not used")),
+    enqueueOnce: () => Promise.reject(new Error("not used")),
+    getKeyed: () => Promise.reject(new Error("not used")),
     list: (_id, status) => Promise.resolve(prompts.filter((p) => !status || p.status === status)),
     move: () => Promise.resolve(true),
   };
