@@ -13,6 +13,12 @@ export interface MeterInput {
   until: Date;
   /** Only the UTC days from this one on (the metering pass: days an earlier pass already closed are not written again). */
   since?: Date;
+  /**
+   * The interval ended at `until` (a transition out of running): its items are written as they
+   * finally are and closed, so a metering pass that read the session while it still ran can
+   * neither extend them past the end nor write them again.
+   */
+  final?: boolean;
 }
 
 export interface OrgUsageStore {

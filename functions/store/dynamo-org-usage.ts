@@ -59,9 +59,13 @@ export class DynamoOrgUsageStore implements OrgUsageStore {
           new UpdateCommand({
             TableName: this.tableName,
             Key: keys.usage(input.orgId, segment.day, input.sessionId, input.intervalStart),
-            UpdateExpression: "SET #day = :day, sessionId = :sessionId, intervalStart = :start, #from = :from, meteredUntil = :to, activeMs = :ms",
-            // The max-register: only ever forward.
-            ConditionExpression: "attribute_not_exists(meteredUntil) OR meteredUntil < :to",
+            UpdateExpression: `SET #day = :day, sessionId = :sessionId, intervalStart = :start, #from = :from, meteredUntil = :to, activeMs = :ms${input.final ? ", closedAt = :to" : ""}`,
+            // A pass: the max-register, only ever forward, and never on a closed item. The close is
+            // authoritative (a pass that read the session while it ran may have written past its
+            // end, in the race between its read and the transition); its retries write the same.
+            ConditionExpression: input.final
+              ? "attribute_not_exists(closedAt) OR closedAt = :to"
+              : "attribute_not_exists(closedAt) AND (attribute_not_exists(meteredUntil) OR meteredUntil < :to)",
             ExpressionAttributeNames: { "#day": "day", "#from": "from" },
             ExpressionAttributeValues: {
               ":day": segment.day,

@@ -180,6 +180,22 @@ describe("metering", () => {
   }
 });
 
+describe("the close of an interval", () => {
+  it("corrects a pass that read the session while it ran and wrote past its end, and no later pass writes it again", async () => {
+    await setup();
+    const at = (s: number) => new Date(Date.parse("2026-03-01T10:00:00.000Z") + s * 1000);
+    const interval = { orgId: "org-close", sessionId: "ses_close", intervalStart: at(0).toISOString() };
+    // The pass read the session running, then wrote up to its own now (10 s) before the transition's close (7 s) landed.
+    expect(await h.deps.usage.meterInterval({ ...interval, until: at(10) })).toBe(10);
+    await h.deps.usage.meterInterval({ ...interval, until: at(7), final: true });
+    expect(await usageMs("org-close")).toBe(7_000);
+    // A retried close writes the same; a pass after the close writes nothing, however late its now.
+    await h.deps.usage.meterInterval({ ...interval, until: at(7), final: true });
+    expect(await h.deps.usage.meterInterval({ ...interval, until: at(20) })).toBe(0);
+    expect(await usageMs("org-close")).toBe(7_000);
+  });
+});
+
 describe("maxRunningSessions", () => {
   it("two resumes racing at maxRunningSessions - 1 start exactly one; the other is a 429 quota_exceeded", async () => {
     await setup();
