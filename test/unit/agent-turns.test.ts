@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { createLogger } from "../../functions/observability/logger";
 import type { PromptQueue, QueuedPrompt } from "../../functions/ports/session-items";
 import type { TranscriptMessage } from "../../functions/ports/transcript";
-import { nextModel, onPendingPermissions, onPermissionsAsked, onRetry, resendInterrupted, settleFailedTurn, withAuthors, type AgentTurnDeps, type TurnWatch } from "../../functions/relay/agent-turns";
+import { MAX_RESENDS_AFTER_ABORT, nextModel, onPendingPermissions, onPermissionsAsked, onRetry, resendInterrupted, settleFailedTurn, withAuthors, type AgentTurnDeps, type TurnWatch } from "../../functions/relay/agent-turns";
 import type { PermissionAsk, TurnOutcome } from "../../functions/relay/event-translator";
 import { buildSession } from "../support/builders";
 import { ScriptedAgent } from "../support/scripted-agent";
@@ -78,7 +78,7 @@ describe("settleFailedTurn", () => {
     expect(await settleFailedTurn(empty.deps, empty.watch, outcome({ error: error("auth") }), empty.send)).toMatchObject({ code: "auth" });
   });
 
-  it("a rate limit OpenCode retries: aborted once for the next model, then sent again on it when the turn ends; a cut-short resend goes once more", async () => {
+  it("a rate limit OpenCode retries: aborted once for the next model, then sent again on it when the turn ends; a cut-short resend goes again, up to MAX_RESENDS_AFTER_ABORT times", async () => {
     const h = harness();
     h.prompt("fix it", "processing");
     expect(await onRetry(h.deps, h.watch, error("rate_limit"), "dev/echo")).toMatchObject({ code: "rate_limit" });
@@ -87,11 +87,22 @@ describe("settleFailedTurn", () => {
     // The abort ends the turn (OpenCode: with no error); the planned failover still applies.
     expect(await settleFailedTurn(h.deps, h.watch, outcome({ error: error("rate_limit") }), h.send)).toBeNull();
     expect(h.agent.prompts.map((p) => p.text)).toEqual(["fix it"]);
-    expect(await resendInterrupted(h.deps, h.watch, outcome({ reason: "end_turn", empty: true }))).toBe(true);
-    expect(h.agent.prompts).toHaveLength(2);
-    // Only once, and never for a turn that said something.
+    for (let i = 1; i <= MAX_RESENDS_AFTER_ABORT; i++) {
+      expect(await resendInterrupted(h.deps, h.watch, outcome({ reason: "end_turn", empty: true })), `resend ${i}`).toBe(true);
+      expect(h.agent.prompts).toHaveLength(1 + i);
+    }
+    // No more than that.
     expect(await resendInterrupted(h.deps, h.watch, outcome({ reason: "end_turn", empty: true }))).toBe(false);
-    expect(h.agent.prompts).toHaveLength(2);
+    expect(h.agent.prompts).toHaveLength(1 + MAX_RESENDS_AFTER_ABORT);
+  });
+
+  it("a failover turn that said something is never sent again", async () => {
+    const h = harness();
+    h.prompt("fix it", "processing");
+    await onRetry(h.deps, h.watch, error("rate_limit"), "dev/echo");
+    expect(await settleFailedTurn(h.deps, h.watch, outcome({ error: error("rate_limit") }), h.send)).toBeNull();
+    expect(await resendInterrupted(h.deps, h.watch, outcome({ reason: "end_turn", empty: false }))).toBe(false);
+    expect(h.agent.prompts).toHaveLength(1);
   });
 
   it("no abort without a next model, nor for errors failover does not cover", async () => {
