@@ -73,6 +73,8 @@ export async function deliverQueuedPrompts(
      * prompt route's activity touch): no read here (issue 15). Without it, one read.
      */
     known?: { session: SessionRecord; lease: { owner: string | null; fence: number; expiresAt: number | null } };
+    /** Wait this long before asking the agent whether it is busy (the relay at an idle boundary: AFTER_IDLE_SETTLE_MS). */
+    settleMs?: number;
   },
 ): Promise<DeliveryResult> {
   const queued = await deps.prompts.list(sessionId, "queued");
@@ -129,6 +131,7 @@ export async function deliverQueuedPrompts(
     return waiting;
   }
   const agent = await agentEndpoint(deps.sandboxKeys, sessionId, url);
+  if (options.settleMs) await new Promise((resolve) => setTimeout(resolve, options.settleMs));
   if (await deps.agent.isBusy(agent, agentSessionId)) return waiting;
   for (const prompt of queued) {
     // Lost the race for this one: another deliverer sent it; the next turn takes the rest.
@@ -151,6 +154,15 @@ export async function deliverQueuedPrompts(
  * `completed` (or `failed` with `failure`: the turn ended in an error or was canceled, issue 25
  * §2), and the next queued prompt goes out.
  */
+/**
+ * OpenCode 1.18.33 reports a session idle a moment before its loop has ended: a prompt sent in
+ * that moment joins the dying loop, which ends it at once with an empty answer (seen on a loaded
+ * 2-core CI machine: the second of three queued prompts answered with nothing,
+ * test/e2e/websocket.test.ts "prompts queue FIFO"). The next queued prompt goes this long after
+ * the idle boundary. A mitigation of OpenCode's behaviour, like `resendInterrupted` after an abort.
+ */
+export const AFTER_IDLE_SETTLE_MS = 300;
+
 export async function completeTurn(
   deps: DeliveryDeps,
   sessionId: string,
@@ -162,5 +174,5 @@ export async function completeTurn(
     if (options.failure) await deps.prompts.move(prompt, "processing", "failed", deps.now(), { failure: options.failure });
     else await deps.prompts.move(prompt, "processing", "completed", deps.now());
   }
-  return deliverQueuedPrompts(deps, sessionId, { actor: options.actor, wakeFromError: false });
+  return deliverQueuedPrompts(deps, sessionId, { actor: options.actor, wakeFromError: false, settleMs: AFTER_IDLE_SETTLE_MS });
 }
