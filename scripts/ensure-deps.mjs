@@ -2,6 +2,9 @@
 // - the `sqlite3` CLI (the local provider copies and repoints OpenCode's database with it) must be
 //   on PATH; when it is missing and this runs as root with apt-get (a fresh CI machine), it is
 //   installed with `apt-get install -y sqlite3`, otherwise this fails saying how to install it;
+// - with `--browser` (before `npm test`): Debian's `chromium` for the console's browser test, the
+//   same way (Playwright's own browser download is not reachable from CI machines); when it cannot
+//   be installed the browser test fails saying so, the rest of the suite runs;
 // - installs the locked dependencies when node_modules is missing or was installed from another
 //   package-lock.json. (`npm ci` is not used: npm 11 drops other platforms' optional packages from
 //   the lock file and then refuses it; `npm install` with the lock file installs the same locked
@@ -12,19 +15,26 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 
 const works = (command, args) => spawnSync(command, args, { stdio: "ignore" }).status === 0;
 
+let aptUpdated = false;
+
+/** Installs a Debian package with apt-get when this runs as root on a machine that has it. */
+function aptInstall(pkg) {
+  if (process.getuid?.() !== 0 || !works("apt-get", ["--version"])) return;
+  console.log(`[ensure-deps] ${pkg} is missing: installing it (apt-get install -y ${pkg})...`);
+  try {
+    const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
+    if (!aptUpdated) execFileSync("apt-get", ["update"], { stdio: "inherit", env });
+    aptUpdated = true;
+    execFileSync("apt-get", ["install", "-y", "--no-install-recommends", pkg], { stdio: "inherit", env });
+  } catch (err) {
+    console.error(`[ensure-deps] apt-get could not install ${pkg}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
 function ensureSqlite3() {
   if (works("sqlite3", ["--version"])) return;
-  if (process.getuid?.() === 0 && works("apt-get", ["--version"])) {
-    console.log("[ensure-deps] the sqlite3 CLI is missing: installing it (apt-get update && apt-get install -y sqlite3)...");
-    try {
-      const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-      execFileSync("apt-get", ["update"], { stdio: "inherit", env });
-      execFileSync("apt-get", ["install", "-y", "sqlite3"], { stdio: "inherit", env });
-    } catch (err) {
-      console.error(`[ensure-deps] apt-get could not install sqlite3: ${err instanceof Error ? err.message : String(err)}`);
-    }
-    if (works("sqlite3", ["--version"])) return;
-  }
+  aptInstall("sqlite3");
+  if (works("sqlite3", ["--version"])) return;
   console.error(
     "[ensure-deps] the sqlite3 CLI is required (the local sandbox provider snapshots and restores OpenCode's database with it) " +
       "and `sqlite3 --version` did not run. Install it (Debian/Ubuntu: sudo apt-get install -y sqlite3; macOS: brew install sqlite) and run again.",
@@ -44,5 +54,11 @@ function ensureNodeModules() {
   }
 }
 
+function ensureChromium() {
+  if (existsSync("/usr/bin/chromium") || works("chromium", ["--version"])) return;
+  aptInstall("chromium");
+}
+
 ensureSqlite3();
+if (process.argv.includes("--browser")) ensureChromium();
 ensureNodeModules();
