@@ -10,8 +10,8 @@
  *   Modal: MODAL_TOKEN_ID, MODAL_TOKEN_SECRET, MODAL_BASE_IMAGE or MODAL_BASE_SNAPSHOT_ID
  *          (optional: MODAL_APP_NAME, MODAL_SANDBOX_BACKEND)
  *
- * Not run live: the expiry case (it would wait out a real timeout) and the not-found case until
- * the providers have `deleteSnapshot` (issue 22 §4).
+ * Not run live: the expiry case (it would wait out a real timeout). The not-found and
+ * deleteSnapshot cases delete the snapshot through the provider's own `deleteSnapshot`.
  */
 import { describe, it } from "vitest";
 import type { ProviderType } from "../../functions/domain/session";
