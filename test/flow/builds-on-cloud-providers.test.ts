@@ -89,6 +89,10 @@ const argsOf = (calls: SdkCall[], method: string) => calls.filter((c) => c.metho
 
 function modal() {
   const standIn = new ModalStandIn("v2");
+  // The stand-in's clock starts in 2025; the session's sandbox expiry is computed from it, so left
+  // there the expiry schedule fires at once and the migrate flow replaces the sandbox under the
+  // test's reads (seen on CI under load). Real time, as the real SDK would report it.
+  standIn.now = Date.now();
   const calls: SdkCall[] = [];
   const provider = new ModalSandboxProvider(recordSdk(standIn, calls), { appName: APP, baseImage: MODAL_STANDIN_BASE_IMAGE, timeoutSeconds: 3600 }, { now: () => standIn.now, readiness: { fetch: standIn.fetch, sleep: async () => undefined } });
   return { standIn, calls, provider };
