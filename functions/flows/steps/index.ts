@@ -40,7 +40,7 @@ export interface FlowStepDefinition {
 
 export const FLOW_STEPS: readonly FlowStepDefinition[] = [
   { id: "BeginStep", entry: "functions/flows/steps/begin.ts", make: makeBeginStep, sandboxAccess: false, push: true, orchestrates: false, timeoutSeconds: 30 },
-  { id: "ProvisionStep", entry: "functions/flows/steps/provision.ts", make: makeProvisionStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 900, secretAccess: "decrypt" },
+  { id: "ProvisionStep", entry: "functions/flows/steps/provision.ts", make: makeProvisionStep, sandboxAccess: true, push: true, orchestrates: true, timeoutSeconds: 900, secretAccess: "decrypt" },
   { id: "QuiesceStep", entry: "functions/flows/steps/quiesce.ts", make: makeQuiesceStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 90 },
   { id: "SnapshotStep", entry: "functions/flows/steps/snapshot.ts", make: makeSnapshotStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 300 },
   { id: "TerminateStep", entry: "functions/flows/steps/terminate-handler.ts", make: makeTerminateStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 120 },
