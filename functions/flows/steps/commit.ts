@@ -17,8 +17,6 @@ import type { FlowDocument } from "../flow-document";
 import type { FlowDeps } from "../flow-deps";
 import { commitKind, pausedChanges, pauseReasonFor } from "../plan";
 import { flowStep, leaseOf } from "../step";
-import { stepEntry } from "../lambda-entry";
-import { awsProviders } from "../../providers/aws-providers";
 import { CarryError, STEP_ERRORS } from "../step-errors";
 import { finishFlow } from "./finish";
 import { readForTerminate, terminateFoundSandbox } from "./terminate";
@@ -209,4 +207,3 @@ export async function commitFlow(given: FlowDocument, deps: FlowDeps): Promise<R
 
 export const makeCommitStep = flowStep("commit", commitFlow);
 
-export const handler = stepEntry(makeCommitStep, awsProviders);

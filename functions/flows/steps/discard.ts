@@ -15,8 +15,6 @@ import { errorForLog } from "../../observability/logger";
 import type { FlowDocument } from "../flow-document";
 import type { FlowDeps } from "../flow-deps";
 import { flowStep, leaseOf } from "../step";
-import { stepEntry } from "../lambda-entry";
-import { awsProviders } from "../../providers/aws-providers";
 
 export const makeDiscardStep = flowStep("discard", async (doc, deps) => {
   if (!doc.provision && doc.failure) return discardFailedProvision(doc, deps);
@@ -63,4 +61,3 @@ async function discardFailedProvision(doc: FlowDocument, deps: FlowDeps): Promis
   return { terminated: terminated[0] ?? null };
 }
 
-export const handler = stepEntry(makeDiscardStep, awsProviders);
