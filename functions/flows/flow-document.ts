@@ -52,6 +52,8 @@ export const BeginResult = z.object({
    */
   session: SessionRecord.optional(),
   startedAt: z.string(),
+  /** The execution's start (`$$.Execution.StartTime`), when the ASL hands it to Begin (the user pause: issue 25 §1). */
+  executionStartedAt: z.string().optional(),
   ms: z.number(),
 });
 export type BeginResult = z.infer<typeof BeginResult>;
@@ -123,7 +125,7 @@ export const CaughtError = z.object({ Error: z.string(), Cause: z.string().trans
 
 const FlowDocumentFields = FlowInput.extend({
   /**
-   * When the execution started (`$$.Execution.StartTime`; the user pause's Init adds it): a client
+   * When the execution started (`$$.Execution.StartTime`; the user pause's Begin gets it through its Parameters and carries it as `begin.executionStartedAt`): a client
    * that connects, or a resume asked for, after this moment wakes the session the flow pauses
    * (issue 25 §1, `wake-waiters.ts`). The other pausing flows use Begin's time.
    */
@@ -163,5 +165,17 @@ function liftCarried(raw: unknown): unknown {
   }
 }
 
-export const FlowDocument = z.preprocess(liftCarried, FlowDocumentFields);
+/**
+ * The user pause's Begin gets its input through Task `Parameters` (issue 15: no Pass state for
+ * it): `{document: <the flow document>, executionStartedAt: $$.Execution.StartTime}`. Unwrapped
+ * into the document with `started.at`.
+ */
+function unwrapEnvelope(raw: unknown): unknown {
+  if (typeof raw !== "object" || raw === null) return raw;
+  const { document, executionStartedAt } = raw as { document?: unknown; executionStartedAt?: unknown };
+  if (typeof document !== "object" || document === null || typeof executionStartedAt !== "string") return raw;
+  return { ...(document as Record<string, unknown>), started: { at: executionStartedAt } };
+}
+
+export const FlowDocument = z.preprocess((raw) => liftCarried(unwrapEnvelope(raw)), FlowDocumentFields);
 export type FlowDocument = z.infer<typeof FlowDocument>;

@@ -29,6 +29,12 @@ export const STEP_ERRORS = {
   nothingToDo: "NothingToDo",
   /** Commit's write landed but the finish it runs in the same invocation did not complete: Finish (retried) completes it. */
   finishIncomplete: "FinishIncomplete",
+  /**
+   * ensure-runtime's Provision commits in process (issue 15); when that commit did not land
+   * (superseded, or failed) the step has already discarded the sandbox it created: the document
+   * (`provision`, `superseded` or `failure`, `discarded`) is carried to Finish.
+   */
+  discarded: "Discarded",
 } as const;
 
 /**

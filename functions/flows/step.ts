@@ -37,10 +37,11 @@ export function flowStep<R extends object>(name: string, run: (doc: FlowDocument
       return { ...result, ms };
     } catch (err) {
       if (err instanceof CarryError) {
-        // Not a failure: the step's result leaves through the ASL Catch (see CarryError).
+        // Not a failure: the step's result leaves through the ASL Catch (see CarryError). Its own
+        // `ms` (a part's duration) wins over the step's.
         const ms = Date.now() - started;
         deps.logger.info("flow step done", { ...log, ms, leaves: err.name });
-        throw new StepError(err.name, JSON.stringify({ ...err.extra, [err.key]: { ...err.carried, ms } }));
+        throw new StepError(err.name, JSON.stringify({ ...err.extra, [err.key]: { ms, ...err.carried } }));
       }
       const stepError = toStepError(err);
       deps.logger.warn("flow step failed", { ...log, ms: Date.now() - started, errorName: stepError.name, error: errorForLog(err) });

@@ -30,7 +30,7 @@ export type WakeOutcome = "none" | "clients" | "resume";
 
 /** When the flow began, as far as arrivals are concerned: its execution's start, else its lease. */
 function flowStartedAt(doc: FlowDocument): number {
-  return Date.parse(doc.started?.at ?? doc.begin?.startedAt ?? "");
+  return Date.parse(doc.started?.at ?? doc.begin?.executionStartedAt ?? doc.begin?.startedAt ?? "");
 }
 
 /**

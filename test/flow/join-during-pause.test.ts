@@ -205,6 +205,21 @@ describe("a user pause", () => {
     expect(h.push.statuses(connectionId).at(-1)).toBe("running");
   });
 
+  it("a client that connects after it was asked for, while its Begin still waits for another flow's lease, ends on a running session", async () => {
+    // The execution's start (`$$.Execution.StartTime`, through Begin's Parameters) is the moment
+    // that counts, not Begin's lease take: this client came after the pause was asked for.
+    await setup();
+    const s = await runningSession();
+    const other = await h.deps.sessions.acquireLeaseWithSession(s.id, "another-flow", new Date(), h.config.LEASE_TTL_SECONDS);
+    const { executionName } = await h.start("pause", s.id);
+    const connectionId = await connect(s.id);
+    await h.deps.sessions.releaseLease(other.lease);
+    await h.runner.executions.get(executionName)?.done;
+    const after = await waitFor(() => settled(s.id), { until: (x) => x.status === "running", message: "running again for the client that came after the pause was asked for" });
+    expect(after.sandboxId).not.toBe(s.sandboxId);
+    expect(h.push.statuses(connectionId).at(-1)).toBe("running");
+  });
+
   it("a resume asked for while it runs ends on a running session", async () => {
     await setup();
     const s = await runningSession();

@@ -133,6 +133,7 @@ describe("the flow steps forward their statuses to the Slack queue", () => {
       const role = q.roleOfFunction(step.id);
       expect(Object.values(synth.resources).filter((r) => r.Type === "AWS::IAM::Policy" && JSON.stringify(r.Properties.Roles) === JSON.stringify([{ Ref: role }])), step.id).toHaveLength(1);
     }
-    expect(FLOW_STEPS.filter((s) => s.push).map((s) => s.id).sort()).toEqual(["BeginStep", "CommitStep", "FinishStep", "RecordFailureStep"]);
+    // ensure-runtime's Provision commits `running` and finishes in process (issue 15): it broadcasts too.
+    expect(FLOW_STEPS.filter((s) => s.push).map((s) => s.id).sort()).toEqual(["BeginStep", "CommitStep", "FinishStep", "ProvisionStep", "RecordFailureStep"]);
   });
 });

@@ -115,7 +115,9 @@ describe.each(flows)("$file", ({ file, loaded, definition }) => {
     // Issue 15: the committed path has no Finish state; the Commit step writes (releasing the
     // lease in the same write) and finishes in its own invocation. Every failure it meets still
     // goes to Finish, so every state can reach it.
-    const commits = tasks.filter(([name]) => loaded.taskSteps[name] === "CommitStep").map(([name]) => name);
+    // ensure-runtime has no Commit state: its Provision commits and finishes in process.
+    const commits = tasks.filter(([name, s]) => loaded.taskSteps[name] === "CommitStep" || (loaded.taskSteps[name] === "ProvisionStep" && s.End === true)).map(([name]) => name);
+    if (file === "ensure-runtime.asl.json") expect(commits).toEqual(["Provision"]);
     expect(commits.length).toBeGreaterThan(0);
     const terminals = states.filter(([, s]) => isTerminal(s)).map(([name]) => name);
     expect(terminals.sort()).toEqual([FINISH, ...commits].sort());
@@ -123,7 +125,10 @@ describe.each(flows)("$file", ({ file, loaded, definition }) => {
     expect(successors(definition.States[FINISH] ?? { Type: "?" })).toEqual([]);
     for (const name of commits) {
       expect(definition.States[name]).toMatchObject({ Type: "Task", End: true });
-      expect(definition.States[name]?.Catch?.[0], `${name}: an incomplete in-process finish goes to Finish`).toMatchObject({ ErrorEquals: [STEP_ERRORS.finishIncomplete], Next: FINISH });
+      expect(definition.States[name]?.Catch?.[0], `${name}: an incomplete in-process finish goes to Finish`).toMatchObject({ Next: FINISH, ResultPath: "$.carried" });
+      expect(definition.States[name]?.Catch?.[0]?.ErrorEquals).toContain(STEP_ERRORS.finishIncomplete);
+      // A Provision whose in-process commit did not land has discarded its sandbox already.
+      if (loaded.taskSteps[name] === "ProvisionStep") expect(definition.States[name]?.Catch?.[0]?.ErrorEquals).toEqual([STEP_ERRORS.finishIncomplete, STEP_ERRORS.discarded]);
     }
     for (const [name, state] of states) {
       if (name === FINISH) continue;
@@ -137,19 +142,20 @@ describe.each(flows)("$file", ({ file, loaded, definition }) => {
     // Issue 15: every state entered is a billed transition; the runner puts the execution name in
     // the input, and Begin carries its result to Finish through a Catch instead of a Choice.
     // idle-snapshot alone starts with a Wait on the input's notBefore: an early idle check waits there, not in a Lambda.
-    // The user pause alone keeps one Pass state, Init, for `$$.Execution.StartTime` (issue 25 §1:
-    // clients that connect after it wake the session), added beside the input, nothing else.
+    // The user pause needs `$$.Execution.StartTime` (issue 25 §1: clients that connect after it
+    // wake the session): its Begin's Parameters add it beside the input, no Pass state.
     if (file === "idle-snapshot.asl.json") {
       expect(definition.StartAt).toBe("WaitUntilDue");
       expect(definition.States.WaitUntilDue).toMatchObject({ Type: "Wait", TimestampPath: "$.notBefore", Next: "Begin" });
     } else if (file === "pause.asl.json") {
-      expect(definition.StartAt).toBe("Init");
-      expect(definition.States.Init).toMatchObject({ Type: "Pass", Parameters: { "at.$": "$$.Execution.StartTime" }, ResultPath: "$.started", Next: "Begin" });
+      // The user pause's Begin gets `$$.Execution.StartTime` beside the whole input through its Parameters (no Pass state).
+      expect(definition.StartAt).toBe("Begin");
+      expect(definition.States.Begin).toMatchObject({ Parameters: { "document.$": "$", "executionStartedAt.$": "$$.Execution.StartTime" }, ResultPath: "$.begin" });
     } else {
       expect(definition.StartAt).toBe("Begin");
     }
     expect(definition.States.Begin?.Catch?.[0]).toMatchObject({ ErrorEquals: [STEP_ERRORS.nothingToDo], Next: FINISH });
-    expect(states.filter(([name, s]) => s.Type === "Pass" && !(file === "pause.asl.json" && name === "Init"))).toEqual([]);
+    expect(states.filter(([, s]) => s.Type === "Pass")).toEqual([]);
   });
 
   it("catches every failure of every Task except Finish, with States.ALL as the last catcher", () => {

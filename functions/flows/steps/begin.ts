@@ -79,6 +79,8 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
       relayLease,
       session,
       startedAt,
+      // The user pause's execution start (its Begin's Parameters), for the steps after Begin (wake-waiters.ts).
+      ...(doc.started ? { executionStartedAt: doc.started.at } : {}),
     };
     // Nothing to do: straight to Finish (which releases the lease), carried through the ASL
     // Catch instead of a Choice state (one billed transition per flow less).

@@ -17,8 +17,6 @@ import type { FlowDocument } from "../flow-document";
 import type { FlowDeps } from "../flow-deps";
 import { commitKind, pausedChanges, pauseReasonFor } from "../plan";
 import { flowStep, leaseOf } from "../step";
-import { stepEntry } from "../lambda-entry";
-import { awsProviders } from "../../providers/aws-providers";
 import { CarryError, STEP_ERRORS } from "../step-errors";
 import { finishFlow } from "./finish";
 import { readForTerminate, terminateFoundSandbox } from "./terminate";
@@ -157,7 +155,13 @@ async function commitOn(doc: FlowDocument, deps: FlowDeps, session: SessionRecor
   return write(doc, deps, session);
 }
 
-export const makeCommitStep = flowStep("commit", async (given, deps) => {
+/**
+ * The commit and its in-process finish, for the Commit step and for ensure-runtime's Provision
+ * step, which commits `running` in its own invocation (issue 15: one billed state less per
+ * start or resume). Returns the commit result with `finish`; throws `FinishIncomplete` (a
+ * `CarryError`) when the write landed but the finish did not complete.
+ */
+export async function commitFlow(given: FlowDocument, deps: FlowDeps): Promise<Record<string, unknown>> {
   let doc = given;
   let known = doc.begin?.session;
   if (terminatesHere(doc)) {
@@ -199,6 +203,7 @@ export const makeCommitStep = flowStep("commit", async (given, deps) => {
     deps.logger.error("commit written, finish incomplete: the Finish state completes it", { sessionId: doc.sessionId, execution: doc.execution, error: String(err) });
     throw new CarryError(STEP_ERRORS.finishIncomplete, "commit", commit, doc.terminate && !given.terminate ? { terminate: doc.terminate } : {});
   }
-});
+}
 
-export const handler = stepEntry(makeCommitStep, awsProviders);
+export const makeCommitStep = flowStep("commit", commitFlow);
+

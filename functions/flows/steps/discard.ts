@@ -15,11 +15,14 @@ import { errorForLog } from "../../observability/logger";
 import type { FlowDocument } from "../flow-document";
 import type { FlowDeps } from "../flow-deps";
 import { flowStep, leaseOf } from "../step";
-import { stepEntry } from "../lambda-entry";
-import { awsProviders } from "../../providers/aws-providers";
 
 export const makeDiscardStep = flowStep("discard", async (doc, deps) => {
   if (!doc.provision && doc.failure) return discardFailedProvision(doc, deps);
+  return discardCreated(doc, deps);
+});
+
+/** The sandbox this flow's Provision created, terminated unless the session references it (also run in process by ensure-runtime's Provision when its commit did not land). */
+export async function discardCreated(doc: FlowDocument, deps: FlowDeps): Promise<{ terminated: string | null }> {
   const created = doc.provision && !doc.provision.recovered ? doc.provision.sandboxId : null;
   if (!created) return { terminated: null };
   const session = await deps.sessions.getSession(doc.sessionId);
@@ -32,7 +35,7 @@ export const makeDiscardStep = flowStep("discard", async (doc, deps) => {
     deps.logger.error("could not discard a superseded flow's sandbox", { sessionId: doc.sessionId, sandboxId: created, error: errorForLog(err) });
     return { terminated: null };
   }
-});
+}
 
 async function discardFailedProvision(doc: FlowDocument, deps: FlowDeps): Promise<{ terminated: string | null }> {
   const session = await deps.sessions.getSession(doc.sessionId);
@@ -58,4 +61,3 @@ async function discardFailedProvision(doc: FlowDocument, deps: FlowDeps): Promis
   return { terminated: terminated[0] ?? null };
 }
 
-export const handler = stepEntry(makeDiscardStep, awsProviders);

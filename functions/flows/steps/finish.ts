@@ -185,6 +185,9 @@ export async function finishFlow(doc: FlowDocument, deps: FlowDeps, known?: Sess
   if (outcome === "committed" && nudge) await isolated(deps, "relay", doc.sessionId, () => nudge.nudge(doc.sessionId));
 
   let delivery = "none";
+  // A stopped session never runs again: its queued prompts stay held (deliverQueuedPrompts would
+  // only say so), so a stop does not query them (issue 15: one request per lifecycle less).
+  if (session.status === "stopped") return { outcome, status: session.status, delivery };
   await isolated(deps, "prompts", doc.sessionId, async () => {
     delivery = (await deliverQueuedPrompts(deps, doc.sessionId, { actor: `flow:${doc.execution}`, wakeFromError: false })).outcome;
   });

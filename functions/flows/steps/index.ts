@@ -40,13 +40,13 @@ export interface FlowStepDefinition {
 
 export const FLOW_STEPS: readonly FlowStepDefinition[] = [
   { id: "BeginStep", entry: "functions/flows/steps/begin.ts", make: makeBeginStep, sandboxAccess: false, push: true, orchestrates: false, timeoutSeconds: 30 },
-  { id: "ProvisionStep", entry: "functions/flows/steps/provision.ts", make: makeProvisionStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 900, secretAccess: "decrypt" },
+  { id: "ProvisionStep", entry: "functions/flows/steps/provision.ts", make: makeProvisionStep, sandboxAccess: true, push: true, orchestrates: true, timeoutSeconds: 900, secretAccess: "decrypt" },
   { id: "QuiesceStep", entry: "functions/flows/steps/quiesce.ts", make: makeQuiesceStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 90 },
   { id: "SnapshotStep", entry: "functions/flows/steps/snapshot.ts", make: makeSnapshotStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 300 },
   { id: "TerminateStep", entry: "functions/flows/steps/terminate-handler.ts", make: makeTerminateStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 120 },
   // Commit terminates (pause, stop) and finishes the flow in the same invocation (issue 15): Terminate's and Finish's needs and time.
-  { id: "CommitStep", entry: "functions/flows/steps/commit.ts", make: makeCommitStep, sandboxAccess: true, push: true, orchestrates: true, timeoutSeconds: 180 },
-  { id: "DiscardStep", entry: "functions/flows/steps/discard.ts", make: makeDiscardStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 120 },
+  { id: "CommitStep", entry: "functions/flows/steps/commit-handler.ts", make: makeCommitStep, sandboxAccess: true, push: true, orchestrates: true, timeoutSeconds: 180 },
+  { id: "DiscardStep", entry: "functions/flows/steps/discard-handler.ts", make: makeDiscardStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 120 },
   { id: "RecordFailureStep", entry: "functions/flows/steps/record-failure.ts", make: makeRecordFailureStep, sandboxAccess: false, push: true, orchestrates: false, timeoutSeconds: 30 },
   { id: "FinishStep", entry: "functions/flows/steps/finish-handler.ts", make: makeFinishStep, sandboxAccess: true, push: true, orchestrates: true, timeoutSeconds: 60 },
 ];

@@ -30,8 +30,50 @@ import { SANDBOX_KEY_ENV } from "../../../sandbox/shared/access-token";
 import { stepEntry } from "../lambda-entry";
 import { awsProviders } from "../../providers/aws-providers";
 import { agentEndpointForKey } from "../../agent/agent-endpoint";
+import type { FlowDocument, ProvisionResult } from "../flow-document";
+import { CarryError, STEP_ERRORS, toStepError } from "../step-errors";
+import { commitFlow } from "./commit";
+import { discardCreated } from "./discard";
 
 export const makeProvisionStep = flowStep("provision", async (doc, deps) => {
+  const started = Date.now();
+  const result = await provisionSandbox(doc, deps);
+  if (doc.flow !== "ensure-runtime") return result;
+  return { ...result, committed: await commitInProcess(doc, { ...result, ms: Date.now() - started }, deps) };
+});
+
+/**
+ * ensure-runtime has no Commit state (issue 15: one billed transition less per start and per
+ * resume): its Provision commits `running` and finishes in the same invocation, through the
+ * Commit step's own code (`commitFlow`). A finish that did not complete leaves through
+ * `FinishIncomplete` as Commit's does (the provision result carried too). A commit that did not
+ * land (superseded: `LeaseLost`, `StaleWrite`, `InvalidTransition`, `SessionNotFound`; or failed)
+ * discards the sandbox this provision created, as the Discard state did after Commit, and leaves
+ * through `Discarded` with the document for Finish (`superseded` or `failure`, `discarded`).
+ */
+async function commitInProcess(doc: FlowDocument, provision: ProvisionResult, deps: FlowDeps): Promise<Record<string, unknown>> {
+  const withProvision: FlowDocument = { ...doc, provision };
+  try {
+    return await commitFlow(withProvision, deps);
+  } catch (err) {
+    if (err instanceof CarryError) throw new CarryError(err.name, err.key, err.carried, { ...err.extra, provision });
+    const stepError = toStepError(err);
+    const superseded = (SUPERSEDED as readonly string[]).includes(stepError.name);
+    deps.logger.warn("in-process commit did not land: discarding the provisioned sandbox", { sessionId: doc.sessionId, execution: doc.execution, errorName: stepError.name, error: errorForLog(err) });
+    const discardStarted = Date.now();
+    const discarded = await discardCreated(withProvision, deps).catch((discardErr: unknown) => {
+      deps.logger.error("could not discard the provisioned sandbox", { sessionId: doc.sessionId, error: errorForLog(discardErr) });
+      return { terminated: null };
+    });
+    const caught = { Error: stepError.name, Cause: stepError.message };
+    throw new CarryError(STEP_ERRORS.discarded, "discarded", { ...discarded, ms: Date.now() - discardStarted }, { provision, ...(superseded ? { superseded: caught } : { failure: caught }) });
+  }
+}
+
+/** The errors Commit's Catch treats as a superseded flow (the ASL's list). */
+const SUPERSEDED = [STEP_ERRORS.leaseLost, STEP_ERRORS.staleWrite, STEP_ERRORS.invalidTransition, STEP_ERRORS.sessionNotFound] as const;
+
+async function provisionSandbox(doc: FlowDocument, deps: FlowDeps) {
   // The record Begin's lease take returned: nothing else changes it while the flow holds the lease (issue 15).
   const session = await sessionOf(doc, deps);
   const provider: SandboxProvider = await deps.provider(session.provider);
@@ -94,7 +136,7 @@ export const makeProvisionStep = flowStep("provision", async (doc, deps) => {
     }
     throw err;
   }
-});
+}
 
 /**
  * The built layers a session may start from: its prebuild's last good snapshot (when built on the
