@@ -196,6 +196,25 @@ export class EventTranslator {
     return [...this.messages.values()].filter((m) => m.role === "assistant" && m.announced && !this.done.has(m.id)).map((m) => m.id);
   }
 
+  /**
+   * What a client that joins now has not seen of the turn in progress (issue 25, relay/fan-out.ts):
+   * each open message as `message.create` and its content so far, as `announce` sends them.
+   * Changes nothing.
+   */
+  openFrames(): RelayClientMessage[] {
+    const out = emptyOut();
+    for (const id of this.openMessages()) {
+      const m = this.messages.get(id);
+      if (!m) continue;
+      out.client.push({ type: "message.create", messageId: m.id, role: "assistant" });
+      for (const part of m.parts.values()) {
+        if (part.type === "text" && !part.hidden && part.text !== "") out.client.push({ type: "message.part.text-delta", messageId: m.id, partId: part.partId, delta: part.text });
+        if (part.type === "tool" && part.status !== null) out.client.push(toolUpdate(m.id, part));
+      }
+    }
+    return out.client;
+  }
+
   /** One SSE event. Events of other agent sessions (and server-level ones) change nothing. */
   apply(event: AgentEvent): Translation {
     return this.step((out) => {

@@ -30,19 +30,19 @@ import { armIdleCheck } from "../idle/idle-check";
 import type { LifecycleScheduler } from "../ports/lifecycle-scheduler";
 import { LeaseLostError } from "../domain/errors";
 import type { SessionRecord } from "../domain/session";
-import { broadcast, type BroadcastDeps } from "../services/broadcast";
 import { completeTurn, deliverQueuedPrompts } from "../services/prompt-delivery";
 import { errorForLog } from "../observability/logger";
 import type { AgentClient, AgentEndpoint, AgentEvent } from "../ports/agent-client";
 import type { ClientPush } from "../ports/client-push";
 import type { FlowRunner } from "../ports/flow-runner";
 import type { ClaimView, NudgeSource, RelayClaim, RelayHeartbeat, RelayLeaseStore } from "../ports/relay";
-import type { ClientConnection, ConnectionRegistry, PromptQueue, QueuedPrompt } from "../ports/session-items";
+import type { ConnectionRegistry, PromptQueue, QueuedPrompt } from "../ports/session-items";
 import type { SessionStore } from "../ports/session-store";
 import type { TranscriptStore } from "../ports/transcript";
 import { OpenCodeMessageReader, type AgentMessage, type AgentMessageSource } from "./agent-messages";
 import { EventTranslator, type RelayClientMessage, type Translation } from "./event-translator";
 import { onPendingPermissions, onPermissionsAsked, onPermissionsReplied, onRetry, resendInterrupted, settleFailedTurn, withAuthors, type TurnWatch } from "./agent-turns";
+import { SessionFanOut } from "./fan-out";
 import { SessionStream, type StreamSnapshot } from "./session-stream";
 import { StreamLossReporter } from "./stream-loss";
 
@@ -87,7 +87,10 @@ export interface RelayOptions {
   heartbeatTimeoutMs?: number;
   /** Most sessions this relay holds at once, so several relays share the load. Default 10 000 (bench section 5). */
   maxSessions?: number;
-  /** How long a session's connection list is reused for fan-out. Default 1000; 0 reads it per message. */
+  /**
+   * Backstop: a session's connection list is read again before an event at most this often when
+   * no join nudge came (fan-out.ts). Default 30 000; 0 reads it before every event.
+   */
   connectionCacheMs?: number;
   /**
    * Default 30 000. A prompt `processing` this long while the agent sits idle and never answered
@@ -120,7 +123,8 @@ interface Watch {
   control: Promise<void>;
   /** A finalized message could not be recorded from the stream: catch up at the next idle boundary. */
   gaps: boolean;
-  connections: { at: number; list: ClientConnection[] } | null;
+  /** The session's clients: a joiner is caught up with the turn in progress before its first frame (fan-out.ts). */
+  fanOut: SessionFanOut;
   /** When the current turn's busy state was first seen: only prompts sent before it belong to it. */
   busySince: Date | null;
   /** Last stranded-prompt check (epoch ms). */
@@ -416,6 +420,8 @@ export class StreamingRelay {
     this.counters.nudges++;
     const watch = this.watches.get(sessionId);
     if (watch) {
+      // A client may have joined (send-init nudges once a connection is ready): catch it up now.
+      void watch.fanOut.joined().catch((err: unknown) => this.deps.logger.warn("relay fan-out catch-up failed", { sessionId, error: errorForLog(err) }));
       await this.inControl(watch, () => this.revalidate(watch, { strandedCheck: true }));
       return;
     }
@@ -600,9 +606,9 @@ export class StreamingRelay {
       handler: {
         onConnected: (snapshot) => {
           this.streamLoss.streamConnected(sessionId);
-          return this.guarded(watch, () => this.connected(watch, snapshot));
+          return this.guarded(watch, () => watch.fanOut.exclusive(() => this.connected(watch, snapshot)));
         },
-        onEvent: (event) => this.guarded(watch, () => this.event(watch, event)),
+        onEvent: (event) => this.guarded(watch, () => watch.fanOut.exclusive(() => this.event(watch, event))),
         onDisconnected: ({ reason, error, retryInMs }) => {
           this.deps.logger.info("relay stream lost: reconnecting", { sessionId, reason, retryInMs, ...(error ? { error: errorForLog(error) } : {}) });
           // Issue 25 §5: the sandbox may be dead; a flow with provider bindings finds out (stream-loss.ts).
@@ -617,16 +623,18 @@ export class StreamingRelay {
         },
       },
     });
+    const translator = new EventTranslator({ sessionId, agentSessionId: target.agentSessionId });
+    const fanOut = new SessionFanOut(this.deps, sessionId, { cacheMs: this.options.connectionCacheMs, openFrames: () => translator.openFrames() });
     const watch: Watch = {
       sessionId,
       claim,
       target,
       endpoint,
-      translator: new EventTranslator({ sessionId, agentSessionId: target.agentSessionId }),
+      translator,
       stream,
       control: Promise.resolve(),
       gaps: false,
-      connections: null,
+      fanOut,
       busySince: null,
       strandedCheckedAt: this.deps.now().getTime(),
       turn: { sessionId, endpoint, agentSessionId: target.agentSessionId, asked: new Set(), failover: null, resentAfterAbort: null },
@@ -669,6 +677,7 @@ export class StreamingRelay {
 
   private async connected(watch: Watch, snapshot: StreamSnapshot): Promise<void> {
     try {
+      await watch.fanOut.sync();
       await this.caughtUp(watch, snapshot);
     } finally {
       watch.settleLive();
@@ -692,6 +701,7 @@ export class StreamingRelay {
   }
 
   private async event(watch: Watch, event: AgentEvent): Promise<void> {
+    await watch.fanOut.sync();
     await this.perform(watch, watch.translator.apply(event));
   }
 
@@ -761,7 +771,7 @@ export class StreamingRelay {
   }
 
   private async fanOut(watch: Watch, message: { type: string } & Record<string, unknown>): Promise<void> {
-    await broadcast(this.fanOutDeps(watch), watch.sessionId, message);
+    await watch.fanOut.send(message);
     this.counters.clientMessages++;
   }
 
@@ -849,25 +859,5 @@ export class StreamingRelay {
     if (this.watches.get(watch.sessionId) === watch) this.watches.delete(watch.sessionId);
     await watch.stream.close();
     if (options.release) await this.release(watch.claim);
-  }
-
-  /** `broadcast` with the session's connection list reused for `connectionCacheMs`. */
-  private fanOutDeps(watch: Watch): BroadcastDeps {
-    const cacheMs = this.options.connectionCacheMs ?? 1_000;
-    const registry = this.deps.connections;
-    if (cacheMs <= 0) return { connections: registry, push: this.deps.push, logger: this.deps.logger, now: this.deps.now };
-    const cached: Pick<ConnectionRegistry, "list" | "remove"> = {
-      list: async (sessionId) => {
-        const at = this.deps.now().getTime();
-        if (!watch.connections || at - watch.connections.at > cacheMs) watch.connections = { at, list: await registry.list(sessionId) };
-        return watch.connections.list;
-      },
-      remove: async (sessionId, connectionId) => {
-        watch.connections = null;
-        await registry.remove(sessionId, connectionId);
-      },
-    };
-    // Everything else the registry does is inherited unchanged.
-    return { connections: Object.assign(Object.create(registry) as ConnectionRegistry, cached), push: this.deps.push, logger: this.deps.logger, now: this.deps.now };
   }
 }

@@ -120,6 +120,10 @@ describe("planReply", () => {
     });
     expect(planReply([{ role: "user", content: "hi<system-reminder>be nice</system-reminder>" }])).toEqual({ kind: "text", text: "echo: hi" });
   });
+
+  it("`pause <N>s` answers with the echo, paused halfway for N seconds", () => {
+    expect(planReply([{ role: "user", content: "join pause 2.5s now" }])).toEqual({ kind: "text", text: "echo: join pause 2.5s now", pauseMs: 2500 });
+  });
 });
 
 describe("planReply: `$ <command>` lines", () => {

@@ -209,6 +209,19 @@ describe("EventTranslator.reconnected (catch-up)", () => {
     expect(done.transition).toBe("idle");
   });
 
+  it("openFrames: what a client joining now has not seen of the open message (its text so far), changing nothing; none once the turn ended", () => {
+    const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
+    translator.reconnected({ busy: true, messages: [...history.slice(0, 3), stored("msg_a2", "assistant", "echo: se", 2100)] });
+    translator.apply({ type: "message.part.delta", properties: { sessionID: AGENT_SESSION, messageID: "msg_a2", partID: "prt_msg_a2", field: "text", delta: "co" } });
+    const frames = [{ type: "message.create", messageId: "msg_a2", role: "assistant" }, delta("msg_a2", "prt_msg_a2", "echo: seco")];
+    expect(translator.openFrames()).toEqual(frames);
+    expect(translator.openFrames()).toEqual(frames);
+    const next = translator.apply({ type: "message.part.delta", properties: { sessionID: AGENT_SESSION, messageID: "msg_a2", partID: "prt_msg_a2", field: "text", delta: "nd" } });
+    expect(next.client).toEqual([delta("msg_a2", "prt_msg_a2", "nd")]);
+    translator.apply(idle());
+    expect(translator.openFrames()).toEqual([]);
+  });
+
   it("a reconnect after the turn ended unseen: the missing text, the finalize, and the idle transition", () => {
     const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
     translator.reconnected({ busy: true, messages: [...history.slice(0, 3), stored("msg_a2", "assistant", "echo: se", 2100)] });
