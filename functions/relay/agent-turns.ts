@@ -47,6 +47,8 @@ export interface TurnWatch {
   /** The last prompt sent again after an abort, until its turn ended once: see `resendInterrupted`. */
   /** `resends`: how often the failover was sent again after its turn was cut short (at most MAX_RESENDS_AFTER_ABORT). */
   resentAfterAbort: { promptId: string; model: string; resends: number } | null;
+  /** How often the prompt in flight was answered again after an empty answer (./empty-turns.ts). */
+  answeredAgain: { promptId: string; times: number } | null;
 }
 
 export interface Failover {

@@ -494,7 +494,10 @@ export class EventTranslator {
         });
       }
     }
-    const createdAt = new Date(m.createdAt).toISOString();
+    const previous = this.recorded.get(m.id);
+    // A user message sent again under its own id (relay/empty-turns.ts) gets a new creation time
+    // from OpenCode: it keeps its first one, so the transcript holds it once, in its place.
+    const createdAt = m.role === "user" && previous ? (JSON.parse(previous) as TranscriptMessage).createdAt : new Date(m.createdAt).toISOString();
     const record: TranscriptMessage = {
       sessionId: this.ids.sessionId,
       messageId: m.id,

@@ -42,6 +42,7 @@ import type { TranscriptStore } from "../ports/transcript";
 import { OpenCodeMessageReader, type AgentMessage, type AgentMessageSource } from "./agent-messages";
 import { EventTranslator, type RelayClientMessage, type Translation } from "./event-translator";
 import { onPendingPermissions, onPermissionsAsked, onPermissionsReplied, onRetry, resendInterrupted, settleFailedTurn, withAuthors, type TurnWatch } from "./agent-turns";
+import { answerEmptyTurnAgain } from "./empty-turns";
 import { SessionFanOut } from "./fan-out";
 import { SessionStream, type StreamSnapshot } from "./session-stream";
 import { StreamLossReporter } from "./stream-loss";
@@ -637,7 +638,7 @@ export class StreamingRelay {
       fanOut,
       busySince: null,
       strandedCheckedAt: this.deps.now().getTime(),
-      turn: { sessionId, endpoint, agentSessionId: target.agentSessionId, asked: new Set(), failover: null, resentAfterAbort: null },
+      turn: { sessionId, endpoint, agentSessionId: target.agentSessionId, asked: new Set(), failover: null, resentAfterAbort: null, answeredAgain: null },
       live: Promise.resolve(),
       settleLive: () => undefined,
     };
@@ -793,6 +794,8 @@ export class StreamingRelay {
     // turn goes on: no completion, no idle check).
     let failure = null;
     if (outcome && (await resendInterrupted(this.deps, watch.turn, outcome))) return;
+    // An empty answer to the prompt just sent (OpenCode's early idle): asked again, the turn goes on (empty-turns.ts).
+    if (outcome && (await answerEmptyTurnAgain(this.deps, watch.turn, outcome, this.agentMessages))) return;
     if (outcome && outcome.reason !== "end_turn") {
       failure = await settleFailedTurn(this.deps, watch.turn, outcome, (m) => this.fanOut(watch, m));
       if (failure === null) return;

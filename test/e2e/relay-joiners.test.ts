@@ -4,11 +4,18 @@
  * - a client that joins mid-answer, right after a frame went out (the relay's connection list just
  *   read), misses nothing: it gets the answer so far, then every delta, and has the full text
  *   before `message.finalize` (`pause <N>s` holds the model's stream halfway, so the join falls
- *   between two deltas of one message, deterministically).
+ *   between two deltas of one message, deterministically);
+ * - an empty answer to a prompt just sent (OpenCode 1.18.33 ends a turn at once when the prompt
+ *   lands as its loop winds down: seen only under load, so the development model's
+ *   `answer empty once` produces the same empty answer deterministically) is asked for again:
+ *   the client gets the answer, the prompt completes, and neither OpenCode's history nor the
+ *   transcript holds the user message twice.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { agentEndpoint } from "../../functions/agent/agent-endpoint";
+import { OpenCodeMessageReader } from "../../functions/relay/agent-messages";
 import type { LocalRuntime } from "../../infra/local/runtime";
-import { startRuntimeForTest, type ApiClient } from "../support/local-runtime";
+import { startRuntimeForTest, waitFor, type ApiClient } from "../support/local-runtime";
 import { runtimeDiagnostics } from "../support/runtime-diagnostics";
 import { TestWsClient, type ServerMessage } from "../support/ws-client";
 
@@ -74,5 +81,33 @@ describe("a client joining mid-answer (issue 25)", () => {
     expect(streamedText(late.received, messageId)).toEqual({ created: true, text: `echo: ${content}` });
     // The first client saw it once, in order.
     expect(streamedText(client.received, messageId)).toEqual({ created: true, text: `echo: ${content}` });
+  }, 150_000);
+});
+
+describe("an empty answer to a prompt just sent (issue 25)", () => {
+  it("is asked for again: the answer reaches the client, the prompt completes, the user message is stored once", async () => {
+    const { id, client } = await running();
+    const content = "tell me answer empty once";
+    const from = client.received.length;
+    client.send({ type: "prompt", content });
+    const empty = await client.waitFor((m) => m.type === "message.finalize" && client.received.indexOf(m) >= from, 60_000, "the empty answer");
+    expect(empty).toMatchObject({ text: "", reason: "end_turn" });
+    await client.waitFor((m) => m.type === "message.finalize" && m.text === `echo: ${content}`, 60_000, "the answer asked for again");
+    await waitFor("the prompt completed", async () => (await runtime.deps.prompts.list(id)).map((p) => p.status).join() === "completed", 30_000);
+    // OpenCode's history: the user message once, with one text part, answered once.
+    const s = await runtime.deps.sessions.getSession(id);
+    const endpoint = await agentEndpoint(runtime.flowDeps.sandboxKeys, id, String(s?.openCodeUrl));
+    const stored = await new OpenCodeMessageReader().listMessages(endpoint, String(s?.codingAgentSessionId));
+    const users = stored.filter((m) => m.info.role === "user");
+    expect(users).toHaveLength(1);
+    expect(users[0]?.parts.filter((p) => p.type === "text").map((p) => p.text)).toEqual([content]);
+    expect(stored.filter((m) => m.info.role === "assistant").map((m) => m.parts.filter((p) => p.type === "text").map((p) => p.text).join(""))).toEqual([`echo: ${content}`]);
+    // The transcript: the user message once.
+    const items = ((await api.request("GET", `/v1/sessions/${id}/messages`)).body as { items: { role: string; text: string }[] }).items;
+    expect(items.filter((m) => m.role === "user").map((m) => m.text)).toEqual([content]);
+    expect(items.filter((m) => m.role === "assistant").map((m) => m.text)).toContain(`echo: ${content}`);
+    // The queue moves on.
+    client.send({ type: "prompt", content: "and then?" });
+    await client.waitFor((m) => m.type === "message.finalize" && m.text === "echo: and then?", 60_000, "the next answer");
   }, 150_000);
 });

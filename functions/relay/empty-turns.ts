@@ -1,0 +1,78 @@
+/**
+ * An empty answer to a prompt we just sent is asked for again (issue 25 leftovers).
+ *
+ * OpenCode 1.18.33 reports a session idle a moment before its loop has ended; a prompt that lands
+ * in that moment (seen on a loaded 2-core machine, never on an idle one: 0 of 8 prompts sent 0 to
+ * 100 ms after the idle event, with and without an abort before it) is answered at once with
+ * nothing: an assistant message with no text, no tool call and no error. The relay sees that turn
+ * end (its `TurnOutcome` is `end_turn` and `empty`) and, when the newest message is such an answer
+ * to the user message of the prompt in `processing`, asks the agent for that answer again
+ * (`AgentClient.answerAgain`: the empty answer is reverted and the user message sent again under
+ * its own ids, so the agent's history and the transcript keep one copy of it). The prompt stays
+ * `processing` until that turn ends. At most MAX_ANSWERS_AGAIN times per prompt: a model that
+ * really answers nothing is left to do so.
+ *
+ * The check costs nothing on an ordinary turn: one prompt listing and one message listing only
+ * at the end of an empty one.
+ */
+import type { Logger } from "@aws-lambda-powertools/logger";
+import { errorForLog } from "../observability/logger";
+import type { AgentClient, AgentEndpoint } from "../ports/agent-client";
+import type { PromptQueue } from "../ports/session-items";
+import type { AgentMessage, AgentMessageSource } from "./agent-messages";
+import type { TurnOutcome } from "./event-translator";
+
+export const MAX_ANSWERS_AGAIN = 2;
+
+export interface EmptyTurnDeps {
+  prompts: Pick<PromptQueue, "list">;
+  agent: Pick<AgentClient, "answerAgain">;
+  logger: Logger;
+}
+
+/** What a watch remembers: how often the prompt in flight was answered again. */
+export interface EmptyTurnWatch {
+  sessionId: string;
+  endpoint: AgentEndpoint;
+  agentSessionId: string;
+  answeredAgain: { promptId: string; times: number } | null;
+}
+
+function said(message: AgentMessage): boolean {
+  return message.parts.some((p) => (p.type === "text" && (p.text ?? "").trim() !== "") || p.type === "tool");
+}
+
+/** True when the prompt's turn was sent to the agent again (the turn goes on: no completion). */
+export async function answerEmptyTurnAgain(deps: EmptyTurnDeps, watch: EmptyTurnWatch, outcome: TurnOutcome, messages: AgentMessageSource): Promise<boolean> {
+  const answerAgain = deps.agent.answerAgain?.bind(deps.agent);
+  if (!answerAgain || outcome.reason !== "end_turn" || !outcome.empty) return false;
+  const prompt = (await deps.prompts.list(watch.sessionId, "processing"))[0];
+  if (!prompt) return false;
+  const times = watch.answeredAgain?.promptId === prompt.promptId ? watch.answeredAgain.times : 0;
+  if (times >= MAX_ANSWERS_AGAIN) {
+    deps.logger.warn("empty answer: asked again as often as allowed; leaving it", { sessionId: watch.sessionId, promptId: prompt.promptId, times });
+    return false;
+  }
+  let stored: AgentMessage[];
+  try {
+    stored = await messages.listMessages(watch.endpoint, watch.agentSessionId);
+  } catch (err) {
+    deps.logger.warn("empty answer: the agent's messages could not be read", { sessionId: watch.sessionId, error: errorForLog(err) });
+    return false;
+  }
+  const answer = stored.at(-1);
+  if (!answer || answer.info.role !== "assistant" || answer.info.error !== undefined || answer.info.time.completed === undefined || said(answer)) return false;
+  const user = stored.find((m) => m.info.id === answer.info.parentID && m.info.role === "user");
+  const part = user?.parts.find((p) => p.type === "text" && p.text === prompt.content);
+  if (!user || !part) return false;
+  const model = answer.info.providerID && answer.info.modelID ? `${answer.info.providerID}/${answer.info.modelID}` : undefined;
+  try {
+    await answerAgain(watch.endpoint, watch.agentSessionId, { answerId: answer.info.id, userMessageId: user.info.id, partId: part.id, text: prompt.content, ...(model ? { model } : {}) });
+  } catch (err) {
+    deps.logger.warn("empty answer: could not ask again", { sessionId: watch.sessionId, promptId: prompt.promptId, error: errorForLog(err) });
+    return false;
+  }
+  watch.answeredAgain = { promptId: prompt.promptId, times: times + 1 };
+  deps.logger.warn("empty answer to a prompt just sent: asked again", { sessionId: watch.sessionId, promptId: prompt.promptId, answerId: answer.info.id, times: times + 1 });
+  return true;
+}
