@@ -250,7 +250,8 @@ export class OpenCodeAgentClient implements AgentClient {
   }
 
   /**
-   * OpenCode 1.18.33 (measured against the binary, test/e2e/relay-joiners.test.ts): sending a
+   * OpenCode 1.18.33 (measured against the binary; test/adapter/opencode-agent-client.test.ts
+   * "answerAgain", test/e2e/relay-joiners.test.ts): sending a
    * user message again with its own `messageID` while its answer stands appends a second copy of
    * the text part and starts no new answer. `POST /session/{id}/revert {messageID: answer}` first
    * stages the answer (and everything after it) for removal; the next prompt removes it, and the

@@ -149,6 +149,27 @@ describe("OpenCodeAgentClient against real OpenCode", () => {
     expect(mine.indexOf(idle.event)).toBeGreaterThan(mine.findLastIndex((e) => e.type === "message.part.delta"));
   }, TIMEOUT);
 
+  it("answerAgain replaces an answer: the user message is kept once (one part, same ids), answered anew", async () => {
+    const sessionId = await client.ensureSession(endpoint);
+    const from = log.received.length;
+    await client.promptAsync(endpoint, sessionId, "answer me twice");
+    await log.waitFor(is("session.idle", sessionId), 60_000, from);
+    const reader = new OpenCodeMessageReader();
+    const [user, answer] = await reader.listMessages(endpoint, sessionId);
+    const part = user?.parts.find((p) => p.type === "text");
+    if (!user || !answer || !part) throw new Error("the first turn is not stored");
+    const again = log.received.length;
+    await client.answerAgain(endpoint, sessionId, { answerId: answer.info.id, userMessageId: user.info.id, partId: part.id, text: "answer me twice" });
+    await log.waitFor(is("session.idle", sessionId), 60_000, again);
+    const after = await reader.listMessages(endpoint, sessionId);
+    expect(after.map((m) => [m.info.role, m.info.id === user.info.id || m.info.id === answer.info.id])).toEqual([
+      ["user", true],
+      ["assistant", false],
+    ]);
+    expect(after[0]?.parts.map((p) => [p.id, p.text])).toEqual([[part.id, "answer me twice"]]);
+    expect(after[1]?.parts.filter((p) => p.type === "text").map((p) => p.text)).toEqual(["echo: answer me twice"]);
+  }, TIMEOUT);
+
   it("isBusy is true during a `sleep 3s` turn and false after it", async () => {
     const sessionId = await client.ensureSession(endpoint);
     expect(await client.isBusy(endpoint, sessionId)).toBe(false);

@@ -209,6 +209,16 @@ describe("EventTranslator.reconnected (catch-up)", () => {
     expect(done.transition).toBe("idle");
   });
 
+  it("a user message sent again under its own id (an empty answer asked for again) keeps its first creation time: one transcript item", () => {
+    const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
+    const user = (created: number): AgentEvent => ({ type: "message.updated", properties: { info: { id: "msg_u9", sessionID: AGENT_SESSION, role: "user", time: { created } } } });
+    const part: AgentEvent = { type: "message.part.updated", properties: { part: { id: "prt_u9", messageID: "msg_u9", sessionID: AGENT_SESSION, type: "text", text: "again" } } };
+    const first = [translator.apply(part), translator.apply(user(1000))].flatMap((t) => t.finalized);
+    expect(first.map((r) => [r.messageId, r.createdAt])).toEqual([["msg_u9", new Date(1000).toISOString()]]);
+    const again = [translator.apply(user(9000)), translator.apply(part)].flatMap((t) => t.finalized);
+    expect(again).toEqual([]);
+  });
+
   it("openFrames: what a client joining now has not seen of the open message (its text so far), changing nothing; none once the turn ended", () => {
     const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
     translator.reconnected({ busy: true, messages: [...history.slice(0, 3), stored("msg_a2", "assistant", "echo: se", 2100)] });
