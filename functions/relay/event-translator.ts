@@ -161,6 +161,8 @@ function emptyOut(): Out {
 
 /** How many finalized message ids are remembered to ignore late updates. */
 const DONE_MEMORY = 1000;
+/** How many messages cut short by an idle boundary may still be reopened. */
+const CUT_SHORT_MEMORY = 20;
 
 export class EventTranslator {
   /** The last status the agent reported; null until the first `session.status` or connect. */
@@ -183,6 +185,13 @@ export class EventTranslator {
   private turnOutput = false;
   /** The model of the turn's last assistant message. */
   private turnModel: string | null = null;
+  /**
+   * Assistant messages an idle boundary finalized before they completed (OpenCode 1.18.33 can
+   * report idle a moment before its loop ends): new content for one reopens it, so its answer
+   * still reaches clients (`message.create` again with the text so far, then its deltas and a
+   * second `message.finalize` with the full text, both idempotent by id) and the transcript.
+   */
+  private readonly cutShort = new Map<string, MessageState>();
 
   constructor(private readonly ids: { sessionId: string; agentSessionId: string }) {}
 
@@ -337,8 +346,24 @@ export class EventTranslator {
     } else if (type === "idle") {
       this.statusBusy = false;
       // The turn is over: whatever is still open ends here, with the text seen so far.
-      for (const id of this.openMessages()) this.finalize(this.message(id), out);
+      for (const id of this.openMessages()) {
+        const m = this.message(id);
+        this.finalize(m, out);
+        if (m.completedAt === null) this.cutShort.set(id, m);
+      }
+      while (this.cutShort.size > CUT_SHORT_MEMORY) this.cutShort.delete(this.cutShort.keys().next().value as string);
     }
+  }
+
+  /** A message an idle boundary cut short gets content: open again, to be announced again (see `cutShort`). */
+  private reopen(id: string): boolean {
+    const m = this.cutShort.get(id);
+    if (!m) return false;
+    this.cutShort.delete(id);
+    this.done.delete(id);
+    m.announced = false;
+    this.messages.set(id, m);
+    return true;
   }
 
   private message(id: string): MessageState {
@@ -372,11 +397,14 @@ export class EventTranslator {
   }
 
   private partUpdated(part: z.infer<typeof PartUpdatedProps>["part"], out: Out): void {
-    if (this.done.has(part.messageID)) return;
+    const cut = this.cutShort.get(part.messageID);
+    const more = (part.type === "tool" && cut?.parts.get(part.id)?.status !== part.state?.status) || (part.type === "text" && !part.synthetic && !part.ignored && (part.text ?? "").length > (cut?.parts.get(part.id)?.text.length ?? 0));
+    if (this.done.has(part.messageID) && !(more && this.reopen(part.messageID))) return;
     const m = this.message(part.messageID);
     if (part.type === "text") {
       this.setText(m, part.id, part.text ?? "", part.synthetic === true || part.ignored === true, out);
       if (m.role === "user") this.record(m, out);
+      else if (m.role === "assistant" && !m.announced && textOf(m) !== "") this.announce(m, out);
     } else if (part.type === "tool") {
       const status = ToolStatusSchema.safeParse(part.state?.status);
       if (!status.success) return;
@@ -391,7 +419,8 @@ export class EventTranslator {
   }
 
   private textDelta(messageId: string, partId: string, delta: string, out: Out): void {
-    if (this.done.has(messageId) || delta === "") return;
+    if (delta === "") return;
+    if (this.done.has(messageId) && !((this.cutShort.get(messageId)?.parts.get(partId)?.type ?? "text") === "text" && this.reopen(messageId))) return;
     const m = this.message(messageId);
     const known = m.parts.get(partId);
     // Reasoning parts stream deltas on the same field: only text parts are the answer.

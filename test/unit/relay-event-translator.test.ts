@@ -219,6 +219,33 @@ describe("EventTranslator.reconnected (catch-up)", () => {
     expect(again).toEqual([]);
   });
 
+  it("an answer an early idle cut short is reopened by its content: clients and the transcript get its full text", () => {
+    const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
+    const status = (type: string): AgentEvent => ({ type: "session.status", properties: { sessionID: AGENT_SESSION, status: { type } } });
+    const info = (completed?: number): AgentEvent => ({
+      type: "message.updated",
+      properties: { info: { id: "msg_a9", sessionID: AGENT_SESSION, role: "assistant", time: { created: 3000, ...(completed ? { completed } : {}) } } },
+    });
+    const textDelta = (d: string): AgentEvent => ({ type: "message.part.delta", properties: { sessionID: AGENT_SESSION, messageID: "msg_a9", partID: "prt_a9", field: "text", delta: d } });
+    translator.apply(status("busy"));
+    expect(translator.apply(info()).client).toEqual([{ type: "message.create", messageId: "msg_a9", role: "assistant" }]);
+    // OpenCode says idle before the answer streamed: the open message ends empty.
+    const early = translator.apply(status("idle"));
+    expect(early.client).toEqual([{ type: "message.finalize", messageId: "msg_a9", text: "", reason: "end_turn" }]);
+    expect(early.transition).toBe("idle");
+    // Its answer comes after all.
+    const resumed = translator.apply(textDelta("echo: "));
+    expect(resumed.client).toEqual([{ type: "message.create", messageId: "msg_a9", role: "assistant" }, delta("msg_a9", "prt_a9", "echo: ")]);
+    expect(resumed.transition).toBe("busy");
+    expect(translator.apply(textDelta("late")).client).toEqual([delta("msg_a9", "prt_a9", "late")]);
+    const done = translator.apply(info(3500));
+    expect(done.client).toEqual([{ type: "message.finalize", messageId: "msg_a9", text: "echo: late", reason: "end_turn" }]);
+    expect(done.finalized.map((r) => r.text)).toEqual(["echo: late"]);
+    expect(done.transition).toBe("idle");
+    // A completed message is not reopened by a late update.
+    expect(translator.apply(textDelta("!")).client).toEqual([]);
+  });
+
   it("openFrames: what a client joining now has not seen of the open message (its text so far), changing nothing; none once the turn ended", () => {
     const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
     translator.reconnected({ busy: true, messages: [...history.slice(0, 3), stored("msg_a2", "assistant", "echo: se", 2100)] });
