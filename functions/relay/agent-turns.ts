@@ -23,6 +23,7 @@ import type { SessionStore } from "../ports/session-store";
 import type { TranscriptMessage, TranscriptStore } from "../ports/transcript";
 import { authorOf } from "../services/submit-prompt";
 import { FAILOVER_CODES, type AgentError } from "./agent-errors";
+import type { EmptyTurnWatch } from "./empty-turns";
 import type { TurnOutcome } from "./event-translator";
 import { permissionAskOf, type PermissionAsk } from "./permission-asks";
 
@@ -49,6 +50,7 @@ export interface TurnWatch {
   resentAfterAbort: { promptId: string; model: string; resends: number } | null;
   /** How often the prompt in flight was answered again after an empty answer (./empty-turns.ts). */
   answeredAgain: { promptId: string; times: number } | null;
+  pendingAnswer: EmptyTurnWatch["pendingAnswer"];
 }
 
 export interface Failover {

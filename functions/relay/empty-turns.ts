@@ -12,17 +12,26 @@
  * `processing` until that turn ends. At most MAX_ANSWERS_AGAIN times per prompt: a model that
  * really answers nothing is left to do so.
  *
+ * In that moment OpenCode still counts the session busy and refuses the revert (HTTP 409
+ * `SessionBusyError`, test/adapter/opencode-agent-client.test.ts): the request is then kept and
+ * made again after each of the session's next events (the loop's last updates, at worst OpenCode's
+ * periodic `server.heartbeat`), at most MAX_BUSY_RETRIES times; a turn that starts meanwhile
+ * drops it (that turn's end decides). Given up, the prompt completes with the empty answer.
+ *
  * The check costs nothing on an ordinary turn: one prompt listing and one message listing only
  * at the end of an empty one.
  */
 import type { Logger } from "@aws-lambda-powertools/logger";
 import { errorForLog } from "../observability/logger";
-import type { AgentClient, AgentEndpoint } from "../ports/agent-client";
+import { AgentUnavailableError } from "../domain/errors";
+import type { AgentClient, AgentEndpoint, AnswerAgain } from "../ports/agent-client";
 import type { PromptQueue } from "../ports/session-items";
 import type { AgentMessage, AgentMessageSource } from "./agent-messages";
 import type { TurnOutcome } from "./event-translator";
 
 export const MAX_ANSWERS_AGAIN = 2;
+/** Events after which a request OpenCode refused as busy is made again, before giving up. */
+export const MAX_BUSY_RETRIES = 10;
 
 export interface EmptyTurnDeps {
   prompts: Pick<PromptQueue, "list">;
@@ -36,6 +45,13 @@ export interface EmptyTurnWatch {
   endpoint: AgentEndpoint;
   agentSessionId: string;
   answeredAgain: { promptId: string; times: number } | null;
+  /** A request OpenCode refused as busy (its loop still ending), made again after the next events. */
+  pendingAnswer: { promptId: string; again: AnswerAgain; tries: number } | null;
+}
+
+/** OpenCode refuses to revert a session whose loop runs: HTTP 409 (`SessionBusyError`). */
+function refusedAsBusy(err: unknown): boolean {
+  return err instanceof AgentUnavailableError && err.context?.httpStatus === 409;
 }
 
 function said(message: AgentMessage): boolean {
@@ -66,13 +82,43 @@ export async function answerEmptyTurnAgain(deps: EmptyTurnDeps, watch: EmptyTurn
   const part = user?.parts.find((p) => p.type === "text" && p.text === prompt.content);
   if (!user || !part) return false;
   const model = answer.info.providerID && answer.info.modelID ? `${answer.info.providerID}/${answer.info.modelID}` : undefined;
+  const again: AnswerAgain = { answerId: answer.info.id, userMessageId: user.info.id, partId: part.id, text: prompt.content, ...(model ? { model } : {}) };
   try {
-    await answerAgain(watch.endpoint, watch.agentSessionId, { answerId: answer.info.id, userMessageId: user.info.id, partId: part.id, text: prompt.content, ...(model ? { model } : {}) });
+    await answerAgain(watch.endpoint, watch.agentSessionId, again);
   } catch (err) {
+    if (refusedAsBusy(err)) {
+      watch.pendingAnswer = { promptId: prompt.promptId, again, tries: 0 };
+      deps.logger.info("empty answer: OpenCode's loop is still ending; asking again after its next event", { sessionId: watch.sessionId, promptId: prompt.promptId });
+      return true;
+    }
     deps.logger.warn("empty answer: could not ask again", { sessionId: watch.sessionId, promptId: prompt.promptId, error: errorForLog(err) });
     return false;
   }
   watch.answeredAgain = { promptId: prompt.promptId, times: times + 1 };
   deps.logger.warn("empty answer to a prompt just sent: asked again", { sessionId: watch.sessionId, promptId: prompt.promptId, answerId: answer.info.id, times: times + 1 });
   return true;
+}
+
+/**
+ * After each event while a request waits (`pendingAnswer`, the agent idle): made again. `asked`:
+ * the new answer is on its way; `waiting`: refused as busy again; `gave_up`: the prompt's turn is
+ * over with its empty answer (the caller completes it); `none`: nothing waited.
+ */
+export async function retryPendingAnswer(deps: EmptyTurnDeps, watch: EmptyTurnWatch): Promise<"none" | "asked" | "waiting" | "gave_up"> {
+  const pending = watch.pendingAnswer;
+  const answerAgain = deps.agent.answerAgain?.bind(deps.agent);
+  if (!pending || !answerAgain) return "none";
+  try {
+    await answerAgain(watch.endpoint, watch.agentSessionId, pending.again);
+  } catch (err) {
+    if (refusedAsBusy(err) && ++pending.tries < MAX_BUSY_RETRIES) return "waiting";
+    watch.pendingAnswer = null;
+    deps.logger.warn("empty answer: could not ask again; the prompt keeps its empty answer", { sessionId: watch.sessionId, promptId: pending.promptId, tries: pending.tries, error: errorForLog(err) });
+    return "gave_up";
+  }
+  watch.pendingAnswer = null;
+  const times = (watch.answeredAgain?.promptId === pending.promptId ? watch.answeredAgain.times : 0) + 1;
+  watch.answeredAgain = { promptId: pending.promptId, times };
+  deps.logger.warn("empty answer to a prompt just sent: asked again once OpenCode's loop ended", { sessionId: watch.sessionId, promptId: pending.promptId, times });
+  return "asked";
 }

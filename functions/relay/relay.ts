@@ -42,7 +42,7 @@ import type { TranscriptStore } from "../ports/transcript";
 import { OpenCodeMessageReader, type AgentMessage, type AgentMessageSource } from "./agent-messages";
 import { EventTranslator, type RelayClientMessage, type Translation } from "./event-translator";
 import { onPendingPermissions, onPermissionsAsked, onPermissionsReplied, onRetry, resendInterrupted, settleFailedTurn, withAuthors, type TurnWatch } from "./agent-turns";
-import { answerEmptyTurnAgain } from "./empty-turns";
+import { answerEmptyTurnAgain, retryPendingAnswer } from "./empty-turns";
 import { SessionFanOut } from "./fan-out";
 import { SessionStream, type StreamSnapshot } from "./session-stream";
 import { StreamLossReporter } from "./stream-loss";
@@ -638,7 +638,7 @@ export class StreamingRelay {
       fanOut,
       busySince: null,
       strandedCheckedAt: this.deps.now().getTime(),
-      turn: { sessionId, endpoint, agentSessionId: target.agentSessionId, asked: new Set(), failover: null, resentAfterAbort: null, answeredAgain: null },
+      turn: { sessionId, endpoint, agentSessionId: target.agentSessionId, asked: new Set(), failover: null, resentAfterAbort: null, answeredAgain: null, pendingAnswer: null },
       live: Promise.resolve(),
       settleLive: () => undefined,
     };
@@ -704,6 +704,10 @@ export class StreamingRelay {
   private async event(watch: Watch, event: AgentEvent): Promise<void> {
     await watch.fanOut.sync();
     await this.perform(watch, watch.translator.apply(event));
+    // An empty answer OpenCode would not replace yet (its loop was still ending): now, maybe (empty-turns.ts).
+    if (watch.turn.pendingAnswer && !watch.translator.busy && (await retryPendingAnswer(this.deps, watch.turn)) === "gave_up") {
+      await completeTurn(this.deps, watch.sessionId, { actor: this.actor });
+    }
   }
 
   /**
@@ -765,6 +769,8 @@ export class StreamingRelay {
       if (failing) await this.perform(watch, watch.translator.failTurn(failing));
     }
     if (t.transition === "busy") {
+      // A turn started: an empty answer still waiting to be asked for again is that turn's to decide.
+      watch.turn.pendingAnswer = null;
       watch.busySince = this.deps.now();
       await this.recordAgentState(watch, true);
     }

@@ -170,6 +170,20 @@ describe("OpenCodeAgentClient against real OpenCode", () => {
     expect(after[1]?.parts.filter((p) => p.type === "text").map((p) => p.text)).toEqual(["echo: answer me twice"]);
   }, TIMEOUT);
 
+  it("answerAgain while a turn runs is refused: HTTP 409 SessionBusyError (relay/empty-turns.ts waits for the loop's end)", async () => {
+    const sessionId = await client.ensureSession(endpoint);
+    const from = log.received.length;
+    await client.promptAsync(endpoint, sessionId, "first");
+    await log.waitFor(is("session.idle", sessionId), 60_000, from);
+    const [user, answer] = await new OpenCodeMessageReader().listMessages(endpoint, sessionId);
+    const busyFrom = log.received.length;
+    await client.promptAsync(endpoint, sessionId, "please sleep 3s");
+    await log.waitFor((e) => e.type === "session.status" && JSON.stringify(e.properties).includes('"busy"') && JSON.stringify(e.properties).includes(sessionId), 60_000, busyFrom);
+    const again = { answerId: String(answer?.info.id), userMessageId: String(user?.info.id), partId: String(user?.parts[0]?.id), text: "first" };
+    await expect(client.answerAgain(endpoint, sessionId, again)).rejects.toMatchObject({ name: "AgentUnavailableError", retryable: false, context: { operation: "revert", httpStatus: 409 } });
+    await log.waitFor(is("session.idle", sessionId), 60_000, busyFrom);
+  }, TIMEOUT);
+
   it("isBusy is true during a `sleep 3s` turn and false after it", async () => {
     const sessionId = await client.ensureSession(endpoint);
     expect(await client.isBusy(endpoint, sessionId)).toBe(false);
