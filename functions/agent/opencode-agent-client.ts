@@ -260,7 +260,8 @@ export class OpenCodeAgentClient implements AgentClient {
    */
   async answerAgain(endpoint: AgentEndpoint, agentSessionId: string, again: AnswerAgain): Promise<void> {
     const { api } = this;
-    api.ok("revert", await api.call("revert", endpoint, (o, { sdk }) => sdk.session.revert({ sessionID: agentSessionId, messageID: again.answerId }, o)));
+    const answerId = again.answerId;
+    if (answerId) api.ok("revert", await api.call("revert", endpoint, (o, { sdk }) => sdk.session.revert({ sessionID: agentSessionId, messageID: answerId }, o)));
     const slash = again.model?.indexOf("/") ?? -1;
     const model = again.model && slash > 0 ? { providerID: again.model.slice(0, slash), modelID: again.model.slice(slash + 1) } : undefined;
     const parts = [{ id: again.partId, type: "text" as const, text: again.text }];

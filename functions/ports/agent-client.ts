@@ -27,7 +27,8 @@ export type PermissionResponse = (typeof PERMISSION_RESPONSES)[number];
 
 /** A user message to answer again, and the empty answer it replaces. */
 export interface AnswerAgain {
-  answerId: string;
+  /** The first (empty) answer after the user message, reverted with everything after it; none: nothing to revert. */
+  answerId?: string;
   userMessageId: string;
   /** The user message's text part, sent again with the same id and text. */
   partId: string;

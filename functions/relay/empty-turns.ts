@@ -5,8 +5,9 @@
  * in that moment (seen on a loaded 2-core machine, never on an idle one: 0 of 8 prompts sent 0 to
  * 100 ms after the idle event, with and without an abort before it) is answered at once with
  * nothing: an assistant message with no text, no tool call and no error. The relay sees that turn
- * end (its `TurnOutcome` is `end_turn` and `empty`) and, when the newest message is such an answer
- * to the user message of the prompt in `processing`, asks the agent for that answer again
+ * end (its `TurnOutcome` is `end_turn` and `empty`) and, when the prompt in `processing` has its
+ * user message stored followed only by such answers (to it, or to an earlier message by the
+ * ending loop) or by none, asks the agent for that answer again
  * (`AgentClient.answerAgain`: the empty answer is reverted and the user message sent again under
  * its own ids, so the agent's history and the transcript keep one copy of it). The prompt stays
  * `processing` until that turn ends. At most MAX_ANSWERS_AGAIN times per prompt: a model that
@@ -76,13 +77,18 @@ export async function answerEmptyTurnAgain(deps: EmptyTurnDeps, watch: EmptyTurn
     deps.logger.warn("empty answer: the agent's messages could not be read", { sessionId: watch.sessionId, error: errorForLog(err) });
     return false;
   }
-  const answer = stored.at(-1);
-  if (!answer || answer.info.role !== "assistant" || answer.info.error !== undefined || answer.info.time.completed === undefined || said(answer)) return false;
-  const user = stored.find((m) => m.info.id === answer.info.parentID && m.info.role === "user");
+  // The prompt's user message (the newest holding its text), followed by nothing but empty,
+  // completed, error-free answers: to it, or to an earlier message by a loop that was ending, or none.
+  const at = stored.findLastIndex((m) => m.info.role === "user" && m.parts.some((p) => p.type === "text" && p.text === prompt.content));
+  const user = stored[at];
   const part = user?.parts.find((p) => p.type === "text" && p.text === prompt.content);
   if (!user || !part) return false;
-  const model = answer.info.providerID && answer.info.modelID ? `${answer.info.providerID}/${answer.info.modelID}` : undefined;
-  const again: AnswerAgain = { answerId: answer.info.id, userMessageId: user.info.id, partId: part.id, text: prompt.content, ...(model ? { model } : {}) };
+  const after = stored.slice(at + 1);
+  if (after.some((m) => m.info.role !== "assistant" || m.info.error !== undefined || m.info.time.completed === undefined || said(m))) return false;
+  const first = after[0];
+  const last = after.at(-1);
+  const model = last?.info.providerID && last.info.modelID ? `${last.info.providerID}/${last.info.modelID}` : undefined;
+  const again: AnswerAgain = { ...(first ? { answerId: first.info.id } : {}), userMessageId: user.info.id, partId: part.id, text: prompt.content, ...(model ? { model } : {}) };
   try {
     await answerAgain(watch.endpoint, watch.agentSessionId, again);
   } catch (err) {
@@ -95,7 +101,7 @@ export async function answerEmptyTurnAgain(deps: EmptyTurnDeps, watch: EmptyTurn
     return false;
   }
   watch.answeredAgain = { promptId: prompt.promptId, times: times + 1 };
-  deps.logger.warn("empty answer to a prompt just sent: asked again", { sessionId: watch.sessionId, promptId: prompt.promptId, answerId: answer.info.id, times: times + 1 });
+  deps.logger.warn("empty answer to a prompt just sent: asked again", { sessionId: watch.sessionId, promptId: prompt.promptId, answerId: first?.info.id ?? null, times: times + 1 });
   return true;
 }
 

@@ -170,6 +170,28 @@ describe("OpenCodeAgentClient against real OpenCode", () => {
     expect(after[1]?.parts.filter((p) => p.type === "text").map((p) => p.text)).toEqual(["echo: answer me twice"]);
   }, TIMEOUT);
 
+  it("answerAgain without an answer to revert: the unanswered user message is answered, still stored once", async () => {
+    const sessionId = await client.ensureSession(endpoint);
+    // A user message nobody answered (`noReply`), as a loop that ended before answering leaves it.
+    const res = await fetch(`${endpoint.url}/session/${sessionId}/prompt_async`, {
+      method: "POST",
+      headers: { authorization: String(endpoint.authorization), "content-type": "application/json" },
+      body: JSON.stringify({ noReply: true, parts: [{ type: "text", text: "left unanswered" }] }),
+    });
+    expect(res.status).toBe(204);
+    const reader = new OpenCodeMessageReader();
+    const [user] = await waitFor(() => reader.listMessages(endpoint, sessionId), { until: (m) => m.length === 1, message: "the user message", timeoutMs: 30_000, intervalMs: 100 });
+    const part = user?.parts.find((p) => p.type === "text");
+    if (!user || !part) throw new Error("the user message is not stored");
+    const from = log.received.length;
+    await client.answerAgain(endpoint, sessionId, { userMessageId: user.info.id, partId: part.id, text: "left unanswered" });
+    await log.waitFor(is("session.idle", sessionId), 60_000, from);
+    const after = await reader.listMessages(endpoint, sessionId);
+    expect(after.map((m) => m.info.role)).toEqual(["user", "assistant"]);
+    expect(after[0]?.parts.map((p) => [p.id, p.text])).toEqual([[part.id, "left unanswered"]]);
+    expect(after[1]?.parts.filter((p) => p.type === "text").map((p) => p.text)).toEqual(["echo: left unanswered"]);
+  }, TIMEOUT);
+
   it("answerAgain while a turn runs is refused: HTTP 409 SessionBusyError (relay/empty-turns.ts waits for the loop's end)", async () => {
     const sessionId = await client.ensureSession(endpoint);
     const from = log.received.length;

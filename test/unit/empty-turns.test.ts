@@ -14,7 +14,7 @@ import type { TurnOutcome } from "../../functions/relay/event-translator";
 
 const busy = () => new AgentUnavailableError("OpenCode revert failed: HTTP 409", { context: { operation: "revert", httpStatus: 409 } });
 
-function harness(options: { refusals?: number; answer?: Partial<AgentMessage["info"]>; answerParts?: AgentMessage["parts"] } = {}) {
+function harness(options: { refusals?: number; answer?: Partial<AgentMessage["info"]>; answerParts?: AgentMessage["parts"]; noAnswer?: boolean } = {}) {
   const prompt: QueuedPrompt = { promptId: "prm_1", sessionId: "ses_1", content: "hello", status: "processing", source: "user:alice", createdAt: "2026-01-01T00:00:00.000Z", updatedAt: "2026-01-01T00:00:00.000Z" };
   const asked: AnswerAgain[] = [];
   let refusals = options.refusals ?? 0;
@@ -22,6 +22,7 @@ function harness(options: { refusals?: number; answer?: Partial<AgentMessage["in
     { info: { id: "msg_u", role: "user", time: { created: 1 } }, parts: [{ id: "prt_u", type: "text", text: "hello" }] },
     { info: { id: "msg_a", role: "assistant", parentID: "msg_u", providerID: "dev", modelID: "echo", time: { created: 2, completed: 3 }, ...options.answer }, parts: options.answerParts ?? [{ id: "prt_s", type: "step-start" }] },
   ];
+  if (options.noAnswer) stored.pop();
   const deps = {
     prompts: { list: () => Promise.resolve([prompt]) },
     agent: {
@@ -51,10 +52,19 @@ describe("answerEmptyTurnAgain", () => {
   it("not for a turn that said something, failed, or whose answer is not the prompt's", async () => {
     expect(await answerEmptyTurnAgain(harness().deps, harness().watch, { ...empty, empty: false }, harness().messages)).toBe(false);
     expect(await answerEmptyTurnAgain(harness().deps, harness().watch, { ...empty, reason: "error" }, harness().messages)).toBe(false);
-    for (const h of [harness({ answer: { error: { name: "APIError" } } }), harness({ answer: { parentID: "msg_other" } }), harness({ answerParts: [{ id: "t", type: "text", text: "hi" }] }), harness({ answer: { time: { created: 2 } } })]) {
+    for (const h of [harness({ answer: { error: { name: "APIError" } } }), harness({ answerParts: [{ id: "t", type: "text", text: "hi" }] }), harness({ answer: { time: { created: 2 } } })]) {
       expect(await answerEmptyTurnAgain(h.deps, h.watch, empty, h.messages)).toBe(false);
       expect(h.asked).toEqual([]);
     }
+  });
+
+  it("the ending loop's empty answer to an earlier message, or no answer at all: the prompt's user message is asked for again", async () => {
+    const other = harness({ answer: { parentID: "msg_earlier" } });
+    expect(await answerEmptyTurnAgain(other.deps, other.watch, empty, other.messages)).toBe(true);
+    expect(other.asked).toEqual([{ answerId: "msg_a", userMessageId: "msg_u", partId: "prt_u", text: "hello", model: "dev/echo" }]);
+    const none = harness({ noAnswer: true });
+    expect(await answerEmptyTurnAgain(none.deps, none.watch, empty, none.messages)).toBe(true);
+    expect(none.asked).toEqual([{ userMessageId: "msg_u", partId: "prt_u", text: "hello" }]);
   });
 
   it("refused as busy (OpenCode's loop still ending): kept, asked again after the next events until accepted", async () => {
