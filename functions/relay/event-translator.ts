@@ -187,17 +187,21 @@ export class EventTranslator {
   private turnModel: string | null = null;
   /**
    * Assistant messages an idle boundary finalized before they completed (OpenCode 1.18.33 can
-   * report idle a moment before its loop ends): new content for one reopens it, so its answer
-   * still reaches clients (`message.create` again with the text so far, then its deltas and a
-   * second `message.finalize` with the full text, both idempotent by id) and the transcript.
+   * report idle a moment before its loop ends): new text for one reopens it, so its answer still
+   * reaches clients (`message.create` again with the text so far, then its deltas and a second
+   * `message.finalize` with the full text, both idempotent by id) and the transcript. The turn
+   * stays over: a reopened message makes no busy/idle transition (its prompt was completed at the
+   * idle boundary, and a prompt sent since is not its).
    */
   private readonly cutShort = new Map<string, MessageState>();
+  private readonly reopened = new Set<string>();
 
   constructor(private readonly ids: { sessionId: string; agentSessionId: string }) {}
 
   /** The derived agent state (see the file comment). */
   get busy(): boolean {
-    return this.statusBusy === true || this.openMessages().length > 0;
+    // A message reopened after its turn ended (`cutShort`) streams, but starts no turn.
+    return this.statusBusy === true || this.openMessages().some((id) => !this.reopened.has(id));
   }
 
   /** Assistant messages announced to clients and not finalized yet. */
@@ -361,6 +365,8 @@ export class EventTranslator {
     if (!m) return false;
     this.cutShort.delete(id);
     this.done.delete(id);
+    this.reopened.add(id);
+    while (this.reopened.size > CUT_SHORT_MEMORY) this.reopened.delete(this.reopened.values().next().value as string);
     m.announced = false;
     this.messages.set(id, m);
     return true;
@@ -398,7 +404,8 @@ export class EventTranslator {
 
   private partUpdated(part: z.infer<typeof PartUpdatedProps>["part"], out: Out): void {
     const cut = this.cutShort.get(part.messageID);
-    const more = (part.type === "tool" && cut?.parts.get(part.id)?.status !== part.state?.status) || (part.type === "text" && !part.synthetic && !part.ignored && (part.text ?? "").length > (cut?.parts.get(part.id)?.text.length ?? 0));
+    // Only text reopens one: after an abort OpenCode still updates the aborted tool call (its status).
+    const more = (part.type === "text" && !part.synthetic && !part.ignored && (part.text ?? "").length > (cut?.parts.get(part.id)?.text.length ?? 0));
     if (this.done.has(part.messageID) && !(more && this.reopen(part.messageID))) return;
     const m = this.message(part.messageID);
     if (part.type === "text") {

@@ -236,12 +236,13 @@ describe("EventTranslator.reconnected (catch-up)", () => {
     // Its answer comes after all.
     const resumed = translator.apply(textDelta("echo: "));
     expect(resumed.client).toEqual([{ type: "message.create", messageId: "msg_a9", role: "assistant" }, delta("msg_a9", "prt_a9", "echo: ")]);
-    expect(resumed.transition).toBe("busy");
+    // The turn stays over: its prompt completed at the idle boundary; a prompt sent since is not this message's.
+    expect(resumed.transition).toBeNull();
     expect(translator.apply(textDelta("late")).client).toEqual([delta("msg_a9", "prt_a9", "late")]);
     const done = translator.apply(info(3500));
     expect(done.client).toEqual([{ type: "message.finalize", messageId: "msg_a9", text: "echo: late", reason: "end_turn" }]);
     expect(done.finalized.map((r) => r.text)).toEqual(["echo: late"]);
-    expect(done.transition).toBe("idle");
+    expect(done.transition).toBeNull();
     // A completed message is not reopened by a late update.
     expect(translator.apply(textDelta("!")).client).toEqual([]);
   });
