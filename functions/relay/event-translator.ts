@@ -412,6 +412,8 @@ export class EventTranslator {
       this.setText(m, part.id, part.text ?? "", part.synthetic === true || part.ignored === true, out);
       if (m.role === "user") this.record(m, out);
       else if (m.role === "assistant" && !m.announced && textOf(m) !== "") this.announce(m, out);
+      // Reopened after its completion: this full text is its last word.
+      if (m.role === "assistant" && m.completedAt !== null && this.reopened.has(m.id)) this.finalize(m, out);
     } else if (part.type === "tool") {
       const status = ToolStatusSchema.safeParse(part.state?.status);
       if (!status.success) return;
@@ -498,6 +500,10 @@ export class EventTranslator {
     m.error ??= this.turnError ?? this.retryError;
     out.client.push({ type: "message.finalize", messageId: m.id, text: textOf(m), reason: finishReasonOf(m.error), ...(m.error ? { error: m.error } : {}) });
     this.record(m, out);
+    // Completed before any of its text arrived (seen under load: the answer's text parts came
+    // after its completion): text that still comes reopens it, as after an early idle.
+    if (m.role === "assistant" && !m.error && textOf(m) === "" && ![...m.parts.values()].some((p) => p.type === "tool")) this.cutShort.set(m.id, m);
+    while (this.cutShort.size > CUT_SHORT_MEMORY) this.cutShort.delete(this.cutShort.keys().next().value as string);
   }
 
   private markDone(id: string): void {

@@ -247,6 +247,25 @@ describe("EventTranslator.reconnected (catch-up)", () => {
     expect(translator.apply(textDelta("!")).client).toEqual([]);
   });
 
+  it("an answer completed before its text arrived is reopened by the text, without a new turn", () => {
+    const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
+    const info = (completed?: number): AgentEvent => ({
+      type: "message.updated",
+      properties: { info: { id: "msg_b9", sessionID: AGENT_SESSION, role: "assistant", time: { created: 3000, ...(completed ? { completed } : {}) } } },
+    });
+    translator.apply({ type: "session.status", properties: { sessionID: AGENT_SESSION, status: { type: "busy" } } });
+    translator.apply(info());
+    expect(translator.apply(info(3100)).client).toEqual([{ type: "message.finalize", messageId: "msg_b9", text: "", reason: "end_turn" }]);
+    const late = translator.apply({ type: "message.part.updated", properties: { part: { id: "prt_b9", messageID: "msg_b9", sessionID: AGENT_SESSION, type: "text", text: "echo: late" } } });
+    expect(late.client).toEqual([
+      { type: "message.create", messageId: "msg_b9", role: "assistant" },
+      delta("msg_b9", "prt_b9", "echo: late"),
+      { type: "message.finalize", messageId: "msg_b9", text: "echo: late", reason: "end_turn" },
+    ]);
+    expect(late.finalized.map((r) => r.text)).toEqual(["echo: late"]);
+    expect(late.transition).toBeNull();
+  });
+
   it("openFrames: what a client joining now has not seen of the open message (its text so far), changing nothing; none once the turn ended", () => {
     const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
     translator.reconnected({ busy: true, messages: [...history.slice(0, 3), stored("msg_a2", "assistant", "echo: se", 2100)] });
