@@ -702,7 +702,8 @@ export class StreamingRelay {
   }
 
   private async event(watch: Watch, event: AgentEvent): Promise<void> {
-    await watch.fanOut.sync();
+    // Server events (the stream's heartbeats) reach no client: a held stream at rest reads nothing.
+    if (!event.type.startsWith("server.")) await watch.fanOut.sync();
     await this.perform(watch, watch.translator.apply(event));
     // An empty answer OpenCode would not replace yet (its loop was still ending): now, maybe (empty-turns.ts).
     if (watch.turn.pendingAnswer && !watch.translator.busy && (await retryPendingAnswer(this.deps, watch.turn)) === "gave_up") {
