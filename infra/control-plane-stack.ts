@@ -601,6 +601,8 @@ export class ControlPlaneStack extends Stack {
     allowPush(sendInit, webSocket);
     // A late client gets the permission questions the agent waits on (issue 25 §3): it asks the agent.
     allowSandboxKeys(sendInit);
+    // A client joining mid-turn: its relay is nudged to catch it up with the turn (issue 25, relay/fan-out.ts).
+    allowNudging(sendInit);
     this.functions.SendInit = sendInit;
 
     const wsRoutes: WebSocketRoute[] = [];

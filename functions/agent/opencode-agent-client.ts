@@ -30,7 +30,7 @@ import { createParser } from "eventsource-parser";
 import * as z from "zod";
 import { AgentUnavailableError } from "../domain/errors";
 import { redactSecrets } from "../observability/redact-secrets";
-import type { AgentClient, AgentEndpoint, AgentEvent, PermissionResponse } from "../ports/agent-client";
+import type { AgentClient, AgentEndpoint, AgentEvent, AnswerAgain, PermissionResponse } from "../ports/agent-client";
 import type { OpenCodeSdk } from "./opencode-sdk";
 import { OpenCodePermissionRequest } from "../relay/permission-asks";
 
@@ -246,6 +246,28 @@ export class OpenCodeAgentClient implements AgentClient {
     api.ok(
       "promptAsync",
       await api.call("promptAsync", endpoint, (o, { sdk }) => sdk.session.promptAsync({ sessionID: agentSessionId, parts: [{ type: "text", text }], ...(model ? { model } : {}) }, o)),
+    );
+  }
+
+  /**
+   * OpenCode 1.18.33 (measured against the binary; test/adapter/opencode-agent-client.test.ts
+   * "answerAgain", test/e2e/relay-joiners.test.ts): sending a
+   * user message again with its own `messageID` while its answer stands appends a second copy of
+   * the text part and starts no new answer. `POST /session/{id}/revert {messageID: answer}` first
+   * stages the answer (and everything after it) for removal; the next prompt removes it, and the
+   * same `messageID` with the same part id then updates the user message in place (one part) and
+   * starts a new answer to it.
+   */
+  async answerAgain(endpoint: AgentEndpoint, agentSessionId: string, again: AnswerAgain): Promise<void> {
+    const { api } = this;
+    const answerId = again.answerId;
+    if (answerId) api.ok("revert", await api.call("revert", endpoint, (o, { sdk }) => sdk.session.revert({ sessionID: agentSessionId, messageID: answerId }, o)));
+    const slash = again.model?.indexOf("/") ?? -1;
+    const model = again.model && slash > 0 ? { providerID: again.model.slice(0, slash), modelID: again.model.slice(slash + 1) } : undefined;
+    const parts = [{ id: again.partId, type: "text" as const, text: again.text }];
+    api.ok(
+      "promptAsync",
+      await api.call("promptAsync", endpoint, (o, { sdk }) => sdk.session.promptAsync({ sessionID: agentSessionId, messageID: again.userMessageId, parts, ...(model ? { model } : {}) }, o)),
     );
   }
 

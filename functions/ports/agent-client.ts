@@ -25,6 +25,18 @@ export interface AgentEndpoint {
 export const PERMISSION_RESPONSES = ["once", "always", "reject"] as const;
 export type PermissionResponse = (typeof PERMISSION_RESPONSES)[number];
 
+/** A user message to answer again, and the empty answer it replaces. */
+export interface AnswerAgain {
+  /** The first (empty) answer after the user message, reverted with everything after it; none: nothing to revert. */
+  answerId?: string;
+  userMessageId: string;
+  /** The user message's text part, sent again with the same id and text. */
+  partId: string;
+  text: string;
+  /** `provider/model` of the empty answer: the new one runs on the same model. */
+  model?: string;
+}
+
 export interface AgentClient {
   /** Creates a coding-agent session, or verifies that `existingId` still exists; returns its id. */
   ensureSession(endpoint: AgentEndpoint, existingId?: string | null): Promise<string>;
@@ -33,6 +45,13 @@ export interface AgentClient {
    * (`provider/model`) runs this turn on that model instead of the configured one (failover).
    */
   promptAsync(endpoint: AgentEndpoint, agentSessionId: string, text: string, options?: { model?: string }): Promise<void>;
+  /**
+   * Asks for a user message's answer again (issue 25, relay/empty-turns.ts): reverts the session
+   * to `answerId` (an empty answer: no text, no tool call, so no file change to undo), then sends
+   * the user message again under its own message and part ids, so the agent's history keeps one
+   * copy of it. Optional: an agent without it leaves empty answers as they are.
+   */
+  answerAgain?(endpoint: AgentEndpoint, agentSessionId: string, again: AnswerAgain): Promise<void>;
   /** Answers a permission request the agent raised (`permission.asked`, OpenCode `POST /permission/{id}/reply`). */
   replyPermission(endpoint: AgentEndpoint, permissionId: string, response: PermissionResponse): Promise<void>;
   /**

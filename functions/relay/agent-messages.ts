@@ -35,6 +35,10 @@ export const AgentMessage = z.object({
     id: z.string(),
     role: z.string(),
     time: z.object({ created: z.number(), completed: z.number().optional() }),
+    /** Assistant messages: the user message they answer, and their model. */
+    parentID: z.string().optional(),
+    providerID: z.string().optional(),
+    modelID: z.string().optional(),
     /** Why an assistant message failed (OpenCode's error object, classified by ./agent-errors.ts). */
     error: z.unknown().optional(),
   }),

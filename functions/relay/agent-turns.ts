@@ -23,6 +23,7 @@ import type { SessionStore } from "../ports/session-store";
 import type { TranscriptMessage, TranscriptStore } from "../ports/transcript";
 import { authorOf } from "../services/submit-prompt";
 import { FAILOVER_CODES, type AgentError } from "./agent-errors";
+import type { EmptyTurnWatch } from "./empty-turns";
 import type { TurnOutcome } from "./event-translator";
 import { permissionAskOf, type PermissionAsk } from "./permission-asks";
 
@@ -47,6 +48,9 @@ export interface TurnWatch {
   /** The last prompt sent again after an abort, until its turn ended once: see `resendInterrupted`. */
   /** `resends`: how often the failover was sent again after its turn was cut short (at most MAX_RESENDS_AFTER_ABORT). */
   resentAfterAbort: { promptId: string; model: string; resends: number } | null;
+  /** How often the prompt in flight was answered again after an empty answer (./empty-turns.ts). */
+  answeredAgain: { promptId: string; times: number } | null;
+  pendingAnswer: EmptyTurnWatch["pendingAnswer"];
 }
 
 export interface Failover {

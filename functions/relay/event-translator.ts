@@ -161,6 +161,8 @@ function emptyOut(): Out {
 
 /** How many finalized message ids are remembered to ignore late updates. */
 const DONE_MEMORY = 1000;
+/** How many messages cut short by an idle boundary may still be reopened. */
+const CUT_SHORT_MEMORY = 20;
 
 export class EventTranslator {
   /** The last status the agent reported; null until the first `session.status` or connect. */
@@ -183,17 +185,47 @@ export class EventTranslator {
   private turnOutput = false;
   /** The model of the turn's last assistant message. */
   private turnModel: string | null = null;
+  /**
+   * Assistant messages an idle boundary finalized before they completed (OpenCode 1.18.33 can
+   * report idle a moment before its loop ends): new text for one reopens it, so its answer still
+   * reaches clients (`message.create` again with the text so far, then its deltas and a second
+   * `message.finalize` with the full text, both idempotent by id) and the transcript. The turn
+   * stays over: a reopened message makes no busy/idle transition (its prompt was completed at the
+   * idle boundary, and a prompt sent since is not its).
+   */
+  private readonly cutShort = new Map<string, MessageState>();
+  private readonly reopened = new Set<string>();
 
   constructor(private readonly ids: { sessionId: string; agentSessionId: string }) {}
 
   /** The derived agent state (see the file comment). */
   get busy(): boolean {
-    return this.statusBusy === true || this.openMessages().length > 0;
+    // A message reopened after its turn ended (`cutShort`) streams, but starts no turn.
+    return this.statusBusy === true || this.openMessages().some((id) => !this.reopened.has(id));
   }
 
   /** Assistant messages announced to clients and not finalized yet. */
   openMessages(): string[] {
     return [...this.messages.values()].filter((m) => m.role === "assistant" && m.announced && !this.done.has(m.id)).map((m) => m.id);
+  }
+
+  /**
+   * What a client that joins now has not seen of the turn in progress (issue 25, relay/fan-out.ts):
+   * each open message as `message.create` and its content so far, as `announce` sends them.
+   * Changes nothing.
+   */
+  openFrames(): RelayClientMessage[] {
+    const out = emptyOut();
+    for (const id of this.openMessages()) {
+      const m = this.messages.get(id);
+      if (!m) continue;
+      out.client.push({ type: "message.create", messageId: m.id, role: "assistant" });
+      for (const part of m.parts.values()) {
+        if (part.type === "text" && !part.hidden && part.text !== "") out.client.push({ type: "message.part.text-delta", messageId: m.id, partId: part.partId, delta: part.text });
+        if (part.type === "tool" && part.status !== null) out.client.push(toolUpdate(m.id, part));
+      }
+    }
+    return out.client;
   }
 
   /** One SSE event. Events of other agent sessions (and server-level ones) change nothing. */
@@ -318,8 +350,26 @@ export class EventTranslator {
     } else if (type === "idle") {
       this.statusBusy = false;
       // The turn is over: whatever is still open ends here, with the text seen so far.
-      for (const id of this.openMessages()) this.finalize(this.message(id), out);
+      for (const id of this.openMessages()) {
+        const m = this.message(id);
+        this.finalize(m, out);
+        if (m.completedAt === null) this.cutShort.set(id, m);
+      }
+      while (this.cutShort.size > CUT_SHORT_MEMORY) this.cutShort.delete(this.cutShort.keys().next().value as string);
     }
+  }
+
+  /** A message an idle boundary cut short gets content: open again, to be announced again (see `cutShort`). */
+  private reopen(id: string): boolean {
+    const m = this.cutShort.get(id);
+    if (!m) return false;
+    this.cutShort.delete(id);
+    this.done.delete(id);
+    this.reopened.add(id);
+    while (this.reopened.size > CUT_SHORT_MEMORY) this.reopened.delete(this.reopened.values().next().value as string);
+    m.announced = false;
+    this.messages.set(id, m);
+    return true;
   }
 
   private message(id: string): MessageState {
@@ -353,11 +403,17 @@ export class EventTranslator {
   }
 
   private partUpdated(part: z.infer<typeof PartUpdatedProps>["part"], out: Out): void {
-    if (this.done.has(part.messageID)) return;
+    const cut = this.cutShort.get(part.messageID);
+    // Only text reopens one: after an abort OpenCode still updates the aborted tool call (its status).
+    const more = (part.type === "text" && !part.synthetic && !part.ignored && (part.text ?? "").length > (cut?.parts.get(part.id)?.text.length ?? 0));
+    if (this.done.has(part.messageID) && !(more && this.reopen(part.messageID))) return;
     const m = this.message(part.messageID);
     if (part.type === "text") {
       this.setText(m, part.id, part.text ?? "", part.synthetic === true || part.ignored === true, out);
       if (m.role === "user") this.record(m, out);
+      else if (m.role === "assistant" && !m.announced && textOf(m) !== "") this.announce(m, out);
+      // Reopened after its completion: this full text is its last word.
+      if (m.role === "assistant" && m.completedAt !== null && this.reopened.has(m.id)) this.finalize(m, out);
     } else if (part.type === "tool") {
       const status = ToolStatusSchema.safeParse(part.state?.status);
       if (!status.success) return;
@@ -372,7 +428,8 @@ export class EventTranslator {
   }
 
   private textDelta(messageId: string, partId: string, delta: string, out: Out): void {
-    if (this.done.has(messageId) || delta === "") return;
+    if (delta === "") return;
+    if (this.done.has(messageId) && !((this.cutShort.get(messageId)?.parts.get(partId)?.type ?? "text") === "text" && this.reopen(messageId))) return;
     const m = this.message(messageId);
     const known = m.parts.get(partId);
     // Reasoning parts stream deltas on the same field: only text parts are the answer.
@@ -443,6 +500,10 @@ export class EventTranslator {
     m.error ??= this.turnError ?? this.retryError;
     out.client.push({ type: "message.finalize", messageId: m.id, text: textOf(m), reason: finishReasonOf(m.error), ...(m.error ? { error: m.error } : {}) });
     this.record(m, out);
+    // Completed before any of its text arrived (seen under load: the answer's text parts came
+    // after its completion): text that still comes reopens it, as after an early idle.
+    if (m.role === "assistant" && !m.error && textOf(m) === "" && ![...m.parts.values()].some((p) => p.type === "tool")) this.cutShort.set(m.id, m);
+    while (this.cutShort.size > CUT_SHORT_MEMORY) this.cutShort.delete(this.cutShort.keys().next().value as string);
   }
 
   private markDone(id: string): void {
@@ -475,7 +536,10 @@ export class EventTranslator {
         });
       }
     }
-    const createdAt = new Date(m.createdAt).toISOString();
+    const previous = this.recorded.get(m.id);
+    // A user message sent again under its own id (relay/empty-turns.ts) gets a new creation time
+    // from OpenCode: it keeps its first one, so the transcript holds it once, in its place.
+    const createdAt = m.role === "user" && previous ? (JSON.parse(previous) as TranscriptMessage).createdAt : new Date(m.createdAt).toISOString();
     const record: TranscriptMessage = {
       sessionId: this.ids.sessionId,
       messageId: m.id,

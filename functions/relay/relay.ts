@@ -30,19 +30,20 @@ import { armIdleCheck } from "../idle/idle-check";
 import type { LifecycleScheduler } from "../ports/lifecycle-scheduler";
 import { LeaseLostError } from "../domain/errors";
 import type { SessionRecord } from "../domain/session";
-import { broadcast, type BroadcastDeps } from "../services/broadcast";
 import { completeTurn, deliverQueuedPrompts } from "../services/prompt-delivery";
 import { errorForLog } from "../observability/logger";
 import type { AgentClient, AgentEndpoint, AgentEvent } from "../ports/agent-client";
 import type { ClientPush } from "../ports/client-push";
 import type { FlowRunner } from "../ports/flow-runner";
 import type { ClaimView, NudgeSource, RelayClaim, RelayHeartbeat, RelayLeaseStore } from "../ports/relay";
-import type { ClientConnection, ConnectionRegistry, PromptQueue, QueuedPrompt } from "../ports/session-items";
+import type { ConnectionRegistry, PromptQueue, QueuedPrompt } from "../ports/session-items";
 import type { SessionStore } from "../ports/session-store";
 import type { TranscriptStore } from "../ports/transcript";
 import { OpenCodeMessageReader, type AgentMessage, type AgentMessageSource } from "./agent-messages";
 import { EventTranslator, type RelayClientMessage, type Translation } from "./event-translator";
 import { onPendingPermissions, onPermissionsAsked, onPermissionsReplied, onRetry, resendInterrupted, settleFailedTurn, withAuthors, type TurnWatch } from "./agent-turns";
+import { answerEmptyTurnAgain, retryPendingAnswer } from "./empty-turns";
+import { SessionFanOut } from "./fan-out";
 import { SessionStream, type StreamSnapshot } from "./session-stream";
 import { StreamLossReporter } from "./stream-loss";
 
@@ -87,7 +88,10 @@ export interface RelayOptions {
   heartbeatTimeoutMs?: number;
   /** Most sessions this relay holds at once, so several relays share the load. Default 10 000 (bench section 5). */
   maxSessions?: number;
-  /** How long a session's connection list is reused for fan-out. Default 1000; 0 reads it per message. */
+  /**
+   * Backstop: a session's connection list is read again before an event at most this often when
+   * no join nudge came (fan-out.ts). Default 30 000; 0 reads it before every event.
+   */
   connectionCacheMs?: number;
   /**
    * Default 30 000. A prompt `processing` this long while the agent sits idle and never answered
@@ -120,7 +124,8 @@ interface Watch {
   control: Promise<void>;
   /** A finalized message could not be recorded from the stream: catch up at the next idle boundary. */
   gaps: boolean;
-  connections: { at: number; list: ClientConnection[] } | null;
+  /** The session's clients: a joiner is caught up with the turn in progress before its first frame (fan-out.ts). */
+  fanOut: SessionFanOut;
   /** When the current turn's busy state was first seen: only prompts sent before it belong to it. */
   busySince: Date | null;
   /** Last stranded-prompt check (epoch ms). */
@@ -416,6 +421,8 @@ export class StreamingRelay {
     this.counters.nudges++;
     const watch = this.watches.get(sessionId);
     if (watch) {
+      // A client may have joined (send-init nudges once a connection is ready): catch it up now.
+      void watch.fanOut.joined().catch((err: unknown) => this.deps.logger.warn("relay fan-out catch-up failed", { sessionId, error: errorForLog(err) }));
       await this.inControl(watch, () => this.revalidate(watch, { strandedCheck: true }));
       return;
     }
@@ -600,9 +607,9 @@ export class StreamingRelay {
       handler: {
         onConnected: (snapshot) => {
           this.streamLoss.streamConnected(sessionId);
-          return this.guarded(watch, () => this.connected(watch, snapshot));
+          return this.guarded(watch, () => watch.fanOut.exclusive(() => this.connected(watch, snapshot)));
         },
-        onEvent: (event) => this.guarded(watch, () => this.event(watch, event)),
+        onEvent: (event) => this.guarded(watch, () => watch.fanOut.exclusive(() => this.event(watch, event))),
         onDisconnected: ({ reason, error, retryInMs }) => {
           this.deps.logger.info("relay stream lost: reconnecting", { sessionId, reason, retryInMs, ...(error ? { error: errorForLog(error) } : {}) });
           // Issue 25 §5: the sandbox may be dead; a flow with provider bindings finds out (stream-loss.ts).
@@ -617,19 +624,21 @@ export class StreamingRelay {
         },
       },
     });
+    const translator = new EventTranslator({ sessionId, agentSessionId: target.agentSessionId });
+    const fanOut = new SessionFanOut(this.deps, sessionId, { cacheMs: this.options.connectionCacheMs, openFrames: () => translator.openFrames() });
     const watch: Watch = {
       sessionId,
       claim,
       target,
       endpoint,
-      translator: new EventTranslator({ sessionId, agentSessionId: target.agentSessionId }),
+      translator,
       stream,
       control: Promise.resolve(),
       gaps: false,
-      connections: null,
+      fanOut,
       busySince: null,
       strandedCheckedAt: this.deps.now().getTime(),
-      turn: { sessionId, endpoint, agentSessionId: target.agentSessionId, asked: new Set(), failover: null, resentAfterAbort: null },
+      turn: { sessionId, endpoint, agentSessionId: target.agentSessionId, asked: new Set(), failover: null, resentAfterAbort: null, answeredAgain: null, pendingAnswer: null },
       live: Promise.resolve(),
       settleLive: () => undefined,
     };
@@ -669,6 +678,7 @@ export class StreamingRelay {
 
   private async connected(watch: Watch, snapshot: StreamSnapshot): Promise<void> {
     try {
+      await watch.fanOut.sync();
       await this.caughtUp(watch, snapshot);
     } finally {
       watch.settleLive();
@@ -692,7 +702,13 @@ export class StreamingRelay {
   }
 
   private async event(watch: Watch, event: AgentEvent): Promise<void> {
+    // Server events (the stream's heartbeats) reach no client: a held stream at rest reads nothing.
+    if (!event.type.startsWith("server.")) await watch.fanOut.sync();
     await this.perform(watch, watch.translator.apply(event));
+    // An empty answer OpenCode would not replace yet (its loop was still ending): now, maybe (empty-turns.ts).
+    if (watch.turn.pendingAnswer && !watch.translator.busy && (await retryPendingAnswer(this.deps, watch.turn)) === "gave_up") {
+      await completeTurn(this.deps, watch.sessionId, { actor: this.actor });
+    }
   }
 
   /**
@@ -754,6 +770,8 @@ export class StreamingRelay {
       if (failing) await this.perform(watch, watch.translator.failTurn(failing));
     }
     if (t.transition === "busy") {
+      // A turn started: an empty answer still waiting to be asked for again is that turn's to decide.
+      watch.turn.pendingAnswer = null;
       watch.busySince = this.deps.now();
       await this.recordAgentState(watch, true);
     }
@@ -761,7 +779,7 @@ export class StreamingRelay {
   }
 
   private async fanOut(watch: Watch, message: { type: string } & Record<string, unknown>): Promise<void> {
-    await broadcast(this.fanOutDeps(watch), watch.sessionId, message);
+    await watch.fanOut.send(message);
     this.counters.clientMessages++;
   }
 
@@ -783,6 +801,8 @@ export class StreamingRelay {
     // turn goes on: no completion, no idle check).
     let failure = null;
     if (outcome && (await resendInterrupted(this.deps, watch.turn, outcome))) return;
+    // An empty answer to the prompt just sent (OpenCode's early idle): asked again, the turn goes on (empty-turns.ts).
+    if (outcome && (await answerEmptyTurnAgain(this.deps, watch.turn, outcome, this.agentMessages))) return;
     if (outcome && outcome.reason !== "end_turn") {
       failure = await settleFailedTurn(this.deps, watch.turn, outcome, (m) => this.fanOut(watch, m));
       if (failure === null) return;
@@ -849,25 +869,5 @@ export class StreamingRelay {
     if (this.watches.get(watch.sessionId) === watch) this.watches.delete(watch.sessionId);
     await watch.stream.close();
     if (options.release) await this.release(watch.claim);
-  }
-
-  /** `broadcast` with the session's connection list reused for `connectionCacheMs`. */
-  private fanOutDeps(watch: Watch): BroadcastDeps {
-    const cacheMs = this.options.connectionCacheMs ?? 1_000;
-    const registry = this.deps.connections;
-    if (cacheMs <= 0) return { connections: registry, push: this.deps.push, logger: this.deps.logger, now: this.deps.now };
-    const cached: Pick<ConnectionRegistry, "list" | "remove"> = {
-      list: async (sessionId) => {
-        const at = this.deps.now().getTime();
-        if (!watch.connections || at - watch.connections.at > cacheMs) watch.connections = { at, list: await registry.list(sessionId) };
-        return watch.connections.list;
-      },
-      remove: async (sessionId, connectionId) => {
-        watch.connections = null;
-        await registry.remove(sessionId, connectionId);
-      },
-    };
-    // Everything else the registry does is inherited unchanged.
-    return { connections: Object.assign(Object.create(registry) as ConnectionRegistry, cached), push: this.deps.push, logger: this.deps.logger, now: this.deps.now };
   }
 }

@@ -160,6 +160,10 @@ export async function deliverQueuedPrompts(
  * 2-core CI machine: the second of three queued prompts answered with nothing,
  * test/e2e/websocket.test.ts "prompts queue FIFO"). The next queued prompt goes this long after
  * the idle boundary. A mitigation of OpenCode's behaviour, like `resendInterrupted` after an abort.
+ * Kept beside the fix (relay/empty-turns.ts asks for an empty answer again): the window could not
+ * be hit on demand (0 of 8 prompts sent 0-100 ms after the idle event, with or without an abort
+ * before it), so whether every early-idle turn has the shape that fix recognises is unmeasured;
+ * 300 ms per queued prompt is cheap insurance.
  */
 export const AFTER_IDLE_SETTLE_MS = 300;
 

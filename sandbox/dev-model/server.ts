@@ -8,6 +8,10 @@
  * `read outside <path>` reads a file outside the workspace with the `read` tool (OpenCode asks
  * permission for it); `fail <status>` makes the model `echo` refuse the request like a provider
  * (429 rate limit, 401 bad key, 402 billing) while `echo-backup` answers (failover tests).
+ * `pause <N>s` streams the first half of the echo, holds the stream N seconds, then the rest (a
+ * client joining mid-answer, issue 25). `answer empty once`: the first request for that prompt gets
+ * an empty answer (no text, no tool call, no error), later ones the echo: the symptom of OpenCode
+ * ending a turn at once when a prompt lands as its loop winds down (issue 25, relay/empty-turns.ts).
  * OpenCode talks to it through `@ai-sdk/openai-compatible`, so the wire shape must stay the
  * OpenAI one: SSE `data: {chunk}` lines ending in `data: [DONE]`, tool calls as streamed
  * `tool_calls` deltas and `finish_reason: "tool_calls"`.
@@ -40,7 +44,7 @@ interface ChatRequest {
 }
 
 export type DevModelReply =
-  | { kind: "text"; text: string }
+  | { kind: "text"; text: string; pauseMs?: number; emptyOnce?: boolean }
   | { kind: "tool_call"; name: string; arguments: Record<string, unknown> }
   /** The provider refuses the request with this HTTP status and an OpenAI-shaped error body. */
   | { kind: "error"; status: number; body: { error: { message: string; type: string; code: string } } };
@@ -69,6 +73,10 @@ function promptText(message: ChatMessage): string {
 const SLEEP_PATTERN = /\bsleep\s+(\d+(?:\.\d+)?)s\b/i;
 /** `fail 429` (rate limit), `fail 401` (bad key), `fail 402` (billing), `fail 500`: the model `echo` refuses the request. */
 const FAIL_PATTERN = /\bfail (\d{3})\b/i;
+/** `pause <N>s`: the answer's stream stops for N seconds halfway. */
+const PAUSE_PATTERN = /\bpause\s+(\d+(?:\.\d+)?)s\b/i;
+/** `answer empty once`: the first answer to the prompt is empty. */
+const EMPTY_ONCE_PATTERN = /\banswer empty once\b/i;
 /** `read outside <absolute path>`: a `read` tool call on a file outside the workspace, which OpenCode asks permission for. */
 const READ_OUTSIDE_PATTERN = /\bread outside (\/\S+)/i;
 
@@ -117,7 +125,8 @@ export function planReply(messages: ChatMessage[], model: string = DEV_MODEL_ID)
       arguments: { command: `sleep ${seconds}`, description: `Sleep for ${seconds} seconds` },
     };
   }
-  return { kind: "text", text: `echo: ${prompt}` };
+  const pause = PAUSE_PATTERN.exec(prompt);
+  return { kind: "text", text: `echo: ${prompt}`, ...(pause ? { pauseMs: Number(pause[1]) * 1000 } : {}), ...(EMPTY_ONCE_PATTERN.test(prompt) ? { emptyOnce: true } : {}) };
 }
 
 /** Title and summary requests are one-shot side calls; they must answer fast and short. */
@@ -204,6 +213,9 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.end(JSON.stringify(body));
 }
 
+/** Prompts already answered empty once (`answer empty once`), by their echo. */
+const answeredEmpty = new Set<string>();
+
 async function handleChat(req: IncomingMessage, res: ServerResponse): Promise<void> {
   let body: ChatRequest;
   try {
@@ -214,7 +226,11 @@ async function handleChat(req: IncomingMessage, res: ServerResponse): Promise<vo
   }
   const messages = Array.isArray(body.messages) ? body.messages : [];
   const model = typeof body.model === "string" ? body.model : DEV_MODEL_ID;
-  const reply: DevModelReply = isTitleRequest(messages) ? { kind: "text", text: "Echo session" } : planReply(messages, model);
+  let reply: DevModelReply = isTitleRequest(messages) ? { kind: "text", text: "Echo session" } : planReply(messages, model);
+  if (reply.kind === "text" && reply.emptyOnce && !answeredEmpty.has(reply.text)) {
+    answeredEmpty.add(reply.text);
+    reply = { kind: "text", text: "" };
+  }
   if (reply.kind === "error") {
     // No retry-after header: OpenCode would otherwise wait it out before its next attempt.
     sendJson(res, reply.status, reply.body);
@@ -225,7 +241,13 @@ async function handleChat(req: IncomingMessage, res: ServerResponse): Promise<vo
     return;
   }
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
-  for (const c of replyChunks(reply, model)) res.write(`data: ${JSON.stringify(c)}\n\n`);
+  const chunks = replyChunks(reply, model);
+  // `pause <N>s`: the role chunk and the first two of the four text deltas, the pause, the rest.
+  const pauseAt = reply.kind === "text" && reply.pauseMs ? 3 : -1;
+  for (const [i, c] of chunks.entries()) {
+    if (i === pauseAt) await new Promise((resolve) => setTimeout(resolve, reply.kind === "text" ? reply.pauseMs : 0));
+    res.write(`data: ${JSON.stringify(c)}\n\n`);
+  }
   res.end("data: [DONE]\n\n");
 }
 

@@ -149,6 +149,63 @@ describe("OpenCodeAgentClient against real OpenCode", () => {
     expect(mine.indexOf(idle.event)).toBeGreaterThan(mine.findLastIndex((e) => e.type === "message.part.delta"));
   }, TIMEOUT);
 
+  it("answerAgain replaces an answer: the user message is kept once (one part, same ids), answered anew", async () => {
+    const sessionId = await client.ensureSession(endpoint);
+    const from = log.received.length;
+    await client.promptAsync(endpoint, sessionId, "answer me twice");
+    await log.waitFor(is("session.idle", sessionId), 60_000, from);
+    const reader = new OpenCodeMessageReader();
+    const [user, answer] = await reader.listMessages(endpoint, sessionId);
+    const part = user?.parts.find((p) => p.type === "text");
+    if (!user || !answer || !part) throw new Error("the first turn is not stored");
+    const again = log.received.length;
+    await client.answerAgain(endpoint, sessionId, { answerId: answer.info.id, userMessageId: user.info.id, partId: part.id, text: "answer me twice" });
+    await log.waitFor(is("session.idle", sessionId), 60_000, again);
+    const after = await reader.listMessages(endpoint, sessionId);
+    expect(after.map((m) => [m.info.role, m.info.id === user.info.id || m.info.id === answer.info.id])).toEqual([
+      ["user", true],
+      ["assistant", false],
+    ]);
+    expect(after[0]?.parts.map((p) => [p.id, p.text])).toEqual([[part.id, "answer me twice"]]);
+    expect(after[1]?.parts.filter((p) => p.type === "text").map((p) => p.text)).toEqual(["echo: answer me twice"]);
+  }, TIMEOUT);
+
+  it("answerAgain without an answer to revert: the unanswered user message is answered, still stored once", async () => {
+    const sessionId = await client.ensureSession(endpoint);
+    // A user message nobody answered (`noReply`), as a loop that ended before answering leaves it.
+    const res = await fetch(`${endpoint.url}/session/${sessionId}/prompt_async`, {
+      method: "POST",
+      headers: { authorization: String(endpoint.authorization), "content-type": "application/json" },
+      body: JSON.stringify({ noReply: true, parts: [{ type: "text", text: "left unanswered" }] }),
+    });
+    expect(res.status).toBe(204);
+    const reader = new OpenCodeMessageReader();
+    const [user] = await waitFor(() => reader.listMessages(endpoint, sessionId), { until: (m) => m.length === 1, message: "the user message", timeoutMs: 30_000, intervalMs: 100 });
+    const part = user?.parts.find((p) => p.type === "text");
+    if (!user || !part) throw new Error("the user message is not stored");
+    const from = log.received.length;
+    await client.answerAgain(endpoint, sessionId, { userMessageId: user.info.id, partId: part.id, text: "left unanswered" });
+    await log.waitFor(is("session.idle", sessionId), 60_000, from);
+    const after = await reader.listMessages(endpoint, sessionId);
+    expect(after.map((m) => m.info.role)).toEqual(["user", "assistant"]);
+    expect(after[0]?.parts.map((p) => [p.id, p.text])).toEqual([[part.id, "left unanswered"]]);
+    expect(after[1]?.parts.filter((p) => p.type === "text").map((p) => p.text)).toEqual(["echo: left unanswered"]);
+  }, TIMEOUT);
+
+  it("answerAgain while a turn runs is refused: HTTP 409 SessionBusyError (relay/empty-turns.ts waits for the loop's end)", async () => {
+    const sessionId = await client.ensureSession(endpoint);
+    const from = log.received.length;
+    await client.promptAsync(endpoint, sessionId, "first");
+    await log.waitFor(is("session.idle", sessionId), 60_000, from);
+    const [user, answer] = await new OpenCodeMessageReader().listMessages(endpoint, sessionId);
+    const busyFrom = log.received.length;
+    await client.promptAsync(endpoint, sessionId, "please sleep 3s");
+    await log.waitFor((e) => e.type === "session.status" && JSON.stringify(e.properties).includes('"busy"') && JSON.stringify(e.properties).includes(sessionId), 60_000, busyFrom);
+    const again = { answerId: String(answer?.info.id), userMessageId: String(user?.info.id), partId: String(user?.parts[0]?.id), text: "first" };
+    await expect(client.answerAgain(endpoint, sessionId, again)).rejects.toMatchObject({ name: "AgentUnavailableError", retryable: false, context: { operation: "revert", httpStatus: 409 } });
+    await log.waitFor(is("session.idle", sessionId), 60_000, busyFrom);
+  }, TIMEOUT);
+
   it("isBusy is true during a `sleep 3s` turn and false after it", async () => {
     const sessionId = await client.ensureSession(endpoint);
     expect(await client.isBusy(endpoint, sessionId)).toBe(false);

@@ -31,6 +31,7 @@ const ROUTES_USED: [string, string][] = [
   ["/session/status", "get"],
   ["/session/{sessionID}/prompt_async", "post"],
   ["/session/{sessionID}/abort", "post"],
+  ["/session/{sessionID}/revert", "post"],
   ["/session/{sessionID}/message", "get"],
   ["/event", "get"],
 ];

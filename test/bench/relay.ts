@@ -337,6 +337,8 @@ interface LoadResult {
   emitted: number;
   latencies: number[];
   frames: number;
+  /** Connection-list Queries during the run. */
+  connectionLists: number;
   noStream: number;
   lateStartP99Ms: number;
   sideMs: number | null;
@@ -347,6 +349,7 @@ export async function benchRelay(): Promise<void> {
   heading("5. Streaming relay (one relay process; fake OpenCode and dynalite in child processes)");
   const started = performance.now();
   const loadBefore = os.loadavg()[0] ?? Number.NaN;
+  let connectionLists = 0;
   const { gc, how: gcHow } = findGc();
   const logger = new CountingLogger({ serviceName: "relay-bench", logLevel: "SILENT" });
   const push = new TimingPush();
@@ -381,6 +384,12 @@ export async function benchRelay(): Promise<void> {
     const tableName = dynamo.ready.tableName;
     const sessions = new DynamoSessionStore(doc, tableName);
     const connections = new DynamoConnectionRegistry(doc, tableName);
+    // Connection-list Queries the fan-out makes (issue 25: read once per session, then again only on a join nudge or every 30 s).
+    const listConnections = connections.list.bind(connections);
+    connections.list = (sessionId) => {
+      connectionLists++;
+      return listConnections(sessionId);
+    };
     const agent = new OpenCodeAgentClient();
     const live = new StreamingRelay(
       {
@@ -523,6 +532,7 @@ export async function benchRelay(): Promise<void> {
     const runLoad = async (label: string, side?: () => Promise<void>): Promise<LoadResult> => {
       push.latencies.length = 0;
       const framesBefore = push.frames;
+      const listsBefore = connectionLists;
       push.measuring = true;
       let sideMs: number | null = null;
       const { value: done, window } = await measured(children, async () => {
@@ -546,6 +556,7 @@ export async function benchRelay(): Promise<void> {
         emitted: done.deltas,
         latencies: [...push.latencies],
         frames: push.frames - framesBefore,
+        connectionLists: connectionLists - listsBefore,
         noStream: done.noStream,
         lateStartP99Ms: done.lateStartP99Ms,
         sideMs,
@@ -708,8 +719,12 @@ export async function benchRelay(): Promise<void> {
       );
     }
     note(`clock offset child − relay: ${f2(best.offset)} ms, corrected (best IPC round trip ${f2(best.rtt)} ms bounds its error). "timed" < emitted: frames not pushed within 10 s of the last emit.`);
-    note("A session's events are handled one at a time: a delta waits for the turn's busy write (agent state) and the connection-list Query");
-    note("(re-read once a second per session), so fan-out latency includes DynamoDB latency, here dynalite's, which queues behind the SDK's 50 sockets.");
+    note("A session's events are handled one at a time: a delta waits for the turn's busy write (agent state), so fan-out latency includes DynamoDB");
+    note("latency, here dynalite's, which queues behind the SDK's 50 sockets.");
+    note(
+      `connection-list Queries per run: ${loads.map((l) => `${l.connectionLists} for ${thousands(l.frames)} frames`).join(", ")} (issue 25: a session's list is read at its first event, ` +
+        "then only after a join nudge, a listed connection's expiry, or 30 s; before, it was re-read once a second per streaming session, so a 10 s turn cost ~10 Queries, now 1 per 30 s).",
+    );
     note(
       `quiet run: ${takenOverInQuiet} sessions taken over in it (must be 0). second run: ${takenOver} sessions taken over from the dead relay while it ran (heartbeat rounds every 1 s instead of 10 s, so several fall in it). ` +
         `At dd49683 (${thousands(AT_DD49683.streams)} streams): p99 ${f1(AT_DD49683.p99QuietMs)} ms quiet; on a loaded machine ${AT_DD49683.p99RoundLoadedMs} ms during a per-stream renewal round vs ${AT_DD49683.p99NoRoundLoadedMs} ms without. Target: p99 <= 20 ms at 10,000.`,

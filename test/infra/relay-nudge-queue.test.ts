@@ -24,8 +24,8 @@ describe("relay nudge queue", () => {
     expect(JSON.stringify(policy?.Properties)).toContain('"aws:SecureTransport":"false"');
   });
 
-  it("the Commit and Finish steps and the prompt-delivering routes may send to it, and have its URL", () => {
-    for (const fnId of ["CommitStep", "FinishStep", "CreatePrompt", "WsMessage"]) {
+  it("the Commit and Finish steps, the prompt-delivering routes and send-init (a client joined mid-turn, issue 25) may send to it, and have its URL", () => {
+    for (const fnId of ["CommitStep", "FinishStep", "CreatePrompt", "WsMessage", "SendInit"]) {
       const statements = q.statementsOfFunction(fnId);
       // The nudge queue, and for the steps that broadcast statuses the Slack queue (a nested stack's output).
       const sendsTo = resourcesFor(statements, "sqs:SendMessage");

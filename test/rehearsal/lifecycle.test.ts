@@ -342,6 +342,8 @@ describe("deploy rehearsal: the synthesized stack runs a whole lifecycle", () =>
     const sendInit = world.fn("SendInit").spec.logicalId;
     const sendInitCalls = world.calls.slice(before).filter((c) => c.function === sendInit);
     expect(sendInitCalls.map((c) => c.action)).toContain("secretsmanager:GetSecretValue");
+    // A running session's relay is told of the new client (issue 25: it catches the client up with a turn in progress).
+    expect(sendInitCalls.map((c) => c.action)).toContain("sqs:SendMessage");
     expect(world.denied.filter((c) => c.function === sendInit)).toEqual([]);
     // The agent answered (no pending question: nothing was prompted).
     expect(world.logs.filter((l) => l.line.includes("pending permissions could not be listed"))).toEqual([]);

@@ -31,7 +31,7 @@ function harness(session = buildSession({ status: "running", fallbackModels: ["d
     logger: createLogger("agent-turns-test"),
     now: () => new Date("2026-01-01T00:00:00Z"),
   };
-  const watch: TurnWatch = { sessionId: session.id, endpoint: { url: "http://agent.invalid", authorization: null }, agentSessionId: "ses_agent", asked: new Set(), failover: null, resentAfterAbort: null };
+  const watch: TurnWatch = { sessionId: session.id, endpoint: { url: "http://agent.invalid", authorization: null }, agentSessionId: "ses_agent", asked: new Set(), failover: null, resentAfterAbort: null, answeredAgain: null, pendingAnswer: null };
   const sent: Record<string, unknown>[] = [];
   const send = (m: Record<string, unknown>) => Promise.resolve(void sent.push(m));
   const prompt = (content: string, status: QueuedPrompt["status"], source = "user:alice"): QueuedPrompt => {

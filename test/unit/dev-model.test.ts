@@ -120,6 +120,11 @@ describe("planReply", () => {
     });
     expect(planReply([{ role: "user", content: "hi<system-reminder>be nice</system-reminder>" }])).toEqual({ kind: "text", text: "echo: hi" });
   });
+
+  it("`pause <N>s` answers with the echo, paused halfway for N seconds", () => {
+    expect(planReply([{ role: "user", content: "join pause 2.5s now" }])).toEqual({ kind: "text", text: "echo: join pause 2.5s now", pauseMs: 2500 });
+    expect(planReply([{ role: "user", content: "x answer empty once" }])).toEqual({ kind: "text", text: "echo: x answer empty once", emptyOnce: true });
+  });
 });
 
 describe("planReply: `$ <command>` lines", () => {

@@ -209,6 +209,76 @@ describe("EventTranslator.reconnected (catch-up)", () => {
     expect(done.transition).toBe("idle");
   });
 
+  it("a user message sent again under its own id (an empty answer asked for again) keeps its first creation time: one transcript item", () => {
+    const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
+    const user = (created: number): AgentEvent => ({ type: "message.updated", properties: { info: { id: "msg_u9", sessionID: AGENT_SESSION, role: "user", time: { created } } } });
+    const part: AgentEvent = { type: "message.part.updated", properties: { part: { id: "prt_u9", messageID: "msg_u9", sessionID: AGENT_SESSION, type: "text", text: "again" } } };
+    const first = [translator.apply(part), translator.apply(user(1000))].flatMap((t) => t.finalized);
+    expect(first.map((r) => [r.messageId, r.createdAt])).toEqual([["msg_u9", new Date(1000).toISOString()]]);
+    const again = [translator.apply(user(9000)), translator.apply(part)].flatMap((t) => t.finalized);
+    expect(again).toEqual([]);
+  });
+
+  it("an answer an early idle cut short is reopened by its content: clients and the transcript get its full text", () => {
+    const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
+    const status = (type: string): AgentEvent => ({ type: "session.status", properties: { sessionID: AGENT_SESSION, status: { type } } });
+    const info = (completed?: number): AgentEvent => ({
+      type: "message.updated",
+      properties: { info: { id: "msg_a9", sessionID: AGENT_SESSION, role: "assistant", time: { created: 3000, ...(completed ? { completed } : {}) } } },
+    });
+    const textDelta = (d: string): AgentEvent => ({ type: "message.part.delta", properties: { sessionID: AGENT_SESSION, messageID: "msg_a9", partID: "prt_a9", field: "text", delta: d } });
+    translator.apply(status("busy"));
+    expect(translator.apply(info()).client).toEqual([{ type: "message.create", messageId: "msg_a9", role: "assistant" }]);
+    // OpenCode says idle before the answer streamed: the open message ends empty.
+    const early = translator.apply(status("idle"));
+    expect(early.client).toEqual([{ type: "message.finalize", messageId: "msg_a9", text: "", reason: "end_turn" }]);
+    expect(early.transition).toBe("idle");
+    // Its answer comes after all.
+    const resumed = translator.apply(textDelta("echo: "));
+    expect(resumed.client).toEqual([{ type: "message.create", messageId: "msg_a9", role: "assistant" }, delta("msg_a9", "prt_a9", "echo: ")]);
+    // The turn stays over: its prompt completed at the idle boundary; a prompt sent since is not this message's.
+    expect(resumed.transition).toBeNull();
+    expect(translator.apply(textDelta("late")).client).toEqual([delta("msg_a9", "prt_a9", "late")]);
+    const done = translator.apply(info(3500));
+    expect(done.client).toEqual([{ type: "message.finalize", messageId: "msg_a9", text: "echo: late", reason: "end_turn" }]);
+    expect(done.finalized.map((r) => r.text)).toEqual(["echo: late"]);
+    expect(done.transition).toBeNull();
+    // A completed message is not reopened by a late update.
+    expect(translator.apply(textDelta("!")).client).toEqual([]);
+  });
+
+  it("an answer completed before its text arrived is reopened by the text, without a new turn", () => {
+    const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
+    const info = (completed?: number): AgentEvent => ({
+      type: "message.updated",
+      properties: { info: { id: "msg_b9", sessionID: AGENT_SESSION, role: "assistant", time: { created: 3000, ...(completed ? { completed } : {}) } } },
+    });
+    translator.apply({ type: "session.status", properties: { sessionID: AGENT_SESSION, status: { type: "busy" } } });
+    translator.apply(info());
+    expect(translator.apply(info(3100)).client).toEqual([{ type: "message.finalize", messageId: "msg_b9", text: "", reason: "end_turn" }]);
+    const late = translator.apply({ type: "message.part.updated", properties: { part: { id: "prt_b9", messageID: "msg_b9", sessionID: AGENT_SESSION, type: "text", text: "echo: late" } } });
+    expect(late.client).toEqual([
+      { type: "message.create", messageId: "msg_b9", role: "assistant" },
+      delta("msg_b9", "prt_b9", "echo: late"),
+      { type: "message.finalize", messageId: "msg_b9", text: "echo: late", reason: "end_turn" },
+    ]);
+    expect(late.finalized.map((r) => r.text)).toEqual(["echo: late"]);
+    expect(late.transition).toBeNull();
+  });
+
+  it("openFrames: what a client joining now has not seen of the open message (its text so far), changing nothing; none once the turn ended", () => {
+    const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
+    translator.reconnected({ busy: true, messages: [...history.slice(0, 3), stored("msg_a2", "assistant", "echo: se", 2100)] });
+    translator.apply({ type: "message.part.delta", properties: { sessionID: AGENT_SESSION, messageID: "msg_a2", partID: "prt_msg_a2", field: "text", delta: "co" } });
+    const frames = [{ type: "message.create", messageId: "msg_a2", role: "assistant" }, delta("msg_a2", "prt_msg_a2", "echo: seco")];
+    expect(translator.openFrames()).toEqual(frames);
+    expect(translator.openFrames()).toEqual(frames);
+    const next = translator.apply({ type: "message.part.delta", properties: { sessionID: AGENT_SESSION, messageID: "msg_a2", partID: "prt_msg_a2", field: "text", delta: "nd" } });
+    expect(next.client).toEqual([delta("msg_a2", "prt_msg_a2", "nd")]);
+    translator.apply(idle());
+    expect(translator.openFrames()).toEqual([]);
+  });
+
   it("a reconnect after the turn ended unseen: the missing text, the finalize, and the idle transition", () => {
     const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
     translator.reconnected({ busy: true, messages: [...history.slice(0, 3), stored("msg_a2", "assistant", "echo: se", 2100)] });

@@ -11,6 +11,9 @@
  * is announced to the session's other clients (`user.joined {userId}`) unless that user was
  * already connected from elsewhere.
  *
+ * A client joining mid-turn (issue 25): once it is ready, the session's relay is nudged, and
+ * catches it up with the turn in progress before its next frame (relay/fan-out.ts).
+ *
  * Permissions (issue 25 §3): under `permissionPolicy: "ask"` the questions the agent is waiting
  * on are sent after the status, as the live `permission.asked` frames are (the relay may send a
  * question again at the same moment: answering twice is harmless, the second gets `not_found`).
@@ -75,6 +78,19 @@ export async function pendingPermissionFrames(deps: Pick<WsDeps, "agent" | "sand
   }
 }
 
+/**
+ * Tells the session's relay that a client is ready (issue 25): it reads the session's connection
+ * list again and sends the joiner the turn in progress before its next frame, instead of finding
+ * it at its next backstop read. Best effort: the backstop read catches it up too, only later.
+ */
+async function nudgeRelayOfJoin(deps: Pick<WsDeps, "relayNudge" | "logger">, sessionId: string): Promise<void> {
+  try {
+    await deps.relayNudge?.nudge(sessionId);
+  } catch (err) {
+    deps.logger.warn("relay nudge for a new connection failed", { sessionId, error: errorForLog(err) });
+  }
+}
+
 export function makeSendInitHandler(deps: WsDeps, options: { attempts?: number; retryMs?: number } = {}): (event: unknown) => Promise<{ sent: boolean }> {
   const attempts = options.attempts ?? 10;
   const retryMs = options.retryMs ?? 200;
@@ -108,6 +124,8 @@ export function makeSendInitHandler(deps: WsDeps, options: { attempts?: number; 
     await deps.push.send(connectionId, { type: "status", status: await currentClientStatus(deps, fresh) });
     // Issue 25 §3: a question the agent is waiting on was asked before this client came (or before a relay takeover).
     for (const frame of await pendingPermissionFrames(deps, fresh)) await deps.push.send(connectionId, frame);
+    // A turn may be streaming: its relay catches this client up with it now (relay/fan-out.ts).
+    if (fresh.status === "running") await nudgeRelayOfJoin(deps, sessionId);
     const self = connections.find((c) => c.connectionId === connectionId);
     if (self && !connections.some((c) => c.userId === self.userId && c.connectionId !== connectionId)) {
       await broadcast(deps, sessionId, { type: "user.joined", userId: self.userId }, { except: connectionId });

@@ -1,0 +1,124 @@
+/**
+ * The relay's fan-out to a session's clients (functions/relay/fan-out.ts, issue 25) over the real
+ * connection registry on dynalite: a frame costs no read in steady state; a client that joins is
+ * caught up with the turn in progress (and a message finalized since it connected) before its
+ * first frame, whether the relay was nudged (at once) or finds it at the backstop read.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SessionFanOut } from "../../functions/relay/fan-out";
+import type { RelayClientMessage } from "../../functions/relay/event-translator";
+import { DynamoConnectionRegistry } from "../../functions/store/dynamo-session-items";
+import { capturingLogger } from "../support/capturing-logger";
+import { startTestTable, type TestTable } from "../support/dynalite";
+import { RecordingPush } from "../support/recording-push";
+
+let table: TestTable;
+let registry: DynamoConnectionRegistry;
+let n = 0;
+
+beforeAll(async () => {
+  table = await startTestTable();
+  registry = new DynamoConnectionRegistry(table.doc, table.tableName);
+});
+afterAll(async () => {
+  await table.close();
+});
+
+async function connect(sessionId: string, connectionId: string, at: Date): Promise<void> {
+  await registry.add({ connectionId, sessionId, userId: "u", clientType: "web", connectedAt: at.toISOString() });
+  expect(await registry.markReady(sessionId, connectionId, new Date(at.getTime() + 900_000))).toBe(true);
+}
+
+function setup(options: { cacheMs?: number } = {}) {
+  const sessionId = `ses_fan_${++n}`;
+  const push = new RecordingPush();
+  let clock = Date.parse("2026-01-01T00:00:00Z");
+  let open: RelayClientMessage[] = [];
+  const fanOut = new SessionFanOut({ connections: registry, push, logger: capturingLogger().logger, now: () => new Date(clock) }, sessionId, {
+    ...options,
+    openFrames: () => open,
+  });
+  /** The relay's handling of one event: sync, then its frames. */
+  const event = (...frames: ({ type: string } & Record<string, unknown>)[]) =>
+    fanOut.exclusive(async () => {
+      await fanOut.sync();
+      for (const f of frames) await fanOut.send(f);
+    });
+  const to = (connectionId: string) => push.sent.filter((s) => s.connectionId === connectionId).map((s) => s.message);
+  return {
+    sessionId,
+    fanOut,
+    event,
+    to,
+    push,
+    now: () => new Date(clock),
+    advance: (ms: number) => (clock += ms),
+    setOpen: (frames: RelayClientMessage[]) => (open = frames),
+  };
+}
+
+const delta = (d: string) => ({ type: "message.part.text-delta" as const, messageId: "msg_1", partId: "p1", delta: d });
+
+describe("relay fan-out", () => {
+  it("steady state: one read of the connection list, then none per frame", async () => {
+    const t = setup();
+    await connect(t.sessionId, "a", t.now());
+    await connect(t.sessionId, "b", t.now());
+    for (let i = 0; i < 50; i++) {
+      t.advance(100);
+      await t.event(delta(String(i)));
+    }
+    expect(t.fanOut.reads).toBe(1);
+    expect(t.to("a")).toHaveLength(50);
+    expect(t.to("b")).toHaveLength(50);
+  });
+
+  it("a client joining mid-turn (nudged) gets the message so far before its first frame, then every frame", async () => {
+    const t = setup();
+    await connect(t.sessionId, "a", t.now());
+    await t.event({ type: "message.create", messageId: "msg_1", role: "assistant" }, delta("hel"));
+    // Joins right after a broadcast, with the list just read.
+    await connect(t.sessionId, "late", t.now());
+    t.setOpen([{ type: "message.create", messageId: "msg_1", role: "assistant" as const }, delta("hel")]);
+    await t.fanOut.joined();
+    await t.event(delta("lo"));
+    await t.event({ type: "message.finalize", messageId: "msg_1", text: "hello", reason: "end_turn" });
+    expect(t.to("late")).toEqual([{ type: "message.create", messageId: "msg_1", role: "assistant" }, delta("hel"), delta("lo"), { type: "message.finalize", messageId: "msg_1", text: "hello", reason: "end_turn" }]);
+    expect(t.to("a").map((m) => m.type)).toEqual(["message.create", "message.part.text-delta", "message.part.text-delta", "message.finalize"]);
+    expect(t.fanOut.reads).toBe(2);
+  });
+
+  it("without a nudge the backstop read finds the joiner: it gets what was finalized since it connected and the turn so far", async () => {
+    const t = setup({ cacheMs: 30_000 });
+    await connect(t.sessionId, "a", t.now());
+    await t.event({ type: "message.create", messageId: "msg_1", role: "assistant" });
+    await connect(t.sessionId, "late", t.now());
+    t.advance(1_000);
+    await t.event({ type: "message.finalize", messageId: "msg_1", text: "first", reason: "end_turn" }, { type: "message.create", messageId: "msg_2", role: "assistant" }, { ...delta("sec"), messageId: "msg_2" });
+    expect(t.to("late")).toEqual([]);
+    t.setOpen([{ type: "message.create", messageId: "msg_2", role: "assistant" as const }, { ...delta("sec"), messageId: "msg_2" }]);
+    t.advance(30_000);
+    await t.event({ ...delta("ond"), messageId: "msg_2" });
+    expect(t.to("late")).toEqual([
+      { type: "message.create", messageId: "msg_1", role: "assistant" },
+      { type: "message.finalize", messageId: "msg_1", text: "first", reason: "end_turn" },
+      { type: "message.create", messageId: "msg_2", role: "assistant" },
+      { ...delta("sec"), messageId: "msg_2" },
+      { ...delta("ond"), messageId: "msg_2" },
+    ]);
+    expect(t.fanOut.reads).toBe(2);
+  });
+
+  it("a connection the push reports gone is removed from the registry without another read", async () => {
+    const t = setup();
+    await connect(t.sessionId, "a", t.now());
+    await connect(t.sessionId, "gone", t.now());
+    await t.event(delta("x"));
+    t.push.gone.add("gone");
+    await t.event(delta("y"));
+    await t.event(delta("z"));
+    expect(t.fanOut.reads).toBe(1);
+    expect((await registry.list(t.sessionId)).map((c) => c.connectionId)).toEqual(["a"]);
+    expect(t.to("a")).toHaveLength(3);
+  });
+});
