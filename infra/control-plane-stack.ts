@@ -35,8 +35,9 @@ import { createHandlerFunction } from "./handler-function";
 import { BUILD_KEY_HOLDERS, BUILD_STEPS } from "../functions/builds/build-steps";
 import { allowStartingBuilds, createSnapshotBuilder } from "./snapshot-builder";
 import { acknowledgeExecutionWildcards, allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
-import { createRelayService, type RelayService } from "./relay-service";
+import { createRelayService, RELAY_MIN_TASKS, type RelayService } from "./relay-service";
 import { SlackStack } from "./slack-stack";
+import { OpsStack } from "./ops-stack";
 import { createRelayNudgeQueue, grantNudging, grantReceivingNudges } from "./relay-nudge-queue";
 import { DEFAULT_STAGE_THROTTLE, HTTP_ROUTE_THROTTLES, RESERVED_CONCURRENCY, WS_ROUTE_THROTTLES, type Throttle } from "./api-throttles";
 import { acknowledgePushWildcard, allowClosingConnections, allowPush, createWebSocketApi, createWebSocketStage, pushGrant } from "./websocket-api";
@@ -140,6 +141,10 @@ export interface ControlPlaneStackProps extends StackProps {
    * twice fails the deploy.
    */
   createAutoScalingServiceLinkedRole?: boolean;
+  /** Per-second sandbox prices (USD) by provider for the Cost dashboard's dollars avoided (infra/ops-stack.ts defaults). */
+  providerPricesPerSecond?: Record<string, number>;
+  /** Time to running p95 (ms) above which the TimeToRunningP95 alarm fires (default 90,000). */
+  timeToRunningP95Ms?: number;
 }
 
 export class ControlPlaneStack extends Stack {
@@ -168,6 +173,8 @@ export class ControlPlaneStack extends Stack {
   readonly alarmTopic: Topic;
   /** Slack (API.md "Slack"): its own nested stack (infra/slack-stack.ts). */
   readonly slack: SlackStack;
+  /** Dashboards and the operations alarms (issue 19): its own nested stack (infra/ops-stack.ts). */
+  readonly ops: OpsStack;
 
   constructor(scope: Construct, id: string, props: ControlPlaneStackProps = {}) {
     super(scope, id, props);
@@ -723,6 +730,23 @@ export class ControlPlaneStack extends Stack {
       reason: "Alarm notifications carry alarm names and states only, no data; CloudWatch cannot publish to a topic encrypted with the AWS managed SNS key, and a customer managed key would cost more than the topic.",
     });
     if (props.alarmEmail) this.alarmTopic.addSubscription(new EmailSubscription(props.alarmEmail));
+    // Dashboards and the operations alarms: every resource in a nested stack of its own.
+    this.ops = new OpsStack(this, "Ops", {
+      root: this,
+      metricsNamespace,
+      functions: this.functions,
+      stateMachines: Object.fromEntries(Object.entries(this.stateMachines).filter((e): e is [string, StateMachine] => e[1] !== undefined)),
+      table: this.table,
+      httpApi: this.httpApi,
+      webSocketApi: this.webSocketApi,
+      relay: { service: this.relay.service, cluster: this.relay.cluster, minTasks: RELAY_MIN_TASKS },
+      slack: { ack: this.slack.ack, worker: this.slack.worker, queue: this.slack.queue, deadLetterQueue: this.slack.deadLetterQueue, deadLetterAlarm: this.slack.deadLetterAlarm },
+      scheduleGroups: [scheduleGroupName, maintenanceGroup.scheduleGroupName],
+      rootAlarms: [this.idleAlarms.circuitBreakerTrips, this.idleAlarms.orphanSessions],
+      alarmTopic: this.alarmTopic,
+      ...(props.providerPricesPerSecond ? { providerPricesPerSecond: props.providerPricesPerSecond } : {}),
+      ...(props.timeToRunningP95Ms ? { timeToRunningP95Ms: props.timeToRunningP95Ms } : {}),
+    });
     const alarmAction = new SnsAction(this.alarmTopic);
     for (const alarm of this.node.findAll().filter((c): c is Alarm => c instanceof Alarm)) {
       alarm.addAlarmAction(alarmAction);

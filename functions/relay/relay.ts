@@ -36,6 +36,7 @@ import { errorForLog } from "../observability/logger";
 import type { AgentClient, AgentEndpoint, AgentEvent } from "../ports/agent-client";
 import type { ClientPush } from "../ports/client-push";
 import type { FlowRunner } from "../ports/flow-runner";
+import { METRIC_NAMES, type MetricsSink } from "../ports/metrics-sink";
 import type { ClaimView, NudgeSource, RelayClaim, RelayHeartbeat, RelayLeaseStore } from "../ports/relay";
 import type { ClientConnection, ConnectionRegistry, PromptQueue, QueuedPrompt } from "../ports/session-items";
 import type { SessionStore } from "../ports/session-store";
@@ -66,6 +67,8 @@ export interface RelayDeps {
   config: Config;
   logger: Logger;
   now: () => Date;
+  /** RelayTakeovers (issue 19); none: not published. */
+  metrics?: MetricsSink;
 }
 
 export interface RelayOptions {
@@ -567,6 +570,8 @@ export class StreamingRelay {
     const claim = await this.deps.relayLeases.claim(seen, heartbeat, this.deps.now(), live ?? this.live);
     if (!claim) return;
     this.counters.claims++;
+    // Held by another relay before (its heartbeat expired, or it retired): a takeover. A flow's seize is not a relay's hold.
+    if (seen.relayOwner !== null && !seen.relayOwner.startsWith("flow:") && seen.relayOwner !== claim.owner) this.deps.metrics?.put(METRIC_NAMES.relayTakeovers, 1, "Count");
     if (this.draining || this.watches.has(sessionId)) {
       await this.release(claim);
       return;
