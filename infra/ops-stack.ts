@@ -56,7 +56,7 @@ import {
 } from "cdk-monitoring-constructs";
 import type { Construct } from "constructs";
 import { PROVIDER_TYPES } from "../functions/domain/session";
-import { METRICS, START_KINDS, type MetricDefinition } from "../functions/observability/metric-registry";
+import { DEFAULT_PROVIDER_PRICES_PER_SECOND, METRICS, START_KINDS, type MetricDefinition } from "../functions/observability/metric-registry";
 
 export const OPS_DASHBOARDS = ["Health", "Lifecycle", "Cost", "Consumers"] as const;
 export type OpsDashboard = (typeof OPS_DASHBOARDS)[number];
@@ -64,12 +64,6 @@ export type OpsDashboard = (typeof OPS_DASHBOARDS)[number];
 /** Providers that run in AWS (the local provider cannot run in Lambda). */
 const CLOUD_PROVIDERS = PROVIDER_TYPES.filter((p) => p !== "local");
 
-/**
- * Default per-second prices (USD) of one sandbox as the sessions size it (2 CPU, 4 GiB): Modal
- * $0.0000131/core/s + $0.00000222/GiB/s, E2B $0.000014/vCPU/s + $0.0000045/GiB/s (their price
- * pages, November 2026). Override with `-c providerPricesPerSecond='{"modal":...,"e2b":...}'`.
- */
-export const DEFAULT_PROVIDER_PRICES_PER_SECOND: Record<string, number> = { modal: 2 * 0.0000131 + 4 * 0.00000222, e2b: 2 * 0.000014 + 4 * 0.0000045 };
 /** Time to running p95 above this for 15 minutes alarms (`-c timeToRunningP95Ms=`). */
 export const DEFAULT_TIME_TO_RUNNING_P95_MS = 90_000;
 /** Idle lag p99 above this alarms (issue 19: 2 s). */

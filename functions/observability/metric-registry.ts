@@ -72,6 +72,13 @@ export const METRICS = {
   }),
 } as const;
 
+/**
+ * Default per-second prices (USD) of one sandbox as sessions size it (2 CPU, 4 GiB): Modal
+ * $0.0000131/core/s + $0.00000222/GiB/s, E2B $0.000014/vCPU/s + $0.0000045/GiB/s (their public
+ * price pages). The stack takes others from `-c providerPricesPerSecond=`; the local provider costs nothing.
+ */
+export const DEFAULT_PROVIDER_PRICES_PER_SECOND: Readonly<Record<string, number>> = { modal: 2 * 0.0000131 + 4 * 0.00000222, e2b: 2 * 0.000014 + 4 * 0.0000045, local: 0 };
+
 export type MetricKey = keyof typeof METRICS;
 export type RegisteredMetric = (typeof METRICS)[MetricKey];
 export type RegisteredMetricName = RegisteredMetric["name"];
