@@ -268,7 +268,8 @@ export class OpsStack extends NestedStack {
     for (const provider of CLOUD_PROVIDERS) avoided[`avoided_${provider}`] = emf(METRICS.idleSecondsAvoided, Stats.SUM, { Provider: provider }, `${provider} idle sandbox-seconds avoided`);
     add(
       "Cost",
-      graph("Sandbox seconds by org (metered)", [search(METRICS.activeSeconds, "Sum", ["orgId"])], { width: 12 }),
+      graph("Running sandbox-seconds by provider", [search(METRICS.sandboxSeconds, "Sum", ["Provider"])], { width: 12 }),
+      graph("Active seconds by org (metered)", [search(METRICS.activeSeconds, "Sum", ["orgId"])], { width: 12 }),
       graph("Idle sandbox-seconds avoided by provider, and dollars", Object.values(avoided), {
         width: 12,
         right: [

@@ -63,6 +63,7 @@ export const METRICS = {
   orphanSandboxesTerminated: metric("OrphanSandboxesTerminated", "Count", [[]], "functions/sweeper/orphan-sweeper.ts", "Sandboxes no session references, terminated by the sweeper"),
   // Money.
   activeSeconds: metric("ActiveSeconds", "Seconds", [["orgId"]], "functions/store/dynamo-org-usage.ts", "Sandbox seconds recorded, by org"),
+  sandboxSeconds: metric("SandboxSeconds", "Seconds", [["Provider"]], "functions/store/dynamo-org-usage.ts", "Running sandbox seconds recorded, by provider (the same seconds as ActiveSeconds)"),
   creditPauses: metric("CreditPauses", "Count", [[]], "functions/usage/metering-pass.ts", "Running sessions paused because their org's credits were spent"),
   // Relay.
   relayTakeovers: metric("RelayTakeovers", "Count", [[]], "functions/relay/relay.ts", "Sessions a relay claimed from another relay (whose heartbeat expired or who retired)"),

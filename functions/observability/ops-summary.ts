@@ -77,7 +77,7 @@ export function opsSummary(src: OpsSources) {
       dollarsAvoided: round(Object.entries(avoided).reduce((total, [provider, seconds]) => total + seconds * (prices[provider] ?? 0), 0)),
     },
     sweeper: { orphanSessionsFound: of(METRICS.orphansFound.name).length, orphanSandboxesTerminated: of(METRICS.orphanSandboxesTerminated.name).length },
-    usage: { activeSeconds: round(sum(of(METRICS.activeSeconds.name).map((m) => m.value))), creditPauses: of(METRICS.creditPauses.name).length },
+    usage: { activeSeconds: round(sum(of(METRICS.activeSeconds.name).map((m) => m.value))), sandboxSecondsByProvider: counted(METRICS.sandboxSeconds.name, "Provider"), creditPauses: of(METRICS.creditPauses.name).length },
     relay: { heldStreams: src.heldStreams, takeovers: of(METRICS.relayTakeovers.name).length },
   };
 }

@@ -19,6 +19,7 @@ export const METRIC_NAMES = {
   orphansFound: METRICS.orphansFound.name,
   orphanSandboxesTerminated: METRICS.orphanSandboxesTerminated.name,
   activeSeconds: METRICS.activeSeconds.name,
+  sandboxSeconds: METRICS.sandboxSeconds.name,
   creditPauses: METRICS.creditPauses.name,
   timeToRunning: METRICS.timeToRunning.name,
   providerCallDuration: METRICS.providerCallDuration.name,

@@ -50,6 +50,7 @@ export async function meterRunningSessions(deps: MeteringDeps): Promise<Metering
       const added = await deps.usage.meterInterval({
         orgId: session.orgId,
         sessionId: session.id,
+        provider: session.provider,
         intervalStart: session.runningSince,
         until: now,
         since: new Date(now.getTime() - LOOKBACK_MS),

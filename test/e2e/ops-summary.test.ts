@@ -2,7 +2,7 @@
  * `GET /v1/ops/summary` on the local runtime (issue 19): admin only (a member gets 403, no token
  * 401), and the figures are the in-process metrics the lifecycle emitted: a session started on the
  * in-memory provider (with a scripted agent: no OpenCode) shows its time to running by provider and start kind, and its provider
- * calls by operation.
+ * calls by operation, and a prompt's queue wait.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { OpsSummary } from "../../functions/observability/ops-summary";
@@ -50,5 +50,13 @@ describe("GET /v1/ops/summary", () => {
     expect(summary.providerCalls.every((c) => c.durationMs.count >= 1 && c.errors === 0)).toBe(true);
     expect(summary.relay).toEqual({ heldStreams: expect.any(Number), takeovers: 0 });
     expect(Date.parse(summary.since)).toBeLessThanOrEqual(Date.parse(summary.at));
+
+    // A prompt taken from the queue for delivery records its wait.
+    expect((await admin.request("POST", `/v1/sessions/${id}/prompts`, { body: { content: "hello" } })).status).toBe(202);
+    const waited = await waitFor("the prompt's queue wait in the summary", async () => {
+      const r = (await admin.request("GET", "/v1/ops/summary")).body as { summary: OpsSummary };
+      return r.summary.promptQueueWaitMs.count > 0 ? r.summary.promptQueueWaitMs : null;
+    });
+    expect(waited).toEqual({ count: 1, p50: expect.any(Number), p95: expect.any(Number), p99: expect.any(Number), max: expect.any(Number) });
   }, 90_000);
 });
