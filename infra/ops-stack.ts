@@ -244,6 +244,7 @@ export class OpsStack extends NestedStack {
         graph(`Time to running ${stat} by provider and start kind`, [search(METRICS.timeToRunning, stat, ["Provider", "StartKind"])], stat === "p95" ? { annotation: { value: ttrThreshold, label: "alarm" } } : {}),
       );
     }
+    add("Lifecycle", graph("Running sessions by provider (metering pass)", [search(METRICS.runningSessions, "Maximum", ["Provider"])]));
     const flowDuration = (stat: string) =>
       Object.entries(props.stateMachines).map(([flow, machine]) => machine.metric("ExecutionTime", { statistic: stat, period, label: `${flow} ${stat}` }));
     add("Lifecycle", graph("Flow durations p50 (pause, snapshot, migrate, ...)", flowDuration("p50"), { width: 12 }), graph("Flow durations p99", flowDuration("p99"), { width: 12 }));

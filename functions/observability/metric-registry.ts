@@ -64,6 +64,7 @@ export const METRICS = {
   // Money.
   activeSeconds: metric("ActiveSeconds", "Seconds", [["orgId"]], "functions/store/dynamo-org-usage.ts", "Sandbox seconds recorded, by org"),
   sandboxSeconds: metric("SandboxSeconds", "Seconds", [["Provider"]], "functions/store/dynamo-org-usage.ts", "Running sandbox seconds recorded, by provider (the same seconds as ActiveSeconds)"),
+  runningSessions: metric("RunningSessions", "Count", [["Provider"]], "functions/usage/metering-pass.ts", "Running sessions by provider, counted by each metering pass (a gauge, every minute)"),
   creditPauses: metric("CreditPauses", "Count", [[]], "functions/usage/metering-pass.ts", "Running sessions paused because their org's credits were spent"),
   // Relay.
   relayTakeovers: metric("RelayTakeovers", "Count", [[]], "functions/relay/relay.ts", "Sessions a relay claimed from another relay (whose heartbeat expired or who retired)"),

@@ -20,6 +20,7 @@ export const METRIC_NAMES = {
   orphanSandboxesTerminated: METRICS.orphanSandboxesTerminated.name,
   activeSeconds: METRICS.activeSeconds.name,
   sandboxSeconds: METRICS.sandboxSeconds.name,
+  runningSessions: METRICS.runningSessions.name,
   creditPauses: METRICS.creditPauses.name,
   timeToRunning: METRICS.timeToRunning.name,
   providerCallDuration: METRICS.providerCallDuration.name,
