@@ -232,7 +232,9 @@ export class OpsStack extends NestedStack {
         right: [emf(METRICS.heldStreams, Stats.AVERAGE, {}, "held streams per task (avg)"), emf(METRICS.heldStreams, Stats.MAXIMUM, {}, "held streams (busiest task)")],
         annotation: { value: props.relay.minTasks, label: "minimum tasks" },
       }),
-      graph("Relay takeovers", [emf(METRICS.relayTakeovers, Stats.SUM, {}, "sessions taken over from another relay")]),
+      graph("Relay takeovers and reconnects", [emf(METRICS.relayTakeovers, Stats.SUM, {}, "sessions taken over from another relay")], {
+        right: [search(METRICS.relayStreamsLost, "Sum", ["Reason"])],
+      }),
     );
     add("Health", ...new DynamoTableMonitoring(facade, { table: props.table, alarmFriendlyName: "SessionTable" }).summaryWidgets());
 

@@ -68,6 +68,7 @@ export const METRICS = {
   creditPauses: metric("CreditPauses", "Count", [[]], "functions/usage/metering-pass.ts", "Running sessions paused because their org's credits were spent"),
   // Relay.
   relayTakeovers: metric("RelayTakeovers", "Count", [[]], "functions/relay/relay.ts", "Sessions a relay claimed from another relay (whose heartbeat expired or who retired)"),
+  relayStreamsLost: metric("RelayStreamsLost", "Count", [["Reason"]], "functions/relay/relay.ts", "A held OpenCode stream lost (a reconnect is scheduled), by reason"),
   heldStreams: metric("HeldStreams", "Count", [[]], "functions/relay/held-streams-metric.ts", "OpenCode streams one relay task holds (per-task gauge, every minute; the relay scales on it)", {
     service: RELAY_GAUGE_SERVICE,
     via: "put-metric-data",

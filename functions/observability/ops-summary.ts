@@ -79,7 +79,7 @@ export function opsSummary(src: OpsSources) {
     sweeper: { orphanSessionsFound: of(METRICS.orphansFound.name).length, orphanSandboxesTerminated: of(METRICS.orphanSandboxesTerminated.name).length },
     runningSessions: Object.fromEntries([...groupBy(of(METRICS.runningSessions.name), ["Provider"]).values()].map((g) => [g.dimensions.Provider ?? "", g.values.at(-1) ?? 0])),
     usage: { activeSeconds: round(sum(of(METRICS.activeSeconds.name).map((m) => m.value))), sandboxSecondsByProvider: counted(METRICS.sandboxSeconds.name, "Provider"), creditPauses: of(METRICS.creditPauses.name).length },
-    relay: { heldStreams: src.heldStreams, takeovers: of(METRICS.relayTakeovers.name).length },
+    relay: { heldStreams: src.heldStreams, takeovers: of(METRICS.relayTakeovers.name).length, streamsLost: counted(METRICS.relayStreamsLost.name, "Reason") },
   };
 }
 export type OpsSummary = ReturnType<typeof opsSummary>;

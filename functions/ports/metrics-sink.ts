@@ -27,6 +27,7 @@ export const METRIC_NAMES = {
   providerCallErrors: METRICS.providerCallErrors.name,
   promptQueueWait: METRICS.promptQueueWait.name,
   relayTakeovers: METRICS.relayTakeovers.name,
+  relayStreamsLost: METRICS.relayStreamsLost.name,
 } as const;
 export type MetricName = (typeof METRIC_NAMES)[keyof typeof METRIC_NAMES];
 

@@ -610,6 +610,7 @@ export class StreamingRelay {
         onEvent: (event) => this.guarded(watch, () => this.event(watch, event)),
         onDisconnected: ({ reason, error, retryInMs }) => {
           this.deps.logger.info("relay stream lost: reconnecting", { sessionId, reason, retryInMs, ...(error ? { error: errorForLog(error) } : {}) });
+          this.deps.metrics?.put(METRIC_NAMES.relayStreamsLost, 1, "Count", { Reason: reason });
           // Issue 25 §5: the sandbox may be dead; a flow with provider bindings finds out (stream-loss.ts).
           if (this.watches.get(sessionId) === watch) void this.streamLoss.streamFailed(sessionId);
         },

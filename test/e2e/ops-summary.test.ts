@@ -48,7 +48,7 @@ describe("GET /v1/ops/summary", () => {
     const calls = summary.providerCalls.map((c) => `${c.provider}/${c.operation}`);
     expect(calls).toContain("local/ensureSandbox");
     expect(summary.providerCalls.every((c) => c.durationMs.count >= 1 && c.errors === 0)).toBe(true);
-    expect(summary.relay).toEqual({ heldStreams: expect.any(Number), takeovers: 0 });
+    expect(summary.relay).toMatchObject({ heldStreams: expect.any(Number), takeovers: 0 });
     expect(Date.parse(summary.since)).toBeLessThanOrEqual(Date.parse(summary.at));
 
     // A prompt taken from the queue for delivery records its wait.

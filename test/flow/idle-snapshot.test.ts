@@ -498,6 +498,8 @@ describe("verification 16: the reconnect race", () => {
       await hold.reached;
       // The reconnect comes due while the snapshot is in progress: it revalidates, finds its lease taken, and stands down.
       await waitFor(() => relay.counters.leasesLost === 1, { message: "the reconnect to find its lease taken" });
+      // The dropped stream counts as lost (issue 19: RelayStreamsLost, by reason).
+      expect(h.metrics.recorded.filter((m) => m.name === "RelayStreamsLost").map((m) => m.dimensions.Reason)).toEqual(["ended"]);
       expect(fake.subscriberCount()).toBe(0);
       expect(relay.heldSessions()).not.toContain(s.id);
       hold.release();

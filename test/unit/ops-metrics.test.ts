@@ -100,6 +100,6 @@ describe("the local ops summary", () => {
     expect(s.idle.dollarsAvoided).toBe(1.1);
     expect(s.idle.snapshots).toEqual({ inactivity: 1 });
     expect(s.providerCalls).toEqual([{ provider: "modal", operation: "pause", errors: 1, durationMs: { count: 1, p50: 5, p95: 5, p99: 5, max: 5 } }]);
-    expect(s.relay).toEqual({ heldStreams: 3, takeovers: 1 });
+    expect(s.relay).toEqual({ heldStreams: 3, takeovers: 1, streamsLost: {} });
   });
 });
