@@ -70,6 +70,9 @@ describe("start kinds (TimeToRunning's StartKind)", () => {
     expect(startKindOf({ recovered: false, layer: "prebuild", startedFrom: "snap_2" })).toBe("filesystem");
     expect(startKindOf({ recovered: false, layer: "session", startedFrom: "mem:abc" })).toBe("memory");
     expect(startKindOf({ recovered: true, layer: null, startedFrom: null })).toBe("recovered");
+    // E2B: resumed from its native pause, under the paused sandbox's own id.
+    expect(startKindOf({ recovered: false, layer: "session", startedFrom: "e2b-sbx-1" }, "e2b-sbx-1")).toBe("memory");
+    expect(startKindOf({ recovered: false, layer: "session", startedFrom: "snap_1" }, "e2b-sbx-1")).toBe("filesystem");
   });
 });
 

@@ -44,10 +44,15 @@ function timingsOf(doc: FlowDocument): Record<string, number> {
   return out;
 }
 
-/** How a sandbox started (TimeToRunning's StartKind): a recovered one, a memory or filesystem snapshot, or nothing (fresh). */
-export function startKindOf(provision: Pick<ProvisionResult, "recovered" | "layer" | "startedFrom">): StartKind {
+/**
+ * How a sandbox started (TimeToRunning's StartKind): a recovered one, a memory snapshot (a Modal
+ * `mem:` snapshot, or an E2B sandbox resumed from its native pause: it starts from the paused
+ * sandbox's own id), a filesystem snapshot, or nothing (fresh).
+ */
+export function startKindOf(provision: Pick<ProvisionResult, "recovered" | "layer" | "startedFrom">, pausedSandboxId?: string | null): StartKind {
   if (provision.recovered) return "recovered";
   if (provision.startedFrom?.startsWith("mem:")) return "memory";
+  if (provision.startedFrom && provision.startedFrom === pausedSandboxId) return "memory";
   if (provision.startedFrom && (provision.layer === "session" || provision.layer === "prebuild" || provision.layer === "repo")) return "filesystem";
   return "fresh";
 }
@@ -132,7 +137,7 @@ export async function finishFlow(doc: FlowDocument, deps: FlowDeps, known?: Sess
     await isolated(deps, "metrics", doc.sessionId, async () =>
       deps.metrics.put(METRIC_NAMES.timeToRunning, Math.max(0, deps.now().getTime() - Date.parse(begin.startedAt)), "Milliseconds", {
         Provider: session.provider,
-        StartKind: startKindOf(provision),
+        StartKind: startKindOf(provision, begin.sandboxId),
       }),
     );
   }
