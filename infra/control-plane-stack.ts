@@ -37,7 +37,7 @@ import { allowStartingBuilds, createSnapshotBuilder } from "./snapshot-builder";
 import { acknowledgeExecutionWildcards, allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
 import { createRelayService, RELAY_MIN_TASKS, type RelayService } from "./relay-service";
 import { SlackStack } from "./slack-stack";
-import { OpsStack } from "./ops-stack";
+import { OpsStack, scheduleDeadLetterQueueName } from "./ops-stack";
 import { createRelayNudgeQueue, grantNudging, grantReceivingNudges } from "./relay-nudge-queue";
 import { DEFAULT_STAGE_THROTTLE, HTTP_ROUTE_THROTTLES, RESERVED_CONCURRENCY, WS_ROUTE_THROTTLES, type Throttle } from "./api-throttles";
 import { acknowledgePushWildcard, allowClosingConnections, allowPush, createWebSocketApi, createWebSocketStage, pushGrant } from "./websocket-api";
@@ -326,10 +326,15 @@ export class ControlPlaneStack extends Stack {
     // What arming schedules takes (the scheduler adapter, lifecycleSchedulerFromEnv): the settings,
     // the schedule actions on this group's schedules only, and passing the scheduler role to
     // Scheduler and nobody else.
+    // Invocations that fail every retry go to a dead-letter queue in the ops nested stack (issue 19),
+    // named here so no root resource refers to the nested stack (which refers to the root's).
+    const scheduleDeadLetterArn = this.formatArn({ service: "sqs", resource: scheduleDeadLetterQueueName(this.stackName), arnFormat: ArnFormat.NO_RESOURCE_NAME });
+    schedulerRole.addToPrincipalPolicy(new PolicyStatement({ actions: ["sqs:SendMessage"], resources: [scheduleDeadLetterArn] }));
     const scheduleEnvironment: Record<string, string> = {
       SCHEDULE_GROUP_NAME: scheduleGroup.scheduleGroupName,
       SCHEDULE_TARGET_ARN: scheduleTargetArn,
       SCHEDULE_ROLE_ARN: schedulerRole.roleArn,
+      SCHEDULE_DEAD_LETTER_ARN: scheduleDeadLetterArn,
     };
     const schedulingStatements = (): PolicyStatement[] => [
       new PolicyStatement({
@@ -520,6 +525,7 @@ export class ControlPlaneStack extends Stack {
       target: {
         arn: sweeper.functionArn,
         roleArn: schedulerRole.roleArn,
+        deadLetterConfig: { arn: scheduleDeadLetterArn },
         // A firing older than the next one is worth nothing: the next sweep does the same work.
         retryPolicy: { maximumRetryAttempts: 2, maximumEventAgeInSeconds: Math.max(60, sweeperMinutes * 60) },
       },
@@ -552,7 +558,7 @@ export class ControlPlaneStack extends Stack {
       scheduleExpression: "rate(1 hour)",
       flexibleTimeWindow: { mode: "OFF" },
       state: "ENABLED",
-      target: { arn: prebuildRebuild.functionArn, roleArn: schedulerRole.roleArn, retryPolicy: { maximumRetryAttempts: 2, maximumEventAgeInSeconds: 3600 } },
+      target: { arn: prebuildRebuild.functionArn, roleArn: schedulerRole.roleArn, deadLetterConfig: { arn: scheduleDeadLetterArn }, retryPolicy: { maximumRetryAttempts: 2, maximumEventAgeInSeconds: 3600 } },
     });
     this.prebuildRebuildSchedule.node.addDependency(schedulerRole);
     this.prebuildRebuildSchedule.node.addDependency(maintenanceGroup);
@@ -584,7 +590,7 @@ export class ControlPlaneStack extends Stack {
       flexibleTimeWindow: { mode: "OFF" },
       state: "ENABLED",
       // A late or repeated firing is harmless (the usage writes are idempotent); an old one is worth nothing.
-      target: { arn: metering.functionArn, roleArn: schedulerRole.roleArn, retryPolicy: { maximumRetryAttempts: 2, maximumEventAgeInSeconds: 60 } },
+      target: { arn: metering.functionArn, roleArn: schedulerRole.roleArn, deadLetterConfig: { arn: scheduleDeadLetterArn }, retryPolicy: { maximumRetryAttempts: 2, maximumEventAgeInSeconds: 60 } },
     });
     this.meteringSchedule.node.addDependency(schedulerRole);
     this.meteringSchedule.node.addDependency(maintenanceGroup);
@@ -747,6 +753,8 @@ export class ControlPlaneStack extends Stack {
       ...(props.providerPricesPerSecond ? { providerPricesPerSecond: props.providerPricesPerSecond } : {}),
       ...(props.timeToRunningP95Ms ? { timeToRunningP95Ms: props.timeToRunningP95Ms } : {}),
     });
+    // The maintenance schedules name the dead-letter queue the ops stack creates.
+    for (const schedule of [this.sweeperSchedule, this.prebuildRebuildSchedule, this.meteringSchedule]) schedule.node.addDependency(this.ops);
     const alarmAction = new SnsAction(this.alarmTopic);
     for (const alarm of this.node.findAll().filter((c): c is Alarm => c instanceof Alarm)) {
       alarm.addAlarmAction(alarmAction);

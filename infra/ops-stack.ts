@@ -10,12 +10,12 @@
  *   (functions/observability/metric-registry.ts). test/infra/ops-dashboards.test.ts fails when a
  *   widget or alarm names a metric the registry does not hold, or a registered metric is nowhere.
  * - Alarms: API 5xx rate, relay running tasks below the minimum, time to running p95, idle lag
- *   p99 over 2 s, and the composite `control plane unhealthy` over them and the root's own
+ *   p99 over 2 s, the lifecycle schedules' dead letters (the queue lives here), and the composite `control plane unhealthy` over them and the root's own
  *   (circuit breaker, orphan sessions, Slack dead letters). Every description is a runbook line:
  *   what to check first.
  * - Idle sandbox-seconds avoided in dollars at per-second provider prices (`-c providerPricesPerSecond=`).
  */
-import { Duration, NestedStack, type NestedStackProps, type Stack } from "aws-cdk-lib";
+import { Duration, NestedStack, Validations, type NestedStackProps, type Stack } from "aws-cdk-lib";
 import type { HttpApi, WebSocketApi } from "aws-cdk-lib/aws-apigatewayv2";
 import {
   Alarm,
@@ -41,7 +41,7 @@ import type { Table } from "aws-cdk-lib/aws-dynamodb";
 import type { FargateService, ICluster } from "aws-cdk-lib/aws-ecs";
 import type { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
 import type { ITopic } from "aws-cdk-lib/aws-sns";
-import type { IQueue } from "aws-cdk-lib/aws-sqs";
+import { Queue, QueueEncryption, type IQueue } from "aws-cdk-lib/aws-sqs";
 import type { StateMachine } from "aws-cdk-lib/aws-stepfunctions";
 import {
   ApiGatewayV2HttpApiMonitoring,
@@ -57,6 +57,11 @@ import {
 import type { Construct } from "constructs";
 import { PROVIDER_TYPES } from "../functions/domain/session";
 import { DEFAULT_PROVIDER_PRICES_PER_SECOND, METRICS, START_KINDS, type MetricDefinition } from "../functions/observability/metric-registry";
+
+/** The lifecycle schedules' dead-letter queue (its ARN is built by the root from this name: see control-plane-stack.ts). */
+export function scheduleDeadLetterQueueName(stackName: string): string {
+  return `${stackName}-schedule-dead-letters`;
+}
 
 export const OPS_DASHBOARDS = ["Health", "Lifecycle", "Cost", "Consumers"] as const;
 export type OpsDashboard = (typeof OPS_DASHBOARDS)[number];
@@ -100,7 +105,9 @@ class Segment implements IDynamicDashboardSegment {
 
 export class OpsStack extends NestedStack {
   readonly dashboards: Record<OpsDashboard, Dashboard>;
-  readonly alarms: { api5xxRate: Alarm; relayTasksBelowMinimum: Alarm; timeToRunningP95: Alarm; idleLagP99: Alarm };
+  readonly alarms: { api5xxRate: Alarm; relayTasksBelowMinimum: Alarm; timeToRunningP95: Alarm; idleLagP99: Alarm; scheduleDeadLetters: Alarm };
+  /** Lifecycle schedule invocations that failed every retry (EventBridge Scheduler's DeadLetterConfig). */
+  readonly scheduleDeadLetters: Queue;
   readonly unhealthy: CompositeAlarm;
 
   constructor(scope: Construct, id: string, props: OpsStackProps) {
@@ -184,8 +191,24 @@ export class OpsStack extends NestedStack {
       treatMissingData: TreatMissingData.NOT_BREACHING,
       alarmDescription: `Runbook: idle snapshots start over ${IDLE_LAG_P99_MS / 1000} s (p99) after the grace ran out: idle sandboxes cost money. Check first the schedule-fired function's errors and throttles and the Scheduler's target errors on the Health dashboard.`,
     });
-    this.alarms = { api5xxRate, relayTasksBelowMinimum, timeToRunningP95, idleLagP99 };
-    const childAlarms: IAlarm[] = [api5xxRate, relayTasksBelowMinimum, timeToRunningP95, idleLagP99, props.slack.deadLetterAlarm, ...props.rootAlarms];
+    this.scheduleDeadLetters = new Queue(this, "ScheduleDeadLetters", {
+      queueName: scheduleDeadLetterQueueName(props.root.stackName),
+      retentionPeriod: Duration.days(14),
+      encryption: QueueEncryption.SQS_MANAGED,
+      enforceSSL: true,
+    });
+    Validations.of(this.scheduleDeadLetters).acknowledge({ id: "AwsSolutions::AwsSolutions-SQS3", reason: "This is the dead-letter queue of the lifecycle schedules; an alarm fires on anything in it." });
+    const scheduleDeadLetters = new Alarm(this, "ScheduleDeadLettersVisible", {
+      metric: this.scheduleDeadLetters.metricApproximateNumberOfMessagesVisible({ period }),
+      threshold: 1,
+      evaluationPeriods: 1,
+      comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: TreatMissingData.NOT_BREACHING,
+      alarmDescription:
+        "Runbook: a lifecycle schedule (expiry, idle check) or maintenance schedule failed every retry and sits in the dead-letter queue: its session may miss a migration or an idle snapshot. Check first the schedule-fired function's errors and logs, then read the message (it names the session and purpose) and re-run its check.",
+    });
+    this.alarms = { api5xxRate, relayTasksBelowMinimum, timeToRunningP95, idleLagP99, scheduleDeadLetters };
+    const childAlarms: IAlarm[] = [api5xxRate, relayTasksBelowMinimum, timeToRunningP95, idleLagP99, scheduleDeadLetters, props.slack.deadLetterAlarm, ...props.rootAlarms];
     this.unhealthy = new CompositeAlarm(this, "ControlPlaneUnhealthy", {
       compositeAlarmName: `${props.root.stackName}-control-plane-unhealthy`,
       alarmRule: AlarmRule.anyOf(...childAlarms.map((a) => AlarmRule.fromAlarm(a, AlarmState.ALARM))),
@@ -224,6 +247,7 @@ export class OpsStack extends NestedStack {
     for (const [flow, machine] of Object.entries(props.stateMachines)) {
       add("Health", ...new StepFunctionMonitoring(facade, { stateMachine: machine, alarmFriendlyName: flow, humanReadableName: `flow ${flow}` }).summaryWidgets());
     }
+    add("Health", ...new SqsQueueMonitoring(facade, { queue: this.scheduleDeadLetters, alarmFriendlyName: "ScheduleDeadLetters", humanReadableName: "Schedule dead letters" }).summaryWidgets());
     add("Health", ...new SqsQueueMonitoring(facade, { queue: props.slack.deadLetterQueue, alarmFriendlyName: "SlackDeadLetters", humanReadableName: "Slack dead letters" }).summaryWidgets());
     add("Health", ...new FargateServiceMonitoring(facade, { fargateService: props.relay.service, alarmFriendlyName: "Relay", humanReadableName: "Relay (Fargate)" }).summaryWidgets());
     add(

@@ -12,7 +12,7 @@ import { METRIC_DEFINITIONS, type MetricDefinition } from "../../functions/obser
 import { METRICS_NAMESPACE } from "../../infra/control-plane-stack";
 import { alarmRefs, dashboardRefs, dashboardsOf, metricCount, renderDashboardHtml, type DashboardBody, type MetricRef } from "../../infra/ops-dashboard-render";
 import { OPS_DASHBOARDS } from "../../infra/ops-stack";
-import { synthWithoutBundling, type Synthesized } from "./stack-queries";
+import { stackQueries, synthWithoutBundling, type Synthesized } from "./stack-queries";
 
 /** CloudWatch's documented dashboard limits: 500 widgets per dashboard, 500 metrics per graph, 2,500 per dashboard. */
 const MAX_WIDGETS = 500;
@@ -136,15 +136,31 @@ describe("operations: dashboards and alarms", () => {
     ops.hasResourceProperties("AWS::CloudWatch::Alarm", { MetricName: "IdleSnapshotLag", ExtendedStatistic: "p99", Threshold: 2000, ComparisonOperator: "GreaterThanThreshold" });
     const resources = (templates.ops?.Resources ?? {}) as Record<string, { Type: string; Properties: Record<string, unknown> }>;
     const alarms = Object.values(resources).filter((r) => r.Type === "AWS::CloudWatch::Alarm" || r.Type === "AWS::CloudWatch::CompositeAlarm");
-    expect(alarms).toHaveLength(5);
+    expect(alarms).toHaveLength(6);
     for (const a of alarms) expect(String(a.Properties.AlarmDescription)).toMatch(/^Runbook: .+ Check first /);
     const composite = alarms.find((a) => a.Type === "AWS::CloudWatch::CompositeAlarm");
     const rule = JSON.stringify(composite?.Properties.AlarmRule);
-    // Its four siblings, the Slack dead letters and the root's circuit breaker and orphan alarms.
-    expect(rule.match(/ALARM\(/g)).toHaveLength(7);
+    // Its five siblings, the Slack dead letters and the root's circuit breaker and orphan alarms.
+    expect(rule.match(/ALARM\(/g)).toHaveLength(8);
     const math = alarms.filter((a) => Array.isArray(a.Properties.Metrics)).map((a) => JSON.stringify(a.Properties.Metrics));
     expect(math.some((m) => m.includes('"5xx"') && m.includes('"Count"'))).toBe(true);
     expect(math.some((m) => m.includes("TimeToRunning") && m.includes("MAX(["))).toBe(true);
+  });
+
+  it("lifecycle and maintenance schedules send what failed every retry to the ops stack's dead-letter queue, which Scheduler's role may write", () => {
+    const queues = Object.values(templates.ops?.Resources ?? {}).filter((r) => r.Type === "AWS::SQS::Queue");
+    expect(queues.map((q) => q.Properties?.QueueName)).toEqual(["SandboxControlPlane-schedule-dead-letters"]);
+    const arn = { "Fn::Join": ["", ["arn:", { Ref: "AWS::Partition" }, ":sqs:", { Ref: "AWS::Region" }, ":", { Ref: "AWS::AccountId" }, ":SandboxControlPlane-schedule-dead-letters"]] };
+    const schedules = Object.values(synth.resources).filter((r) => r.Type === "AWS::Scheduler::Schedule");
+    expect(schedules).toHaveLength(3);
+    for (const sch of schedules) expect((sch.Properties.Target as { DeadLetterConfig?: unknown }).DeadLetterConfig).toEqual({ Arn: arn });
+    // The functions that arm schedules name it on every schedule they create.
+    expect(stackQueries(synth).envOf("ScheduleFired").SCHEDULE_DEAD_LETTER_ARN).toEqual(arn);
+    const sends = Object.values(synth.resources)
+      .filter((r) => r.Type === "AWS::IAM::Policy")
+      .flatMap((r) => (r.Properties.PolicyDocument as { Statement: { Action: unknown; Resource: unknown }[] }).Statement)
+      .filter((st) => st.Action === "sqs:SendMessage" && JSON.stringify(st.Resource) === JSON.stringify(arn));
+    expect(sends).toHaveLength(1);
   });
 
   it("prices idle seconds avoided at the per-second prices given by context", () => {
