@@ -38,6 +38,7 @@ import { acknowledgeExecutionWildcards, allowStartingFlows, createFlowStateMachi
 import { createRelayService, RELAY_MIN_TASKS, type RelayService } from "./relay-service";
 import { SlackStack } from "./slack-stack";
 import { OpsStack, scheduleDeadLetterQueueName } from "./ops-stack";
+import { addRunbookLine } from "./ops-runbook";
 import { createRelayNudgeQueue, grantNudging, grantReceivingNudges } from "./relay-nudge-queue";
 import { DEFAULT_STAGE_THROTTLE, HTTP_ROUTE_THROTTLES, RESERVED_CONCURRENCY, WS_ROUTE_THROTTLES, type Throttle } from "./api-throttles";
 import { acknowledgePushWildcard, allowClosingConnections, allowPush, createWebSocketApi, createWebSocketStage, pushGrant } from "./websocket-api";
@@ -759,6 +760,8 @@ export class ControlPlaneStack extends Stack {
     for (const alarm of this.node.findAll().filter((c): c is Alarm => c instanceof Alarm)) {
       alarm.addAlarmAction(alarmAction);
       alarm.addOkAction(alarmAction);
+      // Issue 19: every description says what to check first.
+      addRunbookLine(alarm);
     }
 
     // The relay's scaling (Application Auto Scaling) needs its service-linked role for ECS, which

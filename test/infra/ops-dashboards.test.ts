@@ -118,14 +118,16 @@ describe("operations: dashboards and alarms", () => {
     expect(Buffer.byteLength(JSON.stringify(templates.ops))).toBeLessThan(MAX_BYTES);
   });
 
-  it("every alarm of every template notifies the alarm topic, the composite included", () => {
+  it("every alarm of every template notifies the alarm topic and says what to check first, the composite included", () => {
     const topic = synth.stack.getLogicalId(synth.stack.alarmTopic.node.defaultChild as never);
     const alarms = Object.entries(templates).flatMap(([t, json]) =>
       Object.entries(json.Resources ?? {})
         .filter(([, r]) => r.Type === "AWS::CloudWatch::Alarm" || r.Type === "AWS::CloudWatch::CompositeAlarm")
-        .map(([id, r]) => ({ id: `${t}/${id}`, actions: JSON.stringify(r.Properties?.AlarmActions ?? []) })),
+        .map(([id, r]) => ({ id: `${t}/${id}`, actions: JSON.stringify(r.Properties?.AlarmActions ?? []), description: String(r.Properties?.AlarmDescription ?? "") })),
     );
     expect(alarms.length).toBeGreaterThan(40);
+    // Each description says what to check first (issue 19).
+    expect(alarms.filter((a) => !/Check first[: ]/.test(a.description)).map((a) => a.id)).toEqual([]);
     const silent = alarms.filter((a) => !(a.actions.includes(topic) || /referenceto.*AlarmTopic/i.test(a.actions) || /AlarmTopic/.test(a.actions)));
     expect(silent).toEqual([]);
   });
