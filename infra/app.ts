@@ -8,7 +8,9 @@
  * default off), `reservedConcurrency` (default true; false where the account's Lambda concurrency
  * limit cannot spare it), `stackName` (default SandboxControlPlane: another name deploys a second stack beside
  * it, every physical name prefixed with it), `alarmEmail` (subscribed to the alarm topic),
- * `createAutoScalingServiceLinkedRole` (default false). cdk-nag's AwsSolutions pack runs on every synth.
+ * `createAutoScalingServiceLinkedRole` (default false), `providerPricesPerSecond` (JSON object of
+ * USD per sandbox-second by provider, for the Cost dashboard), `timeToRunningP95Ms` (the time to
+ * running alarm's threshold). cdk-nag's AwsSolutions pack runs on every synth.
  */
 import { App, Validations } from "aws-cdk-lib";
 import { AwsSolutionsChecks } from "cdk-nag";
@@ -27,6 +29,12 @@ export function buildApp(app = new App()): { app: App; stack: ControlPlaneStack 
   const stackName = app.node.tryGetContext("stackName");
   const alarmEmail = app.node.tryGetContext("alarmEmail");
   const createAutoScalingServiceLinkedRole = app.node.tryGetContext("createAutoScalingServiceLinkedRole");
+  const prices: unknown = app.node.tryGetContext("providerPricesPerSecond");
+  const providerPricesPerSecond = typeof prices === "string" ? (JSON.parse(prices) as unknown) : prices;
+  if (providerPricesPerSecond !== undefined && (typeof providerPricesPerSecond !== "object" || providerPricesPerSecond === null || Object.values(providerPricesPerSecond).some((v) => typeof v !== "number" || !(v >= 0)))) {
+    throw new Error(`providerPricesPerSecond must be a JSON object of non-negative numbers by provider, e.g. {"modal":0.0000351,"e2b":0.000046}`);
+  }
+  const timeToRunningP95Ms = app.node.tryGetContext("timeToRunningP95Ms");
   const stack = new ControlPlaneStack(app, typeof stackName === "string" && stackName ? stackName : DEFAULT_STACK_NAME, {
     deletionProtection: deletionProtection === undefined ? true : String(deletionProtection) !== "false",
     ...(provider === "modal" || provider === "e2b" ? { defaultSandboxProvider: provider } : {}),
@@ -37,6 +45,8 @@ export function buildApp(app = new App()): { app: App; stack: ControlPlaneStack 
     ...(reservedConcurrency === undefined ? {} : { reservedConcurrency: String(reservedConcurrency) !== "false" }),
     ...(typeof alarmEmail === "string" && alarmEmail ? { alarmEmail } : {}),
     createAutoScalingServiceLinkedRole: String(createAutoScalingServiceLinkedRole) === "true",
+    ...(providerPricesPerSecond ? { providerPricesPerSecond: providerPricesPerSecond as Record<string, number> } : {}),
+    ...(timeToRunningP95Ms === undefined ? {} : { timeToRunningP95Ms: Number(timeToRunningP95Ms) }),
   });
   return { app, stack };
 }

@@ -35,8 +35,10 @@ import { createHandlerFunction } from "./handler-function";
 import { BUILD_KEY_HOLDERS, BUILD_STEPS } from "../functions/builds/build-steps";
 import { allowStartingBuilds, createSnapshotBuilder } from "./snapshot-builder";
 import { acknowledgeExecutionWildcards, allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
-import { createRelayService, type RelayService } from "./relay-service";
+import { createRelayService, RELAY_MIN_TASKS, type RelayService } from "./relay-service";
 import { SlackStack } from "./slack-stack";
+import { OpsStack, scheduleDeadLetterQueueName } from "./ops-stack";
+import { addRunbookLine } from "./ops-runbook";
 import { createRelayNudgeQueue, grantNudging, grantReceivingNudges } from "./relay-nudge-queue";
 import { DEFAULT_STAGE_THROTTLE, HTTP_ROUTE_THROTTLES, RESERVED_CONCURRENCY, WS_ROUTE_THROTTLES, type Throttle } from "./api-throttles";
 import { acknowledgePushWildcard, allowClosingConnections, allowPush, createWebSocketApi, createWebSocketStage, pushGrant } from "./websocket-api";
@@ -140,6 +142,10 @@ export interface ControlPlaneStackProps extends StackProps {
    * twice fails the deploy.
    */
   createAutoScalingServiceLinkedRole?: boolean;
+  /** Per-second sandbox prices (USD) by provider for the Cost dashboard's dollars avoided (infra/ops-stack.ts defaults). */
+  providerPricesPerSecond?: Record<string, number>;
+  /** Time to running p95 (ms) above which the TimeToRunningP95 alarm fires (default 90,000). */
+  timeToRunningP95Ms?: number;
 }
 
 export class ControlPlaneStack extends Stack {
@@ -168,6 +174,8 @@ export class ControlPlaneStack extends Stack {
   readonly alarmTopic: Topic;
   /** Slack (API.md "Slack"): its own nested stack (infra/slack-stack.ts). */
   readonly slack: SlackStack;
+  /** Dashboards and the operations alarms (issue 19): its own nested stack (infra/ops-stack.ts). */
+  readonly ops: OpsStack;
 
   constructor(scope: Construct, id: string, props: ControlPlaneStackProps = {}) {
     super(scope, id, props);
@@ -319,10 +327,15 @@ export class ControlPlaneStack extends Stack {
     // What arming schedules takes (the scheduler adapter, lifecycleSchedulerFromEnv): the settings,
     // the schedule actions on this group's schedules only, and passing the scheduler role to
     // Scheduler and nobody else.
+    // Invocations that fail every retry go to a dead-letter queue in the ops nested stack (issue 19),
+    // named here so no root resource refers to the nested stack (which refers to the root's).
+    const scheduleDeadLetterArn = this.formatArn({ service: "sqs", resource: scheduleDeadLetterQueueName(this.stackName), arnFormat: ArnFormat.NO_RESOURCE_NAME });
+    schedulerRole.addToPrincipalPolicy(new PolicyStatement({ actions: ["sqs:SendMessage"], resources: [scheduleDeadLetterArn] }));
     const scheduleEnvironment: Record<string, string> = {
       SCHEDULE_GROUP_NAME: scheduleGroup.scheduleGroupName,
       SCHEDULE_TARGET_ARN: scheduleTargetArn,
       SCHEDULE_ROLE_ARN: schedulerRole.roleArn,
+      SCHEDULE_DEAD_LETTER_ARN: scheduleDeadLetterArn,
     };
     const schedulingStatements = (): PolicyStatement[] => [
       new PolicyStatement({
@@ -513,6 +526,7 @@ export class ControlPlaneStack extends Stack {
       target: {
         arn: sweeper.functionArn,
         roleArn: schedulerRole.roleArn,
+        deadLetterConfig: { arn: scheduleDeadLetterArn },
         // A firing older than the next one is worth nothing: the next sweep does the same work.
         retryPolicy: { maximumRetryAttempts: 2, maximumEventAgeInSeconds: Math.max(60, sweeperMinutes * 60) },
       },
@@ -545,7 +559,7 @@ export class ControlPlaneStack extends Stack {
       scheduleExpression: "rate(1 hour)",
       flexibleTimeWindow: { mode: "OFF" },
       state: "ENABLED",
-      target: { arn: prebuildRebuild.functionArn, roleArn: schedulerRole.roleArn, retryPolicy: { maximumRetryAttempts: 2, maximumEventAgeInSeconds: 3600 } },
+      target: { arn: prebuildRebuild.functionArn, roleArn: schedulerRole.roleArn, deadLetterConfig: { arn: scheduleDeadLetterArn }, retryPolicy: { maximumRetryAttempts: 2, maximumEventAgeInSeconds: 3600 } },
     });
     this.prebuildRebuildSchedule.node.addDependency(schedulerRole);
     this.prebuildRebuildSchedule.node.addDependency(maintenanceGroup);
@@ -577,7 +591,7 @@ export class ControlPlaneStack extends Stack {
       flexibleTimeWindow: { mode: "OFF" },
       state: "ENABLED",
       // A late or repeated firing is harmless (the usage writes are idempotent); an old one is worth nothing.
-      target: { arn: metering.functionArn, roleArn: schedulerRole.roleArn, retryPolicy: { maximumRetryAttempts: 2, maximumEventAgeInSeconds: 60 } },
+      target: { arn: metering.functionArn, roleArn: schedulerRole.roleArn, deadLetterConfig: { arn: scheduleDeadLetterArn }, retryPolicy: { maximumRetryAttempts: 2, maximumEventAgeInSeconds: 60 } },
     });
     this.meteringSchedule.node.addDependency(schedulerRole);
     this.meteringSchedule.node.addDependency(maintenanceGroup);
@@ -725,10 +739,31 @@ export class ControlPlaneStack extends Stack {
       reason: "Alarm notifications carry alarm names and states only, no data; CloudWatch cannot publish to a topic encrypted with the AWS managed SNS key, and a customer managed key would cost more than the topic.",
     });
     if (props.alarmEmail) this.alarmTopic.addSubscription(new EmailSubscription(props.alarmEmail));
+    // Dashboards and the operations alarms: every resource in a nested stack of its own.
+    this.ops = new OpsStack(this, "Ops", {
+      root: this,
+      metricsNamespace,
+      functions: this.functions,
+      stateMachines: Object.fromEntries(Object.entries(this.stateMachines).filter((e): e is [string, StateMachine] => e[1] !== undefined)),
+      table: this.table,
+      httpApi: this.httpApi,
+      webSocketApi: this.webSocketApi,
+      relay: { service: this.relay.service, cluster: this.relay.cluster, minTasks: RELAY_MIN_TASKS },
+      slack: { ack: this.slack.ack, worker: this.slack.worker, queue: this.slack.queue, deadLetterQueue: this.slack.deadLetterQueue, deadLetterAlarm: this.slack.deadLetterAlarm },
+      scheduleGroups: [scheduleGroupName, maintenanceGroup.scheduleGroupName],
+      rootAlarms: [this.idleAlarms.circuitBreakerTrips, this.idleAlarms.orphanSessions],
+      alarmTopic: this.alarmTopic,
+      ...(props.providerPricesPerSecond ? { providerPricesPerSecond: props.providerPricesPerSecond } : {}),
+      ...(props.timeToRunningP95Ms ? { timeToRunningP95Ms: props.timeToRunningP95Ms } : {}),
+    });
+    // The maintenance schedules name the dead-letter queue the ops stack creates.
+    for (const schedule of [this.sweeperSchedule, this.prebuildRebuildSchedule, this.meteringSchedule]) schedule.node.addDependency(this.ops);
     const alarmAction = new SnsAction(this.alarmTopic);
     for (const alarm of this.node.findAll().filter((c): c is Alarm => c instanceof Alarm)) {
       alarm.addAlarmAction(alarmAction);
       alarm.addOkAction(alarmAction);
+      // Issue 19: every description says what to check first.
+      addRunbookLine(alarm);
     }
 
     // The relay's scaling (Application Auto Scaling) needs its service-linked role for ECS, which

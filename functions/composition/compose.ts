@@ -37,6 +37,7 @@ import type { WsDeps } from "../ws/ws-deps";
 import type { BuildRunner } from "../ports/build-runner";
 import { DynamoRepoCatalog } from "../store/dynamo-repo-catalog";
 import { DynamoOrgUsageStore } from "../store/dynamo-org-usage";
+import { measuredProviders } from "./measured-provider";
 
 /** What differs between runtimes (AWS, local, tests); everything else is built from these. */
 export interface RuntimeAdapters {
@@ -116,7 +117,7 @@ export function composeStores(doc: DynamoDBDocumentClient, tableName: string, se
     sessions: new DynamoSessionStore(doc, tableName, usage),
     tokens: new DynamoApiTokenStore(doc, tableName),
     wsTickets: new DynamoWsTicketStore(doc, tableName),
-    prompts: new DynamoPromptQueue(doc, tableName),
+    prompts: new DynamoPromptQueue(doc, tableName, metrics),
     events: new DynamoLifecycleEventLog(doc, tableName),
     connections: new DynamoConnectionRegistry(doc, tableName),
     proxies: new DynamoProxyConnectionRegistry(doc, tableName),
@@ -139,6 +140,8 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
   const now = adapters.now ?? (() => new Date());
   // In AWS the nudge queue (composition/aws.ts), locally the relay in process; none where no relay listens.
   const relayNudge = adapters.relayNudge;
+  // Every provider call timed and its errors counted (ProviderCallDuration / ProviderCallErrors).
+  const provider = measuredProviders(adapters.provider, adapters.flowMetrics);
   const flowDeps: FlowDeps = {
     sessions: stores.sessions,
     prompts: stores.prompts,
@@ -150,7 +153,7 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
     push: adapters.push,
     scheduler: adapters.scheduler,
     flows: adapters.flows,
-    provider: adapters.provider,
+    provider,
     agent: adapters.agent,
     sandboxKeys,
     secrets: stores.secrets,
@@ -176,7 +179,7 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
     proxies: stores.proxies,
     scheduler: adapters.scheduler,
     agent: adapters.agent,
-    provider: adapters.provider,
+    provider,
     sandboxKeys,
     secrets: stores.secrets,
     orgSettings: stores.orgSettings,
@@ -213,6 +216,7 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
     config,
     logger: adapters.logger,
     now,
+    metrics: adapters.flowMetrics,
   };
   return { config, doc: adapters.doc, logger: adapters.logger, metrics: adapters.metrics, stores, sandboxKeys, flowDeps, httpDeps, wsDeps, relayDeps };
 }

@@ -221,6 +221,9 @@ export function errorResponse(err: unknown, requestId: string): APIGatewayProxyS
 }
 
 /** Wraps a route function into the shared middy stack, given its dependencies. */
+/** Where a request's start is kept for its HttpRequestLatency datum (middy's per-invocation `internal`). */
+const STARTED_AT = "httpStartedAt";
+
 export function httpRoute<B, P, Q>(
   spec: RouteSpec<B, P, Q>,
   run: (request: HttpRequest<B, P, Q>, deps: HttpDeps) => Promise<HttpResult>,
@@ -245,10 +248,12 @@ export function httpRoute<B, P, Q>(
       return json(result.status, result.body, result.headers);
     };
 
-    const record = (status: number) => {
+    const record = (status: number, internal: Record<string, unknown>) => {
       // One metric, the route and status as dimensions; logMetrics flushes it with the request.
       deps.metrics.addDimensions({ Route: spec.name, Status: String(status) });
       deps.metrics.addMetric(REQUEST_METRICS.http, MetricUnit.Count, 1);
+      const startedAt = internal[STARTED_AT];
+      if (typeof startedAt === "number") deps.metrics.addMetric(REQUEST_METRICS.httpLatency, MetricUnit.Milliseconds, performance.now() - startedAt);
     };
     // Powertools first: the logger carries the Lambda context (and is reset after), metrics are
     // flushed after the route's own after/onError has recorded the request (middy runs those in
@@ -258,6 +263,7 @@ export function httpRoute<B, P, Q>(
       .use(logMetrics(deps.metrics))
       .use({
         before: (request) => {
+          request.internal[STARTED_AT] = performance.now();
           const event = request.event;
           deps.logger.appendKeys({
             requestId: event.requestContext?.requestId,
@@ -268,7 +274,7 @@ export function httpRoute<B, P, Q>(
         after: (request) => {
           const status = request.response?.statusCode ?? 0;
           deps.logger.info("request completed", { status });
-          record(status);
+          record(status, request.internal);
         },
         onError: (request) => {
           const requestId = request.event.requestContext?.requestId ?? "unknown";
@@ -277,7 +283,7 @@ export function httpRoute<B, P, Q>(
           const status = request.response.statusCode ?? 500;
           if (status >= 500) deps.logger.error("request failed", { status, error: errorForLog(err) });
           else deps.logger.info("request rejected", { status, error: errorForLog(err) });
-          record(status);
+          record(status, request.internal);
         },
       })
       .handler(core) as unknown as HttpHandler;

@@ -1,5 +1,6 @@
 /** Metrics as CloudWatch EMF (Powertools Metrics): printed to stdout, extracted by CloudWatch. */
 import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
+import { METRICS } from "./metric-registry";
 
 export { MetricUnit };
 
@@ -9,11 +10,13 @@ export { MetricUnit };
  */
 export const REQUEST_METRICS = {
   /** Every HTTP API request; dimensions `Route` (e.g. `CreateSession`) and `Status` (e.g. `202`). */
-  http: "HttpRequests",
+  http: METRICS.httpRequests.name,
+  /** Handler time of every HTTP API request (ms), same dimensions. */
+  httpLatency: METRICS.httpLatency.name,
   /** Every WebSocket route invocation; dimensions `Route` (`$connect`, `$default`...) and `Status`. */
-  ws: "WebSocketRequests",
+  ws: METRICS.wsRequests.name,
   /** Every flow step, schedule target and sweeper invocation; dimensions `Function` and `Outcome` (`ok`, `error`). */
-  step: "StepInvocations",
+  step: METRICS.stepInvocations.name,
 } as const;
 
 export function createMetrics(options: { namespace?: string; serviceName?: string } = {}): Metrics {

@@ -4,30 +4,32 @@
  * breaker trips, orphans). AWS adapter: CloudWatch EMF (observability/emf-metrics-sink.ts), which
  * the stack's alarms read; local and tests: an in-memory recorder (bench figures come from it).
  */
+import { METRICS, dimensionsDeclared, type MetricUnitName } from "../observability/metric-registry";
+
+export type { MetricUnitName };
+
+/** The figures published through this port, named from the one registry (observability/metric-registry.ts). */
 export const METRIC_NAMES = {
-  /** Grace expiry -> the idle snapshot decided to go (ms). */
-  idleLag: "IdleSnapshotLag",
-  /** The snapshot step of an idle snapshot (ms). */
-  idleSnapshotDuration: "IdleSnapshotDuration",
-  /** Idle snapshots committed (dimension `mode`). */
-  idleSnapshots: "IdleSnapshots",
-  idleSnapshotFailures: "IdleSnapshotFailures",
-  /** The circuit breaker stopped a session after repeated idle snapshot failures (alarmed). */
-  circuitBreakerTrips: "IdleSnapshotCircuitBreakerTrips",
-  /** Sandbox seconds an idle snapshot saved: from the pause to the sandbox's expiry. */
-  idleSecondsAvoided: "IdleSandboxSecondsAvoided",
-  /** Running sessions the sweeper found without a live relay, past their grace (alarmed). */
-  orphansFound: "OrphanSessionsFound",
-  /** Sandboxes no session references, terminated by the sweeper. */
-  orphanSandboxesTerminated: "OrphanSandboxesTerminated",
-  /** Sandbox seconds the metering pass recorded (dimension `orgId`; API.md "Usage, limits and credits"). */
-  activeSeconds: "ActiveSeconds",
-  /** Running sessions paused because their org's `monthlyActiveSeconds` was spent (`credit_limit`). */
-  creditPauses: "CreditPauses",
+  idleLag: METRICS.idleLag.name,
+  idleSnapshotDuration: METRICS.idleSnapshotDuration.name,
+  idleSnapshots: METRICS.idleSnapshots.name,
+  idleSnapshotFailures: METRICS.idleSnapshotFailures.name,
+  circuitBreakerTrips: METRICS.circuitBreakerTrips.name,
+  idleSecondsAvoided: METRICS.idleSecondsAvoided.name,
+  orphansFound: METRICS.orphansFound.name,
+  orphanSandboxesTerminated: METRICS.orphanSandboxesTerminated.name,
+  activeSeconds: METRICS.activeSeconds.name,
+  sandboxSeconds: METRICS.sandboxSeconds.name,
+  runningSessions: METRICS.runningSessions.name,
+  creditPauses: METRICS.creditPauses.name,
+  timeToRunning: METRICS.timeToRunning.name,
+  providerCallDuration: METRICS.providerCallDuration.name,
+  providerCallErrors: METRICS.providerCallErrors.name,
+  promptQueueWait: METRICS.promptQueueWait.name,
+  relayTakeovers: METRICS.relayTakeovers.name,
+  relayStreamsLost: METRICS.relayStreamsLost.name,
 } as const;
 export type MetricName = (typeof METRIC_NAMES)[keyof typeof METRIC_NAMES];
-
-export type MetricUnitName = "Count" | "Milliseconds" | "Seconds";
 
 export interface MetricsSink {
   put(name: MetricName, value: number, unit: MetricUnitName, dimensions?: Record<string, string>): void;
@@ -45,6 +47,11 @@ export class RecordingMetricsSink implements MetricsSink {
   readonly recorded: RecordedMetric[] = [];
 
   put(name: MetricName, value: number, unit: MetricUnitName, dimensions: Record<string, string> = {}): void {
+    // A datum the registry does not declare (wrong unit or dimension set) is a bug: fail where it is emitted.
+    const def = Object.values(METRICS).find((m) => m.name === name);
+    if (!def || def.unit !== unit || !dimensionsDeclared(def, dimensions)) {
+      throw new Error(`metric ${name} (${unit}, dimensions ${JSON.stringify(Object.keys(dimensions))}) is not as observability/metric-registry.ts declares it`);
+    }
     this.recorded.push({ name, value, unit, dimensions });
   }
 

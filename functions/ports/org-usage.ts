@@ -7,6 +7,8 @@ import type { OrgLimits, UsageDay } from "../domain/usage";
 export interface MeterInput {
   orgId: string;
   sessionId: string;
+  /** The session's provider: the seconds added also count as `SandboxSeconds` by provider (issue 19). */
+  provider?: string;
   /** The running interval's start (the session's `runningSince`): the usage items are keyed by it. */
   intervalStart: string;
   /** Meter the interval up to here (now for a running session; the transition time when it ends). */

@@ -8,8 +8,9 @@
 import { CloudWatchClient, PutMetricDataCommand } from "@aws-sdk/client-cloudwatch";
 import type { Logger } from "@aws-lambda-powertools/logger";
 import { errorForLog } from "../observability/logger";
+import { METRICS } from "../observability/metric-registry";
 
-export const HELD_STREAMS_METRIC = { namespace: "SandboxControlPlane", name: "HeldStreams", dimension: { Name: "service", Value: "sandbox-relay" } } as const;
+export const HELD_STREAMS_METRIC = { namespace: "SandboxControlPlane", name: METRICS.heldStreams.name, dimension: { Name: "service", Value: METRICS.heldStreams.service } } as const;
 
 export function publishHeldStreams(
   held: () => number,

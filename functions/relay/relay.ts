@@ -35,6 +35,7 @@ import { errorForLog } from "../observability/logger";
 import type { AgentClient, AgentEndpoint, AgentEvent } from "../ports/agent-client";
 import type { ClientPush } from "../ports/client-push";
 import type { FlowRunner } from "../ports/flow-runner";
+import { METRIC_NAMES, type MetricsSink } from "../ports/metrics-sink";
 import type { ClaimView, NudgeSource, RelayClaim, RelayHeartbeat, RelayLeaseStore } from "../ports/relay";
 import type { ConnectionRegistry, PromptQueue, QueuedPrompt } from "../ports/session-items";
 import type { SessionStore } from "../ports/session-store";
@@ -67,6 +68,8 @@ export interface RelayDeps {
   config: Config;
   logger: Logger;
   now: () => Date;
+  /** RelayTakeovers (issue 19); none: not published. */
+  metrics?: MetricsSink;
 }
 
 export interface RelayOptions {
@@ -574,6 +577,8 @@ export class StreamingRelay {
     const claim = await this.deps.relayLeases.claim(seen, heartbeat, this.deps.now(), live ?? this.live);
     if (!claim) return;
     this.counters.claims++;
+    // Held by another relay before (its heartbeat expired, or it retired): a takeover. A flow's seize is not a relay's hold.
+    if (seen.relayOwner !== null && !seen.relayOwner.startsWith("flow:") && seen.relayOwner !== claim.owner) this.deps.metrics?.put(METRIC_NAMES.relayTakeovers, 1, "Count");
     if (this.draining || this.watches.has(sessionId)) {
       await this.release(claim);
       return;
@@ -612,6 +617,7 @@ export class StreamingRelay {
         onEvent: (event) => this.guarded(watch, () => watch.fanOut.exclusive(() => this.event(watch, event))),
         onDisconnected: ({ reason, error, retryInMs }) => {
           this.deps.logger.info("relay stream lost: reconnecting", { sessionId, reason, retryInMs, ...(error ? { error: errorForLog(error) } : {}) });
+          this.deps.metrics?.put(METRIC_NAMES.relayStreamsLost, 1, "Count", { Reason: reason });
           // Issue 25 §5: the sandbox may be dead; a flow with provider bindings finds out (stream-loss.ts).
           if (this.watches.get(sessionId) === watch) void this.streamLoss.streamFailed(sessionId);
         },

@@ -87,6 +87,7 @@ export class DynamoOrgUsageStore implements OrgUsageStore {
     }
     const added = secondsOf(addedMs);
     if (added > 0) this.metrics?.put(METRIC_NAMES.activeSeconds, added, "Seconds", { orgId: input.orgId });
+    if (added > 0 && input.provider) this.metrics?.put(METRIC_NAMES.sandboxSeconds, added, "Seconds", { Provider: input.provider });
     return added;
   }
 

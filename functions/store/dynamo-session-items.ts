@@ -4,6 +4,7 @@
  * dispatchers can never both send the same prompt.
  */
 import type { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
+import { METRIC_NAMES, type MetricsSink } from "../ports/metrics-sink";
 import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from "./dynamodb-sdk";
 import { isLiveConnection, ttlEpochSeconds } from "../domain/connection-liveness";
 import { newSortableId } from "../domain/ids";
@@ -47,6 +48,8 @@ export class DynamoPromptQueue implements PromptQueue {
   constructor(
     private readonly doc: DynamoDBDocumentClient,
     private readonly tableName: string,
+    /** PromptQueueWait (issue 19): accepted -> taken for delivery, published by the queued -> processing move that wins. */
+    private readonly metrics?: MetricsSink,
   ) {}
 
   async enqueue(input: { sessionId: string; content: string; source: string; now: Date }): Promise<QueuedPrompt> {
@@ -131,6 +134,7 @@ export class DynamoPromptQueue implements PromptQueue {
           ExpressionAttributeValues: { ":from": from, ":to": to, ":now": now.toISOString(), ...failure },
         }),
       );
+      if (from === "queued" && to === "processing") this.metrics?.put(METRIC_NAMES.promptQueueWait, Math.max(0, now.getTime() - Date.parse(prompt.createdAt)), "Milliseconds");
       return true;
     } catch (err) {
       if (isConditionFailure(err)) return false;

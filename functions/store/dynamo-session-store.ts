@@ -140,7 +140,7 @@ export class DynamoSessionStore implements SessionStore {
     if (!usage) return;
     for (let attempt = 1; ; attempt++) {
       try {
-        await usage.meterInterval({ orgId: session.orgId, sessionId: session.id, intervalStart, until: new Date(endedAt), final: true });
+        await usage.meterInterval({ orgId: session.orgId, sessionId: session.id, provider: session.provider, intervalStart, until: new Date(endedAt), final: true });
         return;
       } catch (err) {
         if (attempt >= 3) {

@@ -43,13 +43,19 @@ export async function meterRunningSessions(deps: MeteringDeps): Promise<Metering
   const report: MeteringReport = { metered: 0, activeSeconds: {}, paused: [], errors: 0 };
   const now = deps.now();
   const byOrg = new Map<string, SessionRecord[]>();
-  for (const session of await runningSessions(deps)) {
+  const listed = await runningSessions(deps);
+  // The running-sessions gauge by provider (issue 19), from the list this pass reads anyway.
+  const byProvider = new Map<string, number>();
+  for (const session of listed) if (session.status === "running") byProvider.set(session.provider, (byProvider.get(session.provider) ?? 0) + 1);
+  for (const [provider, count] of byProvider) deps.metrics.put(METRIC_NAMES.runningSessions, count, "Count", { Provider: provider });
+  for (const session of listed) {
     if (session.status !== "running" || !session.runningSince) continue;
     byOrg.set(session.orgId, [...(byOrg.get(session.orgId) ?? []), session]);
     try {
       const added = await deps.usage.meterInterval({
         orgId: session.orgId,
         sessionId: session.id,
+        provider: session.provider,
         intervalStart: session.runningSince,
         until: now,
         since: new Date(now.getTime() - LOOKBACK_MS),

@@ -21,7 +21,9 @@ import { createMetrics } from "../../functions/observability/metrics";
 import { createDocumentClient, ensureTable } from "../../functions/store/dynamo-client";
 import { revokeApiToken, type RevocationReport } from "../../functions/api-tokens/revoke-api-token";
 import { LocalSecretKeyWrapper, SECRETS_MASTER_KEY_BYTES, parseSecretsMasterKey } from "../../functions/secrets/local-key-wrapper";
-import { startLocalHttpServer } from "./local-http-server";
+import { startLocalHttpServer, type LocalExtraRoute } from "./local-http-server";
+import { makeOpsSummaryHandler, OPS_SUMMARY_ROUTE } from "../../functions/http/handlers/ops-summary";
+import type { OpsSources } from "../../functions/observability/ops-summary";
 import { OpenCodeAgentClient } from "../../functions/agent/opencode-agent-client";
 import type { FlowDeps } from "../../functions/flows/flow-deps";
 import type { AgentClient } from "../../functions/ports/agent-client";
@@ -175,7 +177,16 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   };
   const host = options.host ?? "127.0.0.1";
   const slackRef: { current?: LocalSlack } = {};
-  const http = await startLocalHttpServer(() => runtime().httpDeps, options.port ?? 0, host, () => slackRef.current?.routes ?? []);
+  // GET /v1/ops/summary (issue 19): the key figures from this process's metrics, served beside the route table.
+  const opsRef: { current?: () => Omit<OpsSources, "now"> } = {};
+  const opsRoute = (): LocalExtraRoute => ({
+    route: OPS_SUMMARY_ROUTE,
+    handler: makeOpsSummaryHandler(() => {
+      if (!opsRef.current) throw new Error("local runtime: metrics not ready yet");
+      return opsRef.current();
+    })(runtime().httpDeps),
+  });
+  const http = await startLocalHttpServer(() => runtime().httpDeps, options.port ?? 0, host, () => [...(slackRef.current?.routes ?? []), opsRoute()]);
   const url = `http://${host}:${http.port}`;
   // The WebSocket API shares the HTTP port.
   const wsUrl = `ws://${host}:${http.port}/ws`;
@@ -218,6 +229,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   const masterKey = options.env?.SANDBOX_ACCESS_KEY ?? localMasterKey(options.dataDir);
   // Locally the figures stay in memory (the bench reads them); in AWS they are CloudWatch EMF.
   const metrics = new RecordingMetricsSink();
+  const startedAt = now();
   // The runner and the scheduler call back into steps whose dependencies include them.
   const flows = new LocalFlowRunner({
     deps: () => runtime().flowDeps,
@@ -282,6 +294,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   let relay = new StreamingRelay(relayDeps, relayOptions);
   built.relay = relay;
   relay.start();
+  opsRef.current = () => ({ recorded: metrics.recorded, heldStreams: relay.heldSessions().length, since: startedAt });
 
   // The sweeper schedule (a rate schedule in AWS): one sweep at a time.
   const sweeping: { current: Promise<SweepReport> | null } = { current: null };

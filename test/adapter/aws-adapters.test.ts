@@ -196,6 +196,15 @@ describe("EventBridgeLifecycleScheduler", () => {
     });
   });
 
+  it("names the dead-letter queue when the stack has one (SCHEDULE_DEAD_LETTER_ARN; issue 19)", async () => {
+    scheduler.on(CreateScheduleCommand).resolves({ ScheduleArn: "arn:schedule" });
+    const at = new Date("2025-03-01T13:30:15.000Z");
+    const dlq = "arn:aws:sqs:us-east-1:123456789012:scp-schedule-dead-letters";
+    await new EventBridgeLifecycleScheduler({ ...options, deadLetterArn: dlq }).arm(target, at);
+    const expected = expectedInput("at(2025-03-01T13:30:15)", at);
+    expect(scheduler.commandCalls(CreateScheduleCommand)[0]?.args[0].input).toEqual({ ...expected, Target: { ...expected.Target, DeadLetterConfig: { Arn: dlq } } });
+  });
+
   it("rounds a fractional second UP so the schedule never fires early", async () => {
     scheduler.on(CreateScheduleCommand).resolves({ ScheduleArn: "arn:schedule" });
     const at = new Date("2025-03-01T13:30:15.001Z");

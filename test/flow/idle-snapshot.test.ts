@@ -105,6 +105,10 @@ describe("the idle trigger and the snapshot by capability", () => {
     expect(h.metrics.values(METRIC_NAMES.idleSnapshots)).toEqual([1]);
     expect(h.metrics.values(METRIC_NAMES.idleLag)).toHaveLength(1);
     expect(h.metrics.values(METRIC_NAMES.idleSecondsAvoided)[0]).toBeGreaterThan(3000);
+    // Issue 19: avoided seconds by provider; the resume from the mem: snapshot is a memory start.
+    expect(h.metrics.recorded.find((m) => m.name === METRIC_NAMES.idleSecondsAvoided)?.dimensions).toEqual({ Provider: inner.type });
+    await h.run("ensure-runtime", s.id);
+    expect(h.metrics.recorded.filter((m) => m.name === METRIC_NAMES.timeToRunning).map((m) => m.dimensions.StartKind)).toEqual(["fresh", "memory"]);
   });
 
   it("E2B: native pause, the paused sandbox stays referenced and is resumed under its own id (seed 002 §5b)", async () => {
@@ -117,6 +121,8 @@ describe("the idle trigger and the snapshot by capability", () => {
     expect(provider.callsOf("terminate")).toEqual([]);
     const resumed = await h.run("ensure-runtime", s.id);
     expect(resumed).toMatchObject({ status: "running", sandboxId: s.sandboxId, pauseReason: null });
+    // Issue 19: a resume from the native pause is a memory start.
+    expect(h.metrics.recorded.filter((m) => m.name === "TimeToRunning").map((m) => m.dimensions.StartKind)).toEqual(["fresh", "memory"]);
   });
 
   it("local: a filesystem snapshot, then terminate", async () => {
@@ -498,6 +504,8 @@ describe("verification 16: the reconnect race", () => {
       await hold.reached;
       // The reconnect comes due while the snapshot is in progress: it revalidates, finds its lease taken, and stands down.
       await waitFor(() => relay.counters.leasesLost === 1, { message: "the reconnect to find its lease taken" });
+      // The dropped stream counts as lost (issue 19: RelayStreamsLost, by reason).
+      expect(h.metrics.recorded.filter((m) => m.name === "RelayStreamsLost").map((m) => m.dimensions.Reason)).toEqual(["ended"]);
       expect(fake.subscriberCount()).toBe(0);
       expect(relay.heldSessions()).not.toContain(s.id);
       hold.release();
@@ -542,6 +550,12 @@ describe("the sweeper", () => {
     expect(lost).toMatchObject({ outcome: "committed", to: "paused", reason: "sandbox_lost" });
     expect(inner.sandbox(resumed.sandboxId ?? "")?.restoredFrom).toBe(s.snapshotId);
     await waitFor(() => Promise.resolve(agent.prompts.filter((p) => p.text === "build it").length), { until: (n) => n === 2, message: "the prompt sent again" });
+    // Time to running by start kind (issue 19): the first start was fresh, the resume from the filesystem snapshot.
+    const starts = h.metrics.recorded.filter((m) => m.name === "TimeToRunning").map((m) => m.dimensions);
+    expect(starts).toEqual([
+      { Provider: inner.type, StartKind: "fresh" },
+      { Provider: inner.type, StartKind: "filesystem" },
+    ]);
   });
 
   it("a sandbox that died before any snapshot: nothing to resume from, so the session is stopped (sandbox_lost) saying so", async () => {

@@ -56,6 +56,7 @@ function relay(ownerId: string, ttl = TTL, options: { backstopPageSize?: number 
       config: h.config,
       logger: h.deps.logger,
       now: h.deps.now,
+      metrics: h.metrics,
     },
     // Scans, heartbeats and nudges are driven by the tests.
     { ownerId, leaseTtlSeconds: ttl, connectionCacheMs: 0, scanIntervalMs: 3_600_000, renewIntervalMs: 3_600_000, ...options },
@@ -103,6 +104,8 @@ describe("relay at scale (issue 15)", () => {
     await a.scanNow();
     expect(a.heldSessions()).toHaveLength(MANY);
     await waitFor(() => a.streamCounters().open === MANY, { message: "every stream live on A" });
+    // First claims of sessions nobody held are no takeovers (issue 19: RelayTakeovers).
+    expect(h.metrics.values("RelayTakeovers")).toEqual([]);
     // Half the sessions are mid-turn when A dies; one turn of the other half ends while nobody watches.
     for (const s of sessions) await prompt(s.id, `task ${s.id}`);
     await waitFor(() => agent.prompts.length === MANY, { message: "every prompt sent" });
@@ -122,6 +125,7 @@ describe("relay at scale (issue 15)", () => {
     await b.heartbeatNow();
     await waitFor(() => b.counters.scans > scans && b.heldSessions().length === MANY, { message: "B holds every session" });
     await waitFor(() => b.streamCounters().open === MANY, { message: "every stream live on B" });
+    expect(h.metrics.values("RelayTakeovers")).toEqual(Array.from({ length: MANY }, () => 1));
 
     for (const s of sessions.slice(MANY / 2)) agent.finish(agentSessionOf(s));
     for (const s of sessions) {

@@ -131,6 +131,11 @@ describe("metering", () => {
     // ActiveSeconds (by org) counts every recorded second once: the passes' and the closes'.
     const published = h.metrics.recorded.filter((m) => m.name === METRIC_NAMES.activeSeconds && m.dimensions.orgId === "org-a");
     expect(published.reduce((sum, m) => sum + Math.round(m.value * 1000), 0)).toBe(Math.round(stopped.activeSeconds * 1000));
+    // The same seconds by provider (issue 19: SandboxSeconds, the Cost dashboard).
+    const byProvider = h.metrics.recorded.filter((m) => m.name === METRIC_NAMES.sandboxSeconds);
+    expect(byProvider.length).toBeGreaterThan(0);
+    expect(byProvider.every((m) => m.dimensions.Provider === stopped.provider)).toBe(true);
+    expect(byProvider.reduce((sum, m) => sum + Math.round(m.value * 1000), 0)).toBe(Math.round(stopped.activeSeconds * 1000));
   });
 
   for (const seed of [11, 22, 33, 44]) {
@@ -279,6 +284,8 @@ describe("monthlyActiveSeconds", () => {
     h.advance(1_500);
     // 2 sessions x 1.5 s: spent.
     const report = await meter();
+    // The pass counts what it read: three running sessions (issue 19: RunningSessions by provider).
+    expect(h.metrics.recorded.filter((m) => m.name === METRIC_NAMES.runningSessions).at(-1)).toMatchObject({ value: 3, dimensions: { Provider: a.provider } });
     expect(report.paused.sort()).toEqual([a.id, b.id].sort());
     await h.runner.whenIdle();
     for (const s of [a, b]) {

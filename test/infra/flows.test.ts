@@ -254,7 +254,7 @@ describe("EventBridge Scheduler", () => {
     template.hasResourceProperties("AWS::Scheduler::ScheduleGroup", { Name: `${stack.stackName}-lifecycle` });
   });
 
-  it("assumes a role (same account only) that can invoke schedule-fired, the sweeper, the prebuild rebuild and the metering pass and nothing else", () => {
+  it("assumes a role (same account only) that can invoke schedule-fired, the sweeper, the prebuild rebuild and the metering pass (and dead-letter what failed) and nothing else", () => {
     const roleId = logicalIdOf(findRoleAssumedBy("scheduler.amazonaws.com"));
     expect(resources[roleId]?.Properties.AssumeRolePolicyDocument).toMatchObject({
       Statement: [
@@ -267,7 +267,9 @@ describe("EventBridge Scheduler", () => {
       ],
     });
     const statements = statementsOfRole(roleId);
-    expect([...new Set(actionsOf(statements))]).toEqual(["lambda:InvokeFunction"]);
+    // And sending what failed every retry to the schedules' dead-letter queue (issue 19), nothing else.
+    expect([...new Set(actionsOf(statements))].sort()).toEqual(["lambda:InvokeFunction", "sqs:SendMessage"]);
+    expect(resourcesFor(statements, "sqs:SendMessage").map((r) => JSON.stringify(r))).toEqual([expect.stringContaining(":SandboxControlPlane-schedule-dead-letters")]);
     // Unqualified ARNs only: no version or alias wildcard.
     sameSet(resourcesFor(statements, "lambda:InvokeFunction"), [
       getAtt(logicalIdOf(stack.functions.ScheduleFired)),

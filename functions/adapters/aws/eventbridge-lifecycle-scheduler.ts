@@ -24,6 +24,8 @@ export interface EventBridgeLifecycleSchedulerOptions {
   targetArn: string;
   /** The role Scheduler assumes to invoke the target. */
   roleArn: string;
+  /** Where Scheduler puts an invocation that failed every retry (SQS; issue 19: the Health dashboard and an alarm watch its depth). */
+  deadLetterArn?: string;
   /** Clock for the past-time floor; defaults to the system clock. */
   now?: () => Date;
 }
@@ -82,6 +84,7 @@ export class EventBridgeLifecycleScheduler implements LifecycleScheduler {
         RoleArn: this.options.roleArn,
         Input: JSON.stringify(event),
         RetryPolicy: RETRY_POLICY,
+        ...(this.options.deadLetterArn ? { DeadLetterConfig: { Arn: this.options.deadLetterArn } } : {}),
       },
     };
     const [client, { CreateScheduleCommand, UpdateScheduleCommand }] = await Promise.all([this.client(), sdk()]);
@@ -115,14 +118,15 @@ export class EventBridgeLifecycleScheduler implements LifecycleScheduler {
 
 /**
  * The scheduler from the environment (`SCHEDULE_GROUP_NAME`, `SCHEDULE_TARGET_ARN`,
- * `SCHEDULE_ROLE_ARN`), for functions that arm schedules. A function the stack gave none of
+ * `SCHEDULE_ROLE_ARN`; `SCHEDULE_DEAD_LETTER_ARN` when the stack has a dead-letter queue for them), for functions that arm schedules. A function the stack gave none of
  * these gets a scheduler whose calls fail naming what is missing.
  */
 export function lifecycleSchedulerFromEnv(env: Record<string, string | undefined>, client: ClientFactory<SchedulerClient> = schedulerClient): LifecycleScheduler {
   const groupName = env.SCHEDULE_GROUP_NAME;
   const targetArn = env.SCHEDULE_TARGET_ARN;
   const roleArn = env.SCHEDULE_ROLE_ARN;
-  if (groupName && targetArn && roleArn) return new EventBridgeLifecycleScheduler({ client, groupName, targetArn, roleArn });
+  const deadLetterArn = env.SCHEDULE_DEAD_LETTER_ARN?.trim() || undefined;
+  if (groupName && targetArn && roleArn) return new EventBridgeLifecycleScheduler({ client, groupName, targetArn, roleArn, ...(deadLetterArn ? { deadLetterArn } : {}) });
   const missing = () => Promise.reject(new Error("invalid configuration: SCHEDULE_GROUP_NAME, SCHEDULE_TARGET_ARN and SCHEDULE_ROLE_ARN must be set to arm schedules"));
   return { arm: missing, cancel: missing };
 }

@@ -15,7 +15,8 @@ import { errorForLog } from "../../observability/logger";
 import { METRIC_NAMES } from "../../ports/metrics-sink";
 import type { ClientConnection, LifecycleOutcome } from "../../ports/session-items";
 import { broadcastStatus } from "../../services/broadcast";
-import type { FlowDocument } from "../flow-document";
+import type { FlowDocument, ProvisionResult } from "../flow-document";
+import type { StartKind } from "../../observability/metric-registry";
 import type { FlowDeps } from "../flow-deps";
 import { finalClientStatus } from "../plan";
 import { deliverQueuedPrompts } from "../../services/prompt-delivery";
@@ -41,6 +42,19 @@ function timingsOf(doc: FlowDocument): Record<string, number> {
     if (typeof ms === "number") out[step] = ms;
   }
   return out;
+}
+
+/**
+ * How a sandbox started (TimeToRunning's StartKind): a recovered one, a memory snapshot (a Modal
+ * `mem:` snapshot, or an E2B sandbox resumed from its native pause: it starts from the paused
+ * sandbox's own id), a filesystem snapshot, or nothing (fresh).
+ */
+export function startKindOf(provision: Pick<ProvisionResult, "recovered" | "layer" | "startedFrom">, pausedSandboxId?: string | null): StartKind {
+  if (provision.recovered) return "recovered";
+  if (provision.startedFrom?.startsWith("mem:")) return "memory";
+  if (provision.startedFrom && provision.startedFrom === pausedSandboxId) return "memory";
+  if (provision.startedFrom && (provision.layer === "session" || provision.layer === "prebuild" || provision.layer === "repo")) return "filesystem";
+  return "fresh";
 }
 
 async function isolated(deps: FlowDeps, part: string, sessionId: string, run: () => Promise<unknown>): Promise<void> {
@@ -71,7 +85,7 @@ async function settleIdleSnapshot(doc: FlowDocument, deps: FlowDeps, session: Se
     // Without idle snapshots the sandbox would have run until its expiry (seed 002 "Problem").
     const expiresAt = begin?.sandboxExpiresAt ? Date.parse(begin.sandboxExpiresAt) : NaN;
     if (session.pausedAt && Number.isFinite(expiresAt)) {
-      deps.metrics.put(METRIC_NAMES.idleSecondsAvoided, Math.max(0, (expiresAt - Date.parse(session.pausedAt)) / 1000), "Seconds");
+      deps.metrics.put(METRIC_NAMES.idleSecondsAvoided, Math.max(0, (expiresAt - Date.parse(session.pausedAt)) / 1000), "Seconds", { Provider: session.provider });
     }
     if (doc.snapshot?.method === "lost") {
       for (const prompt of await deps.prompts.list(doc.sessionId, "processing")) await deps.prompts.move(prompt, "processing", "queued", deps.now());
@@ -116,6 +130,17 @@ export async function finishFlow(doc: FlowDocument, deps: FlowDeps, known?: Sess
   const session = known ?? (await deps.sessions.getSession(doc.sessionId));
   if (!session) return { outcome };
 
+  const provision = doc.provision;
+  if (outcome === "committed" && doc.flow === "ensure-runtime" && session.status === "running" && doc.begin && provision) {
+    const begin = doc.begin;
+    // Time to running (issue 19): the flow's start to its running commit, by provider and start kind.
+    await isolated(deps, "metrics", doc.sessionId, async () =>
+      deps.metrics.put(METRIC_NAMES.timeToRunning, Math.max(0, deps.now().getTime() - Date.parse(begin.startedAt)), "Milliseconds", {
+        Provider: session.provider,
+        StartKind: startKindOf(provision, begin.sandboxId),
+      }),
+    );
+  }
   if (outcome === "committed") {
     await isolated(deps, "schedule", doc.sessionId, async () => {
       const expiry = { sessionId: session.id, purpose: "expiry" as const };
