@@ -24,6 +24,10 @@ export const METRIC_NAMES = {
   activeSeconds: "ActiveSeconds",
   /** Running sessions paused because their org's `monthlyActiveSeconds` was spent (`credit_limit`). */
   creditPauses: "CreditPauses",
+  /** Automation runs that ended or were skipped (dimension `Status`; functions/automations/automation-runs.ts). */
+  automationRuns: "AutomationRuns",
+  /** An automation firing's scheduled time -> handled (ms). */
+  automationFiringLag: "AutomationFiringLagMs",
 } as const;
 export type MetricName = (typeof METRIC_NAMES)[keyof typeof METRIC_NAMES];
 
