@@ -22,7 +22,7 @@ function brokenProvider(inner: SandboxProvider): SandboxProvider {
   return new Proxy(inner, {
     get(target, prop, receiver) {
       if (prop === "type") return "modal";
-      if (prop === "create" || prop === "restore") return () => Promise.reject(new ProviderError("modal", String(prop), "modal is down (test)", { retryable: false }));
+      if (prop === "ensureSandbox" || prop === "createSandbox") return () => Promise.reject(new ProviderError("modal", String(prop), "modal is down (test)", { retryable: false }));
       return Reflect.get(target, prop, receiver) as unknown;
     },
   });
@@ -84,7 +84,7 @@ describe("automations on the local runtime (real OpenCode)", () => {
       [{ schedule: "rate(10 minutes)", timezone: "Mars/Olympus", prompt: "hi" }, "body.timezone"],
       [{ schedule: "rate(1 minutes)", prompt: "hi" }, "body.schedule"],
       [{ schedule: "rate(10 minutes)", prompt: "" }, "body.prompt"],
-      [{ schedule: "rate(10 minutes)", prompt: "hi", repos: [{ url: "file:///etc" }] }, "body.repos.0.url"],
+      [{ schedule: "rate(10 minutes)", prompt: "hi", repos: [{ branch: "main" }] }, "body.repos.0.url"],
       [{ schedule: "rate(10 minutes)", prompt: "hi", provider: "e2b" }, "body.provider"],
       [{ schedule: "rate(10 minutes)", prompt: "hi", notify: { webhookUrl: "http://example.com/hook" } }, "body.notify.webhookUrl"],
     ];
@@ -154,6 +154,11 @@ describe("automations on the local runtime (real OpenCode)", () => {
         return got.automation.enabled ? null : got.automation;
       },
       120_000,
+    ).catch(async (err: unknown) => {
+      const all = await runs(a.id);
+      const sessions = await Promise.all(all.filter((r) => r.sessionId).map((r) => storedSession(runtime, r.sessionId ?? "")));
+      throw new Error(`${(err as Error).message}; runs ${JSON.stringify(all.slice(0, 6))}; sessions ${JSON.stringify(sessions.map((s) => [s.id, s.status, s.errorMessage]))}`);
+    }
     );
     expect(view.disabledReason).toContain("3 consecutive");
     const all = await runs(a.id);
