@@ -14,7 +14,7 @@ import { timingSafeEqual } from "node:crypto";
 import * as z from "zod";
 import { ConflictError, NotFoundError, ValidationError } from "../domain/errors";
 import { describeZodError, httpRoute, type HttpDeps, type HttpHandler } from "../http/http-handler";
-import { CreateSessionBody } from "../http/handlers/create-session";
+import { CreateSessionBody } from "../http/create-session-body";
 import { requirePrincipal } from "../http/session-access";
 import type { AutomationScheduler, AutomationStore } from "../ports/automations";
 import {

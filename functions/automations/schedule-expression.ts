@@ -41,8 +41,9 @@ export function isTimezone(tz: string): boolean {
 }
 
 function cronJob(fields: string[], timezone: string): Cron {
-  // croner's 7-part form: seconds first (always 0), Quartz weekday numbering (Sunday = 1).
-  return new Cron(`0 ${fields.join(" ")}`, { timezone, paused: true, mode: "7-part", alternativeWeekdays: true });
+  // croner's 7-part form: seconds first (always 0), Quartz weekday numbering (Sunday = 1), and
+  // EventBridge's `<start>/<step>` (`0/5`: every 5 from 0), which croner calls sloppy ranges.
+  return new Cron(`0 ${fields.join(" ")}`, { timezone, paused: true, mode: "7-part", alternativeWeekdays: true, sloppyRanges: true });
 }
 
 /** Parses and checks an expression's syntax (not its interval): `ScheduleError` naming the field. */

@@ -59,6 +59,7 @@ try {
   await section("prebuilds", async () => (await import("./prebuilds")).benchPrebuilds());
   await section("metering", async () => (await import("./metering")).benchMetering());
   await section("slack", async () => (await import("./slack")).benchSlack(repoRoot, tmpDir));
+  await section("automations", async () => (await import("./automations")).benchAutomations());
 } finally {
   rmSync(tmpDir, { recursive: true, force: true });
 }

@@ -128,7 +128,7 @@ describe("automations on the local runtime (real OpenCode)", () => {
     expect(paused.pauseReason).toBe("inactivity");
     // No sandbox left running past grace + lag (reported, not asserted as a timing).
     const pastGraceMs = Date.parse(paused.pausedAt ?? "") - Date.parse(done.endedAt ?? "") - GRACE_SECONDS * 1000;
-    console.log(`automation run end -> session paused: grace ${GRACE_SECONDS} s + ${pastGraceMs} ms lag`);
+    console.error(`automation run end -> session paused: grace ${GRACE_SECONDS} s + ${pastGraceMs} ms lag`);
   }, 300_000);
 
   it("a firing while the previous run is still running is skipped", async () => {

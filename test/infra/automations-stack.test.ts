@@ -36,7 +36,7 @@ const envOf = (fn: NodejsFunction) => (resources[logicalId(fn)]?.Properties.Envi
 describe("the automations nested stack", () => {
   it("is one resource in the root stack, which holds none of its functions, routes or schedule group", () => {
     const root = Object.values(synth.resources);
-    console.log(`root stack resources: ${root.length}`);
+    console.error(`root stack resources: ${root.length}`);
     expect(root.filter((r) => r.Type === "AWS::CloudFormation::Stack")).toHaveLength(2);
     expect(root.map((r) => String(r.Properties.RouteKey ?? "")).filter((k) => k.includes("automations"))).toEqual([]);
     expect(root.filter((r) => r.Type === "AWS::Scheduler::ScheduleGroup" && JSON.stringify(r.Properties.Name).includes("automations"))).toEqual([]);
