@@ -20,7 +20,7 @@ import { DynamoApiTokenStore, DynamoSessionStore } from "../../functions/store/d
 import { sessionKeyEpochs, staticKeyring } from "../../functions/config/sandbox-keyring";
 import { mintAccessToken } from "../../sandbox/shared/access-token";
 import { newApiToken } from "../../functions/domain/ids";
-import { ACCOUNT, REGION, synthesize, type Assembly } from "./support/assembly";
+import { ACCOUNT, REGION, nestedStackId, synthesize, type Assembly } from "./support/assembly";
 import { RehearsalWorld } from "./support/rehearsal-world";
 import { rmSync } from "node:fs";
 import { gitOrigin } from "../support/git-origin";
@@ -494,10 +494,17 @@ describe("deploy rehearsal: the automations' nested stack, each function under i
     const group = `${assembly.stackName}-automations`;
     const schedule = world.schedules.get(`${group}/automation-${id}`);
     expect(schedule?.expression).toBe("rate(1 hour)");
-    // Scheduler substitutes its context attribute before it invokes the target.
+    // What Scheduler does: as the schedule's role (in the nested template), invoke the target with
+    // the input, its context attribute substituted.
+    const fired = world.fn("AutomationFired");
+    const nestedResources = assembly.nested.get(nestedStackId(assembly, "Automations"))?.resources ?? {};
+    const schedulerRole = Object.entries(nestedResources).find(([, r]) => r.Type === "AWS::IAM::Role" && JSON.stringify(r.Properties.AssumeRolePolicyDocument).includes("scheduler.amazonaws.com"))?.[0] ?? "";
+    expect(schedule?.target.RoleArn).toContain(schedulerRole);
+    expect(schedule?.target.Arn).toBe(fired.spec.environment.AUTOMATION_FIRED_ARN);
+    expect((await world.iamOf(fired).check(schedulerRole, { action: "lambda:InvokeFunction", resource: schedule?.target.Arn ?? "" })).allowed).toBe(true);
+    expect((await world.iamOf(fired).check(schedulerRole, { action: "lambda:InvokeFunction", resource: `arn:aws:lambda:${REGION}:${ACCOUNT}:function:${assembly.stackName}-schedule-fired` })).allowed).toBe(false);
     const scheduledAt = new Date().toISOString();
-    if (schedule) schedule.target.Input = (schedule.target.Input ?? "").replace("<aws.scheduler.scheduled-time>", scheduledAt);
-    await world.fireSchedule(group, `automation-${id}`);
+    await fired.invoke(JSON.parse((schedule?.target.Input ?? "{}").replace("<aws.scheduler.scheduled-time>", scheduledAt)));
     await world.settle();
     const listed = (await routes.invoke(buildHttpApiEvent({ method: "GET", url: `/v1/automations/${id}/runs`, headers: { authorization: `Bearer ${token}` }, body: Buffer.alloc(0), sourceIp: "203.0.113.7" }, "GET /v1/automations/{id}/runs", { id }))) as { statusCode: number; body: string };
     expect(listed.statusCode, listed.body).toBe(200);
