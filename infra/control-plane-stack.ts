@@ -39,6 +39,7 @@ import { createRelayService, RELAY_MIN_TASKS, type RelayService } from "./relay-
 import { SlackStack } from "./slack-stack";
 import { OpsStack, scheduleDeadLetterQueueName } from "./ops-stack";
 import { addRunbookLine } from "./ops-runbook";
+import { AutomationsStack } from "./automations-stack";
 import { createRelayNudgeQueue, grantNudging, grantReceivingNudges } from "./relay-nudge-queue";
 import { DEFAULT_STAGE_THROTTLE, HTTP_ROUTE_THROTTLES, RESERVED_CONCURRENCY, WS_ROUTE_THROTTLES, type Throttle } from "./api-throttles";
 import { acknowledgePushWildcard, allowClosingConnections, allowPush, createWebSocketApi, createWebSocketStage, pushGrant } from "./websocket-api";
@@ -176,6 +177,7 @@ export class ControlPlaneStack extends Stack {
   readonly slack: SlackStack;
   /** Dashboards and the operations alarms (issue 19): its own nested stack (infra/ops-stack.ts). */
   readonly ops: OpsStack;
+  readonly automations: AutomationsStack;
 
   constructor(scope: Construct, id: string, props: ControlPlaneStackProps = {}) {
     super(scope, id, props);
@@ -731,6 +733,17 @@ export class ControlPlaneStack extends Stack {
       fn.addEnvironment("SLACK_QUEUE_URL", this.slack.queue.queueUrl);
       this.slack.queue.grantSendMessages(fn);
     }
+
+    // Automations (issue 18): every resource in a nested stack of its own. The relay ends runs from
+    // their prompt's turn (functions/relay/service.ts): the schedule settings and grant to delete a
+    // run's timeout and disable a failing automation's schedule (statements in its default policy).
+    this.automations = new AutomationsStack(this, "Automations", { root: this, table: this.table, httpApi: this.httpApi, environment, allowProviderSecret, allowSandboxKeys, allowNudging });
+    for (const [name, value] of Object.entries(this.automations.schedulingEnvironment)) this.relay.container.addEnvironment(name, value);
+    for (const statement of this.automations.schedulingStatements()) this.relay.taskDefinition.addToTaskRolePolicy(statement);
+    Validations.of(this.relay.taskRole).acknowledge({
+      id: `AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/${this.stackName}-automations/*]`,
+      reason: "Run timeouts are named per run at run time; the grant is limited to this stack's automations schedule group.",
+    });
 
     // Every alarm notifies one topic: an operator subscribes to it (or passes `-c alarmEmail=`).
     this.alarmTopic = new Topic(this, "AlarmTopic", { displayName: `${this.stackName} alarms`, enforceSSL: true });

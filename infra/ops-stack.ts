@@ -328,7 +328,7 @@ export class OpsStack extends NestedStack {
     );
 
     // ---- Consumers. ----
-    header("Consumers", `# ${props.root.stackName}: consumers\nSlack (ack latency, deliveries), WebSocket connections.`);
+    header("Consumers", `# ${props.root.stackName}: consumers\nSlack (ack latency, deliveries), WebSocket connections, automation runs.`);
     add("Consumers", ...new LambdaFunctionMonitoring(facade, { lambdaFunction: props.slack.ack, alarmFriendlyName: "SlackAck", humanReadableName: "Slack ack (latency: Slack wants < 3 s)" }).summaryWidgets());
     add("Consumers", ...new SqsQueueMonitoring(facade, { queue: props.slack.queue, alarmFriendlyName: "SlackDeliveries", humanReadableName: "Slack deliveries" }).summaryWidgets());
     add("Consumers", ...new LambdaFunctionMonitoring(facade, { lambdaFunction: props.slack.worker, alarmFriendlyName: "SlackWorker", humanReadableName: "Slack worker" }).summaryWidgets());
@@ -340,6 +340,11 @@ export class OpsStack extends NestedStack {
         new Metric({ namespace: "AWS/ApiGateway", metricName: "MessageCount", dimensionsMap: wsApi, statistic: Stats.SUM, period, label: "messages" }),
       ]),
       graph("WebSocket route invocations by status", [search(METRICS.wsRequests, "Sum", ["Route", "Status"])], { width: 16 }),
+    );
+    add(
+      "Consumers",
+      graph("Automation runs by status", [search(METRICS.automationRuns, "Sum", ["Status"])], { width: 12 }),
+      graph("Automation firing lag (scheduled -> handled)", [emf(METRICS.automationFiringLag, "p50", {}, "p50"), emf(METRICS.automationFiringLag, "p99", {}, "p99")], { width: 12 }),
     );
 
     facade.addDynamicSegment(seg);

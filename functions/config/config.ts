@@ -37,6 +37,8 @@ export const ConfigSchema = z.object({
   IDLE_SNAPSHOT_DELAY_SECONDS: seconds(300),
   /** Automation and Slack idle grace (seed 002). */
   AUTOMATION_IDLE_GRACE_SECONDS: seconds(30),
+  /** API.md "Automations": the shortest interval a schedule may fire at (under 60 the local runtime accepts `rate(<n> seconds)`). */
+  AUTOMATION_MIN_INTERVAL_SECONDS: seconds(300),
   SANDBOX_TIMEOUT_SECONDS: seconds(3600),
   EXPIRY_MIGRATION_LEAD_SECONDS: seconds(300),
   /** Orphan sweeper period (seed 002 §11): the backstop behind event-driven idle checks. */

@@ -66,6 +66,9 @@ export const METRICS = {
   sandboxSeconds: metric("SandboxSeconds", "Seconds", [["Provider"]], "functions/store/dynamo-org-usage.ts", "Running sandbox seconds recorded, by provider (the same seconds as ActiveSeconds)"),
   runningSessions: metric("RunningSessions", "Count", [["Provider"]], "functions/usage/metering-pass.ts", "Running sessions by provider, counted by each metering pass (a gauge, every minute)"),
   creditPauses: metric("CreditPauses", "Count", [[]], "functions/usage/metering-pass.ts", "Running sessions paused because their org's credits were spent"),
+  // Automations (issue 18).
+  automationRuns: metric("AutomationRuns", "Count", [["Status"]], "functions/automations/automation-runs.ts", "Automation runs that ended or were skipped, by status"),
+  automationFiringLag: metric("AutomationFiringLagMs", "Milliseconds", [[]], "functions/automations/automation-runs.ts", "An automation firing's scheduled time -> handled"),
   // Relay.
   relayTakeovers: metric("RelayTakeovers", "Count", [[]], "functions/relay/relay.ts", "Sessions a relay claimed from another relay (whose heartbeat expired or who retired)"),
   relayStreamsLost: metric("RelayStreamsLost", "Count", [["Reason"]], "functions/relay/relay.ts", "A held OpenCode stream lost (a reconnect is scheduled), by reason"),

@@ -28,6 +28,8 @@ export const METRIC_NAMES = {
   promptQueueWait: METRICS.promptQueueWait.name,
   relayTakeovers: METRICS.relayTakeovers.name,
   relayStreamsLost: METRICS.relayStreamsLost.name,
+  automationRuns: METRICS.automationRuns.name,
+  automationFiringLag: METRICS.automationFiringLag.name,
 } as const;
 export type MetricName = (typeof METRIC_NAMES)[keyof typeof METRIC_NAMES];
 

@@ -65,6 +65,8 @@ export interface RelayDeps {
   nudges?: NudgeSource;
   /** Idle checks armed when the agent goes (or is found) idle, with the grace from `config`. */
   scheduler: LifecycleScheduler;
+  /** Told after each completed turn (automation runs end from their prompt's turn). */
+  turnSettled?: (sessionId: string) => Promise<void>;
   config: Config;
   logger: Logger;
   now: () => Date;

@@ -11,6 +11,8 @@ import type { Logger } from "@aws-lambda-powertools/logger";
 import * as z from "zod";
 import { composeAwsRuntime, nudgeQueueUrl } from "../composition/aws";
 import { slackSecrets } from "../composition/slack-aws";
+import { composeAwsAutomations } from "../composition/automations-aws";
+import { turnSettled } from "../automations/automation-runs";
 import { composeSlackProgress, observedPush } from "../composition/slack-progress";
 import { ConfigError, parseConfig } from "../config/config";
 import { errorForLog } from "../observability/logger";
@@ -88,6 +90,11 @@ export async function startRelayService(env: Record<string, string | undefined>,
     const botToken = async () => (await slackSecrets(env)).botToken;
     const progress = composeSlackProgress({ doc: rt.doc, tableName: config.TABLE_NAME, sessions: rt.stores.sessions, botToken, apiUrl: config.SLACK_API_URL, logger, now: () => new Date() });
     rt.relayDeps.push = observedPush(rt.relayDeps.push, progress);
+  }
+  // Automations (issue 18): a run ends from its prompt's turn, which completes here.
+  if (env.AUTOMATIONS_SCHEDULE_GROUP) {
+    const automations = composeAwsAutomations(rt, env);
+    rt.relayDeps.turnSettled = (sessionId) => turnSettled(automations.runDeps(rt.httpDeps), sessionId);
   }
   const ownerId = await resolveOwnerId(env);
   const queueUrl = nudgeQueueUrl(env);

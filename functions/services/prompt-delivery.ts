@@ -30,6 +30,8 @@ export type DeliveryDeps = Pick<FlowDeps, "sessions" | "prompts" | "flows" | "ag
   relayNudge?: RelayNudge;
   /** The org's limits: a wake they refuse starts nothing (absent: the flow's own admission decides). */
   usage?: FlowDeps["usage"];
+  /** Told after a turn's prompts settled (the automation run ends from its prompt's turn: functions/automations/automation-runs.ts). */
+  turnSettled?: (sessionId: string) => Promise<void>;
 };
 
 /** A prompt `processing` this long may have been stranded by a deliverer that died: the relay is nudged to check (relay.ts `strandedPromptMs`). */
@@ -177,6 +179,9 @@ export async function completeTurn(
     if (options.startedBefore && Date.parse(prompt.updatedAt) > options.startedBefore.getTime()) continue;
     if (options.failure) await deps.prompts.move(prompt, "processing", "failed", deps.now(), { failure: options.failure });
     else await deps.prompts.move(prompt, "processing", "completed", deps.now());
+  }
+  if (deps.turnSettled) {
+    await deps.turnSettled(sessionId).catch((err: unknown) => deps.logger.warn("turn-settled observer failed", { sessionId, error: errorForLog(err) }));
   }
   return deliverQueuedPrompts(deps, sessionId, { actor: options.actor, wakeFromError: false, settleMs: AFTER_IDLE_SETTLE_MS });
 }

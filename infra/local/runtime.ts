@@ -46,6 +46,11 @@ import { sweep, type SweepReport } from "../../functions/sweeper/orphan-sweeper"
 import { meterRunningSessions, type MeteringReport } from "../../functions/usage/metering-pass";
 import { localSlack, type LocalSlack } from "./local-slack";
 import { isSlackStatusFrame, slackForwardingPush } from "../../functions/slack/status-forward";
+import { composeAutomations, type AutomationComposition } from "../../functions/composition/automations";
+import { AUTOMATION_ROUTES, makeAutomationHandlers } from "../../functions/automations/automation-routes";
+import { handleAutomationFired, observeSessionStatus, turnSettled } from "../../functions/automations/automation-runs";
+import { SlackOutbox } from "../../functions/slack/outbox";
+import { LocalAutomationScheduler } from "./local-automation-scheduler";
 
 export const LOCAL_TABLE_NAME = "sandbox-control-plane";
 /** API.md "Roles": the local development token is an admin. */
@@ -101,6 +106,8 @@ export interface LocalRuntime {
   sandboxDir: string;
   /** Slack: its store, worker, queue (`settled()`) and progress tap. */
   slack: LocalSlack;
+  /** Automations (API.md "Automations"): their store, timers and notifier. */
+  automations: AutomationComposition & { timers: LocalAutomationScheduler };
   /** Runs the orphan sweeper now (it also runs every SWEEPER_INTERVAL_SECONDS); joins a sweep in progress. */
   sweep(): Promise<SweepReport>;
   /** Runs the metering pass now (it also runs every METERING_INTERVAL_SECONDS); joins a pass in progress. */
@@ -186,7 +193,8 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
       return opsRef.current();
     })(runtime().httpDeps),
   });
-  const http = await startLocalHttpServer(() => runtime().httpDeps, options.port ?? 0, host, () => [...(slackRef.current?.routes ?? []), opsRoute()]);
+  const automationRoutes: { current: LocalExtraRoute[] } = { current: [] };
+  const http = await startLocalHttpServer(() => runtime().httpDeps, options.port ?? 0, host, () => [...(slackRef.current?.routes ?? []), ...automationRoutes.current, opsRoute()]);
   const url = `http://${host}:${http.port}`;
   // The WebSocket API shares the HTTP port.
   const wsUrl = `ws://${host}:${http.port}/ws`;
@@ -277,6 +285,33 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     const forward = slackForwardingPush(push, slack.queue, { logger, now });
     push.observe = (sessionId, message) => (isSlackStatusFrame(message) ? forward.observe?.(sessionId, message) : slack.progress.observe(sessionId, message));
   }
+  // Automations (API.md "Automations"): the same automation-fired handler as in AWS, on timers;
+  // runs end from their prompt's turn (the relay's `turnSettled`) or their session's error (broadcasts).
+  const automationTimers = new LocalAutomationScheduler((event) => handleAutomationFired(automations.runDeps(rt.httpDeps), event).then(() => undefined), {
+    now,
+    onError: (err, event) => logger.error("automation firing failed", { event, error: errorForLog(err) }),
+  });
+  const slackOutbox = config.SLACK_BOT_TOKEN ? new SlackOutbox(slack.web, slack.store, now) : null;
+  const automations = composeAutomations({
+    doc,
+    tableName: config.TABLE_NAME,
+    scheduler: automationTimers,
+    sessions: rt.stores.sessions,
+    prompts: rt.stores.prompts,
+    transcript: rt.stores.transcript,
+    metrics,
+    logger,
+    now,
+    slack: () => Promise.resolve(slackOutbox),
+  });
+  const automationHandlers = makeAutomationHandlers(automations);
+  automationRoutes.current = AUTOMATION_ROUTES.map((route) => ({ route, handler: automationHandlers[route.id](rt.httpDeps) }));
+  rt.relayDeps.turnSettled = (sessionId) => turnSettled(automations.runDeps(rt.httpDeps), sessionId);
+  const observeSlack = push.observe;
+  push.observe = async (sessionId, message) => {
+    await observeSlack?.(sessionId, message);
+    await observeSessionStatus(automations.runDeps(rt.httpDeps), sessionId, message);
+  };
   const { tokens } = rt.stores;
   await tokens.putToken(devApiToken, { ...DEV_PRINCIPAL, name: "development token" }, now());
   const flowDeps = rt.flowDeps;
@@ -354,6 +389,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     websocket: ws,
     sandboxDir,
     slack,
+    automations: { ...automations, timers: automationTimers },
     sweep: runSweep,
     meter: runMetering,
     addApiToken: async (principal, token = newApiToken(), tokenOptions = {}) => {
@@ -379,6 +415,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
       await ws.close();
       await relay.drain();
       await slack.close();
+      await automationTimers.close();
       await http.close();
       await scheduler.close();
       await flows.whenIdle();

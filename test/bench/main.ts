@@ -61,6 +61,7 @@ try {
   await section("metering", async () => (await import("./metering")).benchMetering());
   await section("slack", async () => (await import("./slack")).benchSlack(repoRoot, tmpDir));
   await section("ops", async () => (await import("./ops")).benchOps(tmpDir));
+  await section("automations", async () => (await import("./automations")).benchAutomations());
 } finally {
   rmSync(tmpDir, { recursive: true, force: true });
 }

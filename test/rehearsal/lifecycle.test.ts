@@ -20,7 +20,7 @@ import { DynamoApiTokenStore, DynamoSessionStore } from "../../functions/store/d
 import { sessionKeyEpochs, staticKeyring } from "../../functions/config/sandbox-keyring";
 import { mintAccessToken } from "../../sandbox/shared/access-token";
 import { newApiToken } from "../../functions/domain/ids";
-import { ACCOUNT, REGION, synthesize, type Assembly } from "./support/assembly";
+import { ACCOUNT, REGION, nestedStackId, synthesize, type Assembly } from "./support/assembly";
 import { RehearsalWorld } from "./support/rehearsal-world";
 import { rmSync } from "node:fs";
 import { gitOrigin } from "../support/git-origin";
@@ -481,5 +481,46 @@ describe("deploy rehearsal: Slack's nested stack, each function under its own ro
     expect((await iam.check(ack.spec.roleLogicalId, { action: "dynamodb:PutItem", resource: table, context: { "dynamodb:LeadingKeys": ["SLACKDELIVERY#event:Ev1"] } })).allowed).toBe(true);
     expect((await iam.check(ack.spec.roleLogicalId, { action: "dynamodb:PutItem", resource: table, context: { "dynamodb:LeadingKeys": ["SESSION#ses_x"] } })).allowed).toBe(false);
     expect((await iam.check(ack.spec.roleLogicalId, { action: "states:StartExecution", resource: `arn:aws:states:${REGION}:${ACCOUNT}:stateMachine:${assembly.stackName}-stop` })).allowed).toBe(false);
+  });
+});
+
+describe("deploy rehearsal: the automations' nested stack, each function under its own role", () => {
+  const automationCalls = () => world.calls.filter((c) => ["AutomationsFunction", "AutomationFiredFunction"].some((p) => c.function.startsWith(p)));
+
+  it("the route creates an automation and its schedule in the automations group; Scheduler fires automation-fired, which records the run, starts its session and arms its timeout", async () => {
+    const routes = world.fn("Automations");
+    const body = Buffer.from(JSON.stringify({ name: "rehearsal", schedule: "rate(1 hour)", timezone: "Europe/Berlin", repos: [], prompt: "say hello" }));
+    const created = (await routes.invoke(buildHttpApiEvent({ method: "POST", url: "/v1/automations", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body, sourceIp: "203.0.113.7" }, "POST /v1/automations", {}))) as { statusCode: number; body: string };
+    expect(created.statusCode, created.body).toBe(201);
+    const id = (JSON.parse(created.body) as { automation: { id: string } }).automation.id;
+    const group = `${assembly.stackName}-automations`;
+    const schedule = world.schedules.get(`${group}/automation-${id}`);
+    expect(schedule?.expression).toBe("rate(1 hour)");
+    // What Scheduler does: as the schedule's role (in the nested template), invoke the target with
+    // the input, its context attribute substituted.
+    const fired = world.fn("AutomationFired");
+    const nestedResources = assembly.nested.get(nestedStackId(assembly, "Automations"))?.resources ?? {};
+    const schedulerRole = Object.entries(nestedResources).find(([, r]) => r.Type === "AWS::IAM::Role" && JSON.stringify(r.Properties.AssumeRolePolicyDocument).includes("scheduler.amazonaws.com"))?.[0] ?? "";
+    expect(schedule?.target.RoleArn).toContain(schedulerRole);
+    expect(schedule?.target.Arn).toBe(fired.spec.environment.AUTOMATION_FIRED_ARN);
+    expect((await world.iamOf(fired).check(schedulerRole, { action: "lambda:InvokeFunction", resource: schedule?.target.Arn ?? "" })).allowed).toBe(true);
+    expect((await world.iamOf(fired).check(schedulerRole, { action: "lambda:InvokeFunction", resource: `arn:aws:lambda:${REGION}:${ACCOUNT}:function:${assembly.stackName}-schedule-fired` })).allowed).toBe(false);
+    const scheduledAt = new Date().toISOString();
+    await fired.invoke(JSON.parse((schedule?.target.Input ?? "{}").replace("<aws.scheduler.scheduled-time>", scheduledAt)));
+    await world.settle();
+    const listed = (await routes.invoke(buildHttpApiEvent({ method: "GET", url: `/v1/automations/${id}/runs`, headers: { authorization: `Bearer ${token}` }, body: Buffer.alloc(0), sourceIp: "203.0.113.7" }, "GET /v1/automations/{id}/runs", { id }))) as { statusCode: number; body: string };
+    expect(listed.statusCode, listed.body).toBe(200);
+    const runs = (JSON.parse(listed.body) as { items: { id: string; status: string; sessionId: string | null; scheduledAt: string }[] }).items;
+    expect(runs).toHaveLength(1);
+    expect(runs[0]?.scheduledAt).toBe(scheduledAt);
+    expect(runs[0]?.sessionId, JSON.stringify(runs)).toMatch(/^ses_/);
+    expect(world.schedules.has(`${group}/run-timeout-${runs[0]?.id}`)).toBe(true);
+  });
+
+  it("every call the automation functions made is allowed by their roles", () => {
+    const calls = automationCalls();
+    expect(calls.filter((c) => !c.allowed).map((c) => `${c.function}: ${c.action} on ${c.resource} (${c.detail})`)).toEqual([]);
+    const actions = new Set(calls.map((c) => c.action));
+    for (const action of ["scheduler:CreateSchedule", "iam:PassRole", "dynamodb:PutItem", "states:StartExecution"]) expect(actions, action).toContain(action);
   });
 });

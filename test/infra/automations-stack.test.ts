@@ -1,0 +1,81 @@
+/**
+ * The automations nested stack (infra/automations-stack.ts), read from its own template: the
+ * schedule group, the scheduler role (invokes automation-fired only, assumed by Scheduler in this
+ * account only), the two functions' least-privilege grants (schedules of this group only,
+ * `iam:PassRole` of the scheduler role to Scheduler only, the ensure-runtime and stop flows), the
+ * eight `/v1/automations` routes on one function, and the root stack growing by one resource.
+ * cdk-nag runs on the whole app (control-plane-stack.test.ts).
+ */
+import { rmSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Template } from "aws-cdk-lib/assertions";
+import type { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
+import { AUTOMATION_ROUTES } from "../../functions/automations/automation-routes";
+import { actionsOf, asArray, synthWithoutBundling, type Resources, type Statement, type Synthesized } from "./stack-queries";
+
+let synth: Synthesized;
+let nested: Template;
+let resources: Resources;
+
+beforeAll(() => {
+  synth = synthWithoutBundling();
+  nested = Template.fromStack(synth.stack.automations);
+  resources = nested.toJSON().Resources as Resources;
+});
+afterAll(() => rmSync(synth.dir, { recursive: true, force: true }));
+
+const logicalId = (fn: NodejsFunction) => synth.stack.automations.getLogicalId(fn.node.defaultChild as never);
+const statementsOf = (fn: NodejsFunction): Statement[] => {
+  const role = (resources[logicalId(fn)]?.Properties.Role as { "Fn::GetAtt": [string, string] })["Fn::GetAtt"][0];
+  return Object.values(resources)
+    .filter((r) => r.Type === "AWS::IAM::Policy" && (r.Properties.Roles as unknown[]).some((ref) => JSON.stringify(ref) === JSON.stringify({ Ref: role })))
+    .flatMap((r) => (r.Properties.PolicyDocument as { Statement: Statement[] }).Statement);
+};
+const envOf = (fn: NodejsFunction) => (resources[logicalId(fn)]?.Properties.Environment as { Variables: Record<string, unknown> }).Variables;
+
+describe("the automations nested stack", () => {
+  it("is one resource in the root stack, which holds none of its functions, routes or schedule group", () => {
+    const root = Object.values(synth.resources);
+    console.error(`root stack resources: ${root.length}`);
+    expect(root.filter((r) => r.Type === "AWS::CloudFormation::Stack")).toHaveLength(2);
+    expect(root.map((r) => String(r.Properties.RouteKey ?? "")).filter((k) => k.includes("automations"))).toEqual([]);
+    expect(root.filter((r) => r.Type === "AWS::Scheduler::ScheduleGroup" && JSON.stringify(r.Properties.Name).includes("automations"))).toEqual([]);
+    expect(root.length).toBeLessThanOrEqual(490);
+  });
+
+  it("creates the <stack>-automations schedule group and a scheduler role that only invokes automation-fired", () => {
+    nested.hasResourceProperties("AWS::Scheduler::ScheduleGroup", { Name: "SandboxControlPlane-automations" });
+    const roleId = synth.stack.automations.getLogicalId(synth.stack.automations.schedulerRole.node.defaultChild as never);
+    expect(JSON.stringify(resources[roleId]?.Properties.AssumeRolePolicyDocument)).toContain("scheduler.amazonaws.com");
+    expect(JSON.stringify(resources[roleId]?.Properties.AssumeRolePolicyDocument)).toContain("aws:SourceAccount");
+    const policies = Object.values(resources).filter((r) => r.Type === "AWS::IAM::Policy" && JSON.stringify(r.Properties.Roles).includes(roleId));
+    const statements = policies.flatMap((r) => (r.Properties.PolicyDocument as { Statement: Statement[] }).Statement);
+    expect(actionsOf(statements)).toEqual(["lambda:InvokeFunction"]);
+    expect(JSON.stringify(statements[0]?.Resource)).toContain("SandboxControlPlane-automation-fired");
+    nested.hasResourceProperties("AWS::Lambda::Function", { FunctionName: "SandboxControlPlane-automation-fired" });
+  });
+
+  it("puts the eight /v1/automations routes on one function", () => {
+    const routes = Object.values(resources).filter((r) => r.Type === "AWS::ApiGatewayV2::Route");
+    expect(routes.map((r) => r.Properties.RouteKey).sort()).toEqual(AUTOMATION_ROUTES.map((r) => `${r.method} ${r.path}`).sort());
+    expect(Object.values(resources).filter((r) => r.Type === "AWS::ApiGatewayV2::Integration")).toHaveLength(1);
+    nested.resourceCountIs("AWS::Lambda::Function", 2);
+  });
+
+  it("both functions manage this group's schedules only, pass the scheduler role to Scheduler only, and start exactly ensure-runtime and stop", () => {
+    for (const fn of [synth.stack.automations.fired, synth.stack.automations.routes]) {
+      const statements = statementsOf(fn);
+      const scheduling = statements.filter((s) => actionsOf([s]).includes("scheduler:CreateSchedule"));
+      expect(scheduling).toHaveLength(1);
+      expect(JSON.stringify(scheduling[0]?.Resource)).toContain("schedule/SandboxControlPlane-automations/*");
+      const pass = statements.filter((s) => actionsOf([s]).includes("iam:PassRole"));
+      expect(pass).toHaveLength(1);
+      expect(pass[0]?.Condition).toEqual({ StringEquals: { "iam:PassedToService": "scheduler.amazonaws.com" } });
+      const started = statements.filter((s) => actionsOf([s]).includes("states:StartExecution")).flatMap((s) => asArray(s.Resource)).map((r) => JSON.stringify(r));
+      expect(started).toHaveLength(2);
+      for (const flow of ["ensure-runtime", "stop"]) expect(started.some((r) => r.includes(`:stateMachine:SandboxControlPlane-${flow}"`))).toBe(true);
+      const env = envOf(fn);
+      for (const name of ["AUTOMATIONS_SCHEDULE_GROUP", "AUTOMATION_FIRED_ARN", "AUTOMATIONS_SCHEDULER_ROLE_ARN", "TABLE_NAME", "STATE_MACHINE_ARN_ENSURE_RUNTIME", "STATE_MACHINE_ARN_STOP"]) expect(env, name).toHaveProperty(name);
+    }
+  });
+});
