@@ -21,6 +21,7 @@ import { createMetrics } from "../../functions/observability/metrics";
 import { createDocumentClient, ensureTable } from "../../functions/store/dynamo-client";
 import { revokeApiToken, type RevocationReport } from "../../functions/api-tokens/revoke-api-token";
 import { LocalSecretKeyWrapper, SECRETS_MASTER_KEY_BYTES, parseSecretsMasterKey } from "../../functions/secrets/local-key-wrapper";
+import { consoleRoutes } from "./console-routes";
 import { startLocalHttpServer } from "./local-http-server";
 import { OpenCodeAgentClient } from "../../functions/agent/opencode-agent-client";
 import type { FlowDeps } from "../../functions/flows/flow-deps";
@@ -175,7 +176,8 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   };
   const host = options.host ?? "127.0.0.1";
   const slackRef: { current?: LocalSlack } = {};
-  const http = await startLocalHttpServer(() => runtime().httpDeps, options.port ?? 0, host, () => slackRef.current?.routes ?? []);
+  const consoleFiles = consoleRoutes();
+  const http = await startLocalHttpServer(() => runtime().httpDeps, options.port ?? 0, host, () => [...consoleFiles, ...(slackRef.current?.routes ?? [])]);
   const url = `http://${host}:${http.port}`;
   // The WebSocket API shares the HTTP port.
   const wsUrl = `ws://${host}:${http.port}/ws`;
