@@ -1,33 +1,14 @@
 /**
- * The console's calls to the public contract (API.md), and nothing else: the console imports no
- * server code. Until the typed client module (clients/, issue 20) lands, this file is the one place
- * the console builds requests; every view goes through `ConsoleApi`.
+ * The console's view of the public contract: the typed client module (clients/api-client) and
+ * nothing else; the console imports no server code at run time. Thin: the calls the views make,
+ * and the session WebSocket (`SessionSocket`, ws-ticket auth so the API token never goes into a
+ * URL) without its automatic reconnect, since connecting wakes a paused session and the console
+ * reconnects only while the session is meant to run (app.ts).
  */
+import { ApiClient, ApiError, SessionSocket, type Contract, type ServerFrame, type SessionView } from "../api-client";
 
-export interface SessionView {
-  id: string;
-  title: string | null;
-  status: string;
-  clientType?: string;
-  pauseReason?: string | null;
-  stopReason?: string | null;
-  createdAt: string;
-  updatedAt?: string;
-  [key: string]: unknown;
-}
-
-export interface LifecycleEventView {
-  eventId: string;
-  at: string;
-  flow: string;
-  outcome: string;
-  from: string | null;
-  to: string | null;
-  reason: string | null;
-  actor: string;
-  message: string | null;
-  timings: Record<string, number>;
-}
+export { ApiError, type ServerFrame, type SessionView };
+export type LifecycleEventView = Contract.EventPage["items"][number];
 
 export interface SidecarAccess {
   url: string;
@@ -36,86 +17,48 @@ export interface SidecarAccess {
   expiresAt: string;
 }
 
-export interface CreateSessionInput {
-  title?: string;
-  repos?: { url: string; branch?: string }[];
-  initialPrompt?: string;
-}
-
-/** The API's error body, `{"error": {code, message}}`, as an exception. */
-export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-/** Server -> client WebSocket frames the console reads (API.md "WebSocket"); others pass through. */
-export type ServerFrame = { type: string; [key: string]: unknown };
-
 export class ConsoleApi {
+  readonly client: ApiClient;
+
   /** `apiUrl` "" means the page's own origin (the local runtime serves both). */
-  constructor(
-    readonly apiUrl: string,
-    private readonly token: string,
-  ) {}
-
-  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const headers: Record<string, string> = { authorization: `Bearer ${this.token}` };
-    if (body !== undefined) headers["content-type"] = "application/json";
-    const res = await fetch(`${this.apiUrl}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-    const text = await res.text();
-    const parsed = text ? (JSON.parse(text) as unknown) : undefined;
-    if (!res.ok) {
-      const error = (parsed as { error?: { code?: string; message?: string } } | undefined)?.error;
-      throw new ApiError(res.status, error?.code ?? "http_error", error?.message ?? `${method} ${path}: ${res.status}`);
-    }
-    return parsed as T;
-  }
-
-  health(): Promise<{ ok: boolean; wsUrl: string | null }> {
-    return this.call("GET", "/v1/health");
+  constructor(apiUrl: string, token: string) {
+    this.client = new ApiClient({ baseUrl: apiUrl || location.origin, token });
   }
 
   async listSessions(): Promise<SessionView[]> {
-    return (await this.call<{ items: SessionView[] }>("GET", "/v1/sessions?limit=50")).items;
+    return (await this.client.listSessions({ limit: 50 })).items;
   }
 
-  async getSession(id: string): Promise<SessionView> {
-    return (await this.call<{ session: SessionView }>("GET", `/v1/sessions/${encodeURIComponent(id)}`)).session;
+  getSession(id: string): Promise<SessionView> {
+    return this.client.getSession(id);
   }
 
-  async createSession(input: CreateSessionInput): Promise<SessionView> {
-    return (await this.call<{ session: SessionView }>("POST", "/v1/sessions", { clientType: "web", ...input })).session;
+  createSession(input: Contract.CreateSessionInput): Promise<SessionView> {
+    return this.client.createSession({ clientType: "web", ...input });
   }
 
   async action(id: string, action: "pause" | "resume" | "snapshot" | "stop"): Promise<void> {
-    if (action === "stop") await this.call("DELETE", `/v1/sessions/${encodeURIComponent(id)}`);
-    else await this.call("POST", `/v1/sessions/${encodeURIComponent(id)}/${action}`);
+    if (action === "pause") await this.client.pauseSession(id);
+    else if (action === "resume") await this.client.resumeSession(id);
+    else if (action === "snapshot") await this.client.snapshotSession(id);
+    else await this.client.stopSession(id);
   }
 
   async events(id: string): Promise<LifecycleEventView[]> {
-    return (await this.call<{ items: LifecycleEventView[] }>("GET", `/v1/sessions/${encodeURIComponent(id)}/events?limit=100`)).items;
+    return (await this.client.listEvents(id, { limit: 100 })).items;
   }
 
   async sidecarAccess(id: string): Promise<SidecarAccess> {
-    return (await this.call<{ sidecarAccess: SidecarAccess }>("POST", `/v1/sessions/${encodeURIComponent(id)}/sidecar-access`, { ttlSeconds: 900 })).sidecarAccess;
+    return ((await this.client.createSidecarAccess(id, { ttlSeconds: 900 })) as { sidecarAccess: SidecarAccess }).sidecarAccess;
   }
 
-  /**
-   * Opens the session's WebSocket with a single-use connect ticket (API.md "WebSocket connect
-   * tickets"): the API token never goes into a URL.
-   */
-  async connect(id: string, wsUrl: string): Promise<WebSocket> {
-    const { ticket } = await this.call<{ ticket: string }>("POST", `/v1/sessions/${encodeURIComponent(id)}/ws-ticket`);
-    const url = new URL(wsUrl, location.href);
-    if (url.protocol === "http:") url.protocol = "ws:";
-    if (url.protocol === "https:") url.protocol = "wss:";
-    url.searchParams.set("sessionId", id);
-    url.searchParams.set("ticket", ticket);
-    return new WebSocket(url.toString());
+  /** The session's WebSocket, open (ticket auth); `wsUrl` null: `GET /v1/health` tells it. */
+  async connect(id: string, wsUrl: string | null): Promise<SessionSocket> {
+    let url = wsUrl ?? (await this.client.health()).wsUrl;
+    if (!url) throw new Error("the API announces no WebSocket URL");
+    url = new URL(url, location.href).toString().replace(/^http/, "ws");
+    const socket = new SessionSocket({ wsUrl: url, sessionId: id, auth: { ticket: async () => (await this.client.createWsTicket(id)).ticket }, reconnect: false });
+    await socket.connect();
+    return socket;
   }
 }

@@ -6,6 +6,7 @@
  */
 import { h, render, type ComponentChildren } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import type { SessionSocket } from "../api-client";
 import { ApiError, ConsoleApi, type LifecycleEventView, type ServerFrame, type SessionView } from "./api";
 import type { MountedTerminal } from "./terminal";
 
@@ -361,7 +362,7 @@ function SessionPage({ api, config, sessionId }: { api: ConsoleApi; config: Cons
   const [connection, setConnection] = useState<"connecting" | "open" | "closed">("closed");
   const [error, setError] = useState<string | null>(null);
   const [prompt, setPrompt] = useState("");
-  const ws = useRef<WebSocket | null>(null);
+  const ws = useRef<SessionSocket | null>(null);
   const statusRef = useRef<string | null>(null);
   const alive = useRef(true);
   const pendingPrompts = useRef<string[]>([]);
@@ -436,28 +437,26 @@ function SessionPage({ api, config, sessionId }: { api: ConsoleApi; config: Cons
   );
 
   const connect = useCallback(async () => {
-    if (ws.current && ws.current.readyState <= WebSocket.OPEN) return;
+    const current = ws.current;
+    if (current && current.state !== "closed") return;
     setConnection("connecting");
     try {
-      const wsUrl = config.wsUrl ?? (await api.health()).wsUrl;
-      if (!wsUrl) throw new Error("the API announces no WebSocket URL");
-      const socket = await api.connect(sessionId, wsUrl);
+      const socket = await api.connect(sessionId, config.wsUrl);
+      if (!alive.current) {
+        socket.close();
+        return;
+      }
       ws.current = socket;
-      socket.onopen = () => setConnection("open");
-      socket.onmessage = (event: MessageEvent) => {
-        try {
-          onFrame(JSON.parse(event.data as string) as ServerFrame);
-        } catch {
-          /* a frame that is not JSON: ignore */
-        }
-      };
-      socket.onclose = () => {
+      setConnection("open");
+      socket.on("frame", onFrame);
+      socket.on("state", (state) => {
+        if (state !== "closed") return;
         if (ws.current === socket) ws.current = null;
         setConnection("closed");
         // Reconnect only while the session is meant to run: connecting wakes a paused session, and that is the user's call.
         const status = statusRef.current;
         if (alive.current && status && !["paused", "stopped", "error"].includes(status)) setTimeout(() => void connect(), 1000);
-      };
+      });
     } catch (err) {
       setConnection("closed");
       setError(errorText(err));
@@ -484,13 +483,9 @@ function SessionPage({ api, config, sessionId }: { api: ConsoleApi; config: Cons
     setError(null);
     setPrompt("");
     pendingPrompts.current.push(content);
-    if (!ws.current || ws.current.readyState !== WebSocket.OPEN) {
-      // A paused session: the prompt over a fresh connection wakes it (API.md: prompts wake a paused session).
-      await connect();
-      const socket = ws.current as WebSocket | null;
-      if (socket && socket.readyState !== WebSocket.OPEN) await new Promise((resolve) => socket.addEventListener("open", resolve, { once: true }));
-    }
-    ws.current?.send(JSON.stringify({ type: "prompt", content }));
+    // A paused session: the prompt over a fresh connection wakes it (API.md: prompts wake a paused session).
+    if (!ws.current || ws.current.state === "closed") await connect();
+    ws.current?.prompt(content);
   };
 
   const act = async (action: "pause" | "resume" | "snapshot" | "stop") => {

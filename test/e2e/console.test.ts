@@ -117,7 +117,7 @@ describe("web console in headless chromium", () => {
             await page.keyboard.type("echo console-term-$((6*7))\n");
             return page.locator(".terminal .xterm-rows").textContent();
           },
-          { timeout: 60_000, intervals: [2000] },
+          { timeout: 60_000, interval: 2000 },
         )
         .toContain("console-term-42");
     },
