@@ -10,11 +10,10 @@
  *   bundle the console loads only when a user opens a terminal;
  * - `console/config.json`: `{apiUrl, wsUrl}` (written by whoever serves it, not built here).
  */
-import { readFileSync } from "node:fs";
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { build } from "esbuild";
+import { build, buildSync, type BuildOptions, type OutputFile } from "esbuild";
 
 const CONSOLE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "../clients/console");
 
@@ -42,21 +41,21 @@ export function contentTypeOf(path: string): string {
   return CONTENT_TYPES[ext] ?? "application/octet-stream";
 }
 
-/** The console's files, minified. */
-export async function buildConsole(): Promise<ConsoleFile[]> {
-  const result = await build({
-    entryPoints: { app: join(CONSOLE_DIR, "app.ts"), terminal: join(CONSOLE_DIR, "terminal.ts") },
-    bundle: true,
-    minify: true,
-    format: "esm",
-    target: ["es2020", "chrome100", "firefox100", "safari15"],
-    outdir: "/console",
-    write: false,
-    logLevel: "silent",
-    legalComments: "none",
-    define: { "process.env.NODE_ENV": '"production"' },
-  });
-  const files: ConsoleFile[] = result.outputFiles.map((f) => {
+const OPTIONS: BuildOptions = {
+  entryPoints: { app: join(CONSOLE_DIR, "app.ts"), terminal: join(CONSOLE_DIR, "terminal.ts") },
+  bundle: true,
+  minify: true,
+  format: "esm",
+  target: ["es2020", "chrome100", "firefox100", "safari15"],
+  outdir: "/console",
+  write: false,
+  logLevel: "silent",
+  legalComments: "none",
+  define: { "process.env.NODE_ENV": '"production"' },
+};
+
+function consoleFiles(outputs: OutputFile[]): ConsoleFile[] {
+  const files: ConsoleFile[] = outputs.map((f) => {
     const path = `console/${f.path.slice(f.path.lastIndexOf("/") + 1)}`;
     return { path, contentType: contentTypeOf(path), body: Buffer.from(f.contents) };
   });
@@ -65,16 +64,26 @@ export async function buildConsole(): Promise<ConsoleFile[]> {
   return files;
 }
 
+/** The console's files, minified. */
+export async function buildConsole(): Promise<ConsoleFile[]> {
+  return consoleFiles((await build(OPTIONS)).outputFiles ?? []);
+}
+
+/** The same, synchronously (the stack builds it during a synchronous synth). */
+export function buildConsoleSync(): ConsoleFile[] {
+  return consoleFiles(buildSync(OPTIONS).outputFiles ?? []);
+}
+
 /** Whether a built file belongs to the terminal bundle (not counted in the console's size budget). */
 export function isTerminalFile(path: string): boolean {
   return path.startsWith("console/terminal.");
 }
 
 /** Writes the console to `dir` (the stack's static-site asset), without config.json. */
-export async function writeConsole(dir: string): Promise<void> {
-  for (const file of await buildConsole()) {
+export function writeConsoleSync(dir: string): void {
+  for (const file of buildConsoleSync()) {
     const target = join(dir, file.path);
-    await mkdir(dirname(target), { recursive: true });
-    await writeFile(target, file.body);
+    mkdirSync(dirname(target), { recursive: true });
+    writeFileSync(target, file.body);
   }
 }

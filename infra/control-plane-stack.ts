@@ -36,6 +36,7 @@ import { BUILD_KEY_HOLDERS, BUILD_STEPS } from "../functions/builds/build-steps"
 import { allowStartingBuilds, createSnapshotBuilder } from "./snapshot-builder";
 import { acknowledgeExecutionWildcards, allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
 import { createRelayService, type RelayService } from "./relay-service";
+import { ConsoleStack } from "./console-stack";
 import { SlackStack } from "./slack-stack";
 import { createRelayNudgeQueue, grantNudging, grantReceivingNudges } from "./relay-nudge-queue";
 import { DEFAULT_STAGE_THROTTLE, HTTP_ROUTE_THROTTLES, RESERVED_CONCURRENCY, WS_ROUTE_THROTTLES, type Throttle } from "./api-throttles";
@@ -168,6 +169,8 @@ export class ControlPlaneStack extends Stack {
   readonly alarmTopic: Topic;
   /** Slack (API.md "Slack"): its own nested stack (infra/slack-stack.ts). */
   readonly slack: SlackStack;
+  /** The web console's static site (S3 + CloudFront): its own nested stack (infra/console-stack.ts). */
+  readonly console: ConsoleStack;
 
   constructor(scope: Construct, id: string, props: ControlPlaneStackProps = {}) {
     super(scope, id, props);
@@ -756,6 +759,9 @@ export class ControlPlaneStack extends Stack {
       id: "AwsSolutions::AwsSolutions-APIG1",
       reason: "Access logging is configured on the explicit $default HttpStage (HttpApiAccessLogs), which this rule does not see on the API resource.",
     });
+
+    this.console = new ConsoleStack(this, "Console", { httpApi: this.httpApi, webSocketStage: this.webSocketStage });
+    new CfnOutput(this, "ConsoleUrl", { value: `https://${this.console.distribution.distributionDomainName}`, description: "The web console (sign in with an API token)" });
 
     new CfnOutput(this, "HttpApiUrl", { value: stage.url, description: "Base URL of the HTTP API (append v1/...)" });
     new CfnOutput(this, "TableName", { value: this.table.tableName });
