@@ -37,6 +37,7 @@ import { allowStartingBuilds, createSnapshotBuilder } from "./snapshot-builder";
 import { acknowledgeExecutionWildcards, allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
 import { createRelayService, type RelayService } from "./relay-service";
 import { SlackStack } from "./slack-stack";
+import { ApiDocsStack } from "./api-docs-stack";
 import { createRelayNudgeQueue, grantNudging, grantReceivingNudges } from "./relay-nudge-queue";
 import { DEFAULT_STAGE_THROTTLE, HTTP_ROUTE_THROTTLES, RESERVED_CONCURRENCY, WS_ROUTE_THROTTLES, type Throttle } from "./api-throttles";
 import { acknowledgePushWildcard, allowClosingConnections, allowPush, createWebSocketApi, createWebSocketStage, pushGrant } from "./websocket-api";
@@ -168,6 +169,8 @@ export class ControlPlaneStack extends Stack {
   readonly alarmTopic: Topic;
   /** Slack (API.md "Slack"): its own nested stack (infra/slack-stack.ts). */
   readonly slack: SlackStack;
+  /** `GET /v1/openapi.json` (issue 20), in a nested stack of its own. */
+  readonly apiDocs: ApiDocsStack;
 
   constructor(scope: Construct, id: string, props: ControlPlaneStackProps = {}) {
     super(scope, id, props);
@@ -704,6 +707,8 @@ export class ControlPlaneStack extends Stack {
 
     // Slack: every resource in a nested stack of its own (the root is near the 500-resource limit).
     this.slack = new SlackStack(this, "Slack", { root: this, table: this.table, httpApi: this.httpApi, environment, allowProviderSecret, allowSandboxKeys, allowNudging });
+    // The OpenAPI document (issue 20): its function and route in a nested stack of their own.
+    this.apiDocs = new ApiDocsStack(this, "ApiDocs", { table: this.table, httpApi: this.httpApi, environment });
     // The relay posts Slack sessions' answers and status (functions/relay/service.ts): it reads the bot token.
     this.relay.container.addEnvironment("SLACK_SECRET_ARN", this.slack.secret.secretArn);
     this.slack.secret.grantRead(this.relay.taskRole);
