@@ -38,6 +38,7 @@ import { acknowledgeExecutionWildcards, allowStartingFlows, createFlowStateMachi
 import { createRelayService, type RelayService } from "./relay-service";
 import { ConsoleStack } from "./console-stack";
 import { SlackStack } from "./slack-stack";
+import { ApiDocsStack } from "./api-docs-stack";
 import { createRelayNudgeQueue, grantNudging, grantReceivingNudges } from "./relay-nudge-queue";
 import { DEFAULT_STAGE_THROTTLE, HTTP_ROUTE_THROTTLES, RESERVED_CONCURRENCY, WS_ROUTE_THROTTLES, type Throttle } from "./api-throttles";
 import { acknowledgePushWildcard, allowClosingConnections, allowPush, createWebSocketApi, createWebSocketStage, pushGrant } from "./websocket-api";
@@ -171,6 +172,8 @@ export class ControlPlaneStack extends Stack {
   readonly slack: SlackStack;
   /** The web console's static site (S3 + CloudFront): its own nested stack (infra/console-stack.ts). */
   readonly console: ConsoleStack;
+  /** `GET /v1/openapi.json` (issue 20), in a nested stack of its own. */
+  readonly apiDocs: ApiDocsStack;
 
   constructor(scope: Construct, id: string, props: ControlPlaneStackProps = {}) {
     super(scope, id, props);
@@ -707,6 +710,8 @@ export class ControlPlaneStack extends Stack {
 
     // Slack: every resource in a nested stack of its own (the root is near the 500-resource limit).
     this.slack = new SlackStack(this, "Slack", { root: this, table: this.table, httpApi: this.httpApi, environment, allowProviderSecret, allowSandboxKeys, allowNudging });
+    // The OpenAPI document (issue 20): its function and route in a nested stack of their own.
+    this.apiDocs = new ApiDocsStack(this, "ApiDocs", { table: this.table, httpApi: this.httpApi, environment });
     // The relay posts Slack sessions' answers and status (functions/relay/service.ts): it reads the bot token.
     this.relay.container.addEnvironment("SLACK_SECRET_ARN", this.slack.secret.secretArn);
     this.slack.secret.grantRead(this.relay.taskRole);

@@ -23,6 +23,7 @@ import { revokeApiToken, type RevocationReport } from "../../functions/api-token
 import { LocalSecretKeyWrapper, SECRETS_MASTER_KEY_BYTES, parseSecretsMasterKey } from "../../functions/secrets/local-key-wrapper";
 import { consoleRoutes } from "./console-routes";
 import { startLocalHttpServer } from "./local-http-server";
+import { localApiDocRoutes } from "./local-api-docs";
 import { OpenCodeAgentClient } from "../../functions/agent/opencode-agent-client";
 import type { FlowDeps } from "../../functions/flows/flow-deps";
 import type { AgentClient } from "../../functions/ports/agent-client";
@@ -177,7 +178,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   const host = options.host ?? "127.0.0.1";
   const slackRef: { current?: LocalSlack } = {};
   const consoleFiles = consoleRoutes();
-  const http = await startLocalHttpServer(() => runtime().httpDeps, options.port ?? 0, host, () => [...consoleFiles, ...(slackRef.current?.routes ?? [])]);
+  const http = await startLocalHttpServer(() => runtime().httpDeps, options.port ?? 0, host, () => [...consoleFiles, ...(slackRef.current?.routes ?? []), ...localApiDocRoutes(runtime().httpDeps)]);
   const url = `http://${host}:${http.port}`;
   // The WebSocket API shares the HTTP port.
   const wsUrl = `ws://${host}:${http.port}/ws`;
