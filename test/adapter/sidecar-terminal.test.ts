@@ -129,7 +129,8 @@ describe("terminal", () => {
   it("takes a browser's access token offered as the `bearer.<token>` subprotocol, and selects only `sidecar.terminal`", async () => {
     const now = Math.floor(Date.now() / 1000);
     const access = mintAccessToken(TOKEN, { sid: SESSION_ID, iat: now, exp: now + 300 });
-    const socket = new WebSocket(`${sidecar.url.replace(/^http/, "ws")}/terminal`, ["sidecar.terminal", `bearer.${access}`]);
+    // The token offered first: the sidecar must still select `sidecar.terminal`, never echo the token.
+    const socket = new WebSocket(`${sidecar.url.replace(/^http/, "ws")}/terminal`, [`bearer.${access}`, "sidecar.terminal"]);
     const opened = new Promise<void>((resolve, reject) => {
       socket.once("open", () => resolve());
       socket.once("unexpected-response", (_req, res) => reject(new Error(`refused: ${res.statusCode}`)));
