@@ -151,7 +151,6 @@ async function attach(api: ApiClient, io: CliIo, id: string, options: AttachOpti
   const printed = new Map<string, number>();
   const toolsShown = new Map<string, string>();
   let sawInit = false;
-  let awaiting = options.prompt !== undefined;
   let resolveDone: (code: number) => void = () => undefined;
   const done = new Promise<number>((r) => (resolveDone = r));
 
@@ -198,12 +197,8 @@ async function attach(api: ApiClient, io: CliIo, id: string, options: AttachOpti
     if (change.finished) {
       io.stdout.write("\n");
       if (m.error) io.stderr.write(`agent error: ${m.error.code}: ${m.error.message}\n`);
-      if (options.untilTurnEnds && !awaiting) resolveDone(m.error ? 1 : 0);
+      if (options.untilTurnEnds && options.prompt !== undefined) void answeredSoon(api, id, options.prompt).then((ok) => ok && resolveDone(m.error ? 1 : 0));
     }
-  });
-  socket.on("transcript", (change) => {
-    // The awaited turn is the one after our prompt: a message created after we sent it.
-    if (change.kind === "message" && awaiting && !change.finished) awaiting = false;
   });
 
   try {
@@ -232,6 +227,34 @@ async function attach(api: ApiClient, io: CliIo, id: string, options: AttachOpti
   rl?.close();
   socket.close();
   return code;
+}
+
+/**
+ * Whether the prompt's own turn has finished: in the stored transcript, an assistant message
+ * completed after the last user message with this text (turns queued before it finish first).
+ */
+async function answered(api: ApiClient, id: string, prompt: string): Promise<boolean> {
+  const messages: Awaited<ReturnType<ApiClient["listMessages"]>>["items"] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await api.listMessages(id, { limit: 200, ...(cursor ? { cursor } : {}) });
+    messages.push(...page.items);
+    cursor = page.nextCursor ?? undefined;
+  } while (cursor);
+  let asked = -1;
+  messages.forEach((m, i) => {
+    if (m.role === "user" && m.text.trim() === prompt.trim()) asked = i;
+  });
+  return asked >= 0 && messages.slice(asked + 1).some((m) => m.role === "assistant" && m.completedAt !== null);
+}
+
+/** `answered`, allowing the store a moment to catch up with the finalize it just streamed. */
+async function answeredSoon(api: ApiClient, id: string, prompt: string): Promise<boolean> {
+  for (let i = 0; i < 20; i++) {
+    if (await answered(api, id, prompt)) return true;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return false;
 }
 
 async function wsUrlOf(api: ApiClient): Promise<string> {
