@@ -47,12 +47,13 @@ export interface FunctionSpec {
  * auto-delete provider, CommonJS) are the CDK's code, run by CloudFormation at deploy time, not
  * the control plane's: the rehearsal runs only the stack's own functions.
  */
-export function isCdkCustomResourceHandler(properties: Record<string, unknown>): boolean {
-  return String(properties.Runtime ?? "").startsWith("python") || properties.Handler === "__entrypoint__.handler";
+export function isCdkCustomResourceHandler(logicalId: string, properties: Record<string, unknown>): boolean {
+  // The CDK names them `Custom...` (CustomCDKBucketDeployment..., CustomS3AutoDeleteObjectsCustomResourceProviderHandler...).
+  return logicalId.startsWith("Custom") || String(properties.Runtime ?? "").startsWith("python");
 }
 
 export function functionSpecs(assembly: Assembly, resolver: TemplateResolver): FunctionSpec[] {
-  return resourcesOfType(assembly, "AWS::Lambda::Function").filter(([, r]) => !isCdkCustomResourceHandler(r.Properties)).map(([logicalId, r]) => {
+  return resourcesOfType(assembly, "AWS::Lambda::Function").filter(([logicalId, r]) => !isCdkCustomResourceHandler(logicalId, r.Properties)).map(([logicalId, r]) => {
     const p = r.Properties;
     const key = String((p.Code as { S3Key: unknown }).S3Key);
     const assetDir = assembly.assetDirs.get(key.replace(/\.zip$/, ""));
