@@ -1,5 +1,5 @@
 /**
- * Section 12: the web console (issue 20): its files as served (minified; gzip as a CDN sends
+ * Section 13: the web console (issue 20): its files as served (minified; gzip as a CDN sends
  * them), the total a first visit downloads without the terminal (target under 150 KB gzipped),
  * the terminal bundle loaded on demand, the build time, and the time headless chromium takes to
  * show the sign-in form from the local runtime (when Debian's chromium is installed).
@@ -15,7 +15,7 @@ const CHROMIUM = "/usr/bin/chromium";
 const LOAD_RUNS = 5;
 
 export async function benchConsole(): Promise<void> {
-  heading("12. Web console: bundle sizes (esbuild, minified; gzip) and first load in headless chromium");
+  heading("13. Web console: bundle sizes (esbuild, minified; gzip) and first load in headless chromium");
   const builds: number[] = [];
   let files = await buildConsole();
   for (let i = 0; i < 3; i++) {

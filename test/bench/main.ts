@@ -12,7 +12,8 @@
  *   9. prebuilds: new session to running from the base vs from a prebuild snapshot, and the builder's duration;
  *  10. usage metering (issue 16): DynamoDB requests per running-session-hour, per org-day and per lifecycle.
  *  11. slack: the Slack functions' bundles and cold import, the ack's latency (p50/p99) over the local runtime.
- *  12. console: the web console's bundle sizes (gzip, without the terminal: target < 150 KB) and first load in headless chromium.
+ *  12. clients: the typed client's browser bundle, the OpenAPI document and its Lambda, the CLI's start.
+ *  13. console: the web console's bundle sizes (gzip, without the terminal: target < 150 KB) and first load in headless chromium.
  * `BENCH_ONLY=<section name>[,...]` (e.g. `BENCH_ONLY=prebuilds npm run bench`) runs only those sections.
  * layers/README.md records the packaging decision drawn from section 2.
  */
@@ -60,6 +61,7 @@ try {
   await section("prebuilds", async () => (await import("./prebuilds")).benchPrebuilds());
   await section("metering", async () => (await import("./metering")).benchMetering());
   await section("slack", async () => (await import("./slack")).benchSlack(repoRoot, tmpDir));
+  await section("clients", async () => (await import("./clients")).benchClients(repoRoot, tmpDir));
   await section("console", async () => (await import("./console")).benchConsole());
 } finally {
   rmSync(tmpDir, { recursive: true, force: true });
