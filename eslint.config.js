@@ -16,6 +16,10 @@ export default tseslint.config(
     },
   },
   {
+    files: ["clients/console/**"],
+    languageOptions: { globals: { ...globals.browser } },
+  },
+  {
     files: ["infra/local/**", "scripts/**", "test/bench/**", "sandbox/**"],
     rules: { "no-console": "off" },
   },

@@ -37,6 +37,8 @@ import { allowStartingBuilds, createSnapshotBuilder } from "./snapshot-builder";
 import { acknowledgeExecutionWildcards, allowStartingFlows, createFlowStateMachine, deployableFlows, flowConstructId, flowStartGrant } from "./lifecycle-flows";
 import { createRelayService, RELAY_MIN_TASKS, type RelayService } from "./relay-service";
 import { SlackStack } from "./slack-stack";
+import { ConsoleStack } from "./console-stack";
+import { ApiDocsStack } from "./api-docs-stack";
 import { OpsStack, scheduleDeadLetterQueueName } from "./ops-stack";
 import { addRunbookLine } from "./ops-runbook";
 import { AutomationsStack } from "./automations-stack";
@@ -178,6 +180,10 @@ export class ControlPlaneStack extends Stack {
   /** Dashboards and the operations alarms (issue 19): its own nested stack (infra/ops-stack.ts). */
   readonly ops: OpsStack;
   readonly automations: AutomationsStack;
+  /** The web console's static site (S3 + CloudFront): its own nested stack (infra/console-stack.ts). */
+  readonly console: ConsoleStack;
+  /** `GET /v1/openapi.json` (issue 20), in a nested stack of its own. */
+  readonly apiDocs: ApiDocsStack;
 
   constructor(scope: Construct, id: string, props: ControlPlaneStackProps = {}) {
     super(scope, id, props);
@@ -722,6 +728,8 @@ export class ControlPlaneStack extends Stack {
 
     // Slack: every resource in a nested stack of its own (the root is near the 500-resource limit).
     this.slack = new SlackStack(this, "Slack", { root: this, table: this.table, httpApi: this.httpApi, environment, allowProviderSecret, allowSandboxKeys, allowNudging });
+    // The OpenAPI document (issue 20): its function and route in a nested stack of their own.
+    this.apiDocs = new ApiDocsStack(this, "ApiDocs", { table: this.table, httpApi: this.httpApi, environment });
     // The relay posts Slack sessions' answers and status (functions/relay/service.ts): it reads the bot token.
     this.relay.container.addEnvironment("SLACK_SECRET_ARN", this.slack.secret.secretArn);
     this.slack.secret.grantRead(this.relay.taskRole);
@@ -806,6 +814,9 @@ export class ControlPlaneStack extends Stack {
       id: "AwsSolutions::AwsSolutions-APIG1",
       reason: "Access logging is configured on the explicit $default HttpStage (HttpApiAccessLogs), which this rule does not see on the API resource.",
     });
+
+    this.console = new ConsoleStack(this, "Console", { httpApi: this.httpApi, webSocketStage: this.webSocketStage });
+    new CfnOutput(this, "ConsoleUrl", { value: `https://${this.console.distribution.distributionDomainName}`, description: "The web console (sign in with an API token)" });
 
     new CfnOutput(this, "HttpApiUrl", { value: stage.url, description: "Base URL of the HTTP API (append v1/...)" });
     new CfnOutput(this, "TableName", { value: this.table.tableName });

@@ -14,7 +14,7 @@ import { timingSafeEqual } from "node:crypto";
 import * as z from "zod";
 import { ConflictError, NotFoundError, ValidationError } from "../domain/errors";
 import { describeZodError, httpRoute, type HttpDeps, type HttpHandler } from "../http/http-handler";
-import { CreateSessionBody } from "../http/create-session-body";
+import { CreateSessionBody } from "../contract/requests";
 import { requirePrincipal } from "../http/session-access";
 import type { AutomationScheduler, AutomationStore } from "../ports/automations";
 import {
@@ -28,17 +28,9 @@ import { currentRun, startRun, type AutomationRunDeps } from "./automation-runs"
 import { webhookSignature } from "./run-notifier";
 import { ScheduleError, nextRunAt, parseSchedule, validateSchedule } from "./schedule-expression";
 
-export const AUTOMATION_ROUTES = [
-  { id: "CreateAutomation", method: "POST", path: "/v1/automations" },
-  { id: "ListAutomations", method: "GET", path: "/v1/automations" },
-  { id: "GetAutomation", method: "GET", path: "/v1/automations/{id}" },
-  { id: "PatchAutomation", method: "PATCH", path: "/v1/automations/{id}" },
-  { id: "DeleteAutomation", method: "DELETE", path: "/v1/automations/{id}" },
-  { id: "RunAutomation", method: "POST", path: "/v1/automations/{id}/runs" },
-  { id: "ListAutomationRuns", method: "GET", path: "/v1/automations/{id}/runs" },
-  { id: "AutomationWebhook", method: "POST", path: "/v1/automations/{id}/webhook" },
-] as const;
-export type AutomationRouteId = (typeof AUTOMATION_ROUTES)[number]["id"];
+import { AUTOMATION_ROUTES, type AutomationRouteId } from "./route-table";
+
+export { AUTOMATION_ROUTES, type AutomationRouteId };
 
 /** What the routes need beyond HttpDeps: built per runtime (functions/composition/automations.ts). */
 export type AutomationParts = Omit<AutomationRunDeps, "api"> & { runDeps: (http: HttpDeps) => AutomationRunDeps; store: AutomationStore; scheduler: AutomationScheduler };

@@ -11,7 +11,7 @@ import { repoUrlProblem } from "../http/request-fields";
 import type { SlackStore, SlackWorkspace } from "../ports/slack";
 import { repoUrlOf } from "./command-text";
 
-const PutWorkspaceBody = z
+export const PutWorkspaceBody = z
   .object({
     teamId: z.string().regex(/^[TE][A-Z0-9]{2,30}$/, "must be a Slack team id (T... or E...)"),
     defaultRepo: z.string().min(1).max(2048).nullable().optional(),

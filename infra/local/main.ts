@@ -24,6 +24,7 @@ async function main(): Promise<void> {
     [
       "",
       "  sandbox control plane: local runtime",
+      `  web console     ${runtime.url}/  (sign in with the dev API token below)`,
       `  HTTP API        ${runtime.url}/v1`,
       `  health          ${runtime.url}/v1/health`,
       `  WebSocket       ${runtime.wsUrl}?sessionId=<id>&token=<token>`,

@@ -24,6 +24,8 @@ import { LocalSecretKeyWrapper, SECRETS_MASTER_KEY_BYTES, parseSecretsMasterKey 
 import { startLocalHttpServer, type LocalExtraRoute } from "./local-http-server";
 import { makeOpsSummaryHandler, OPS_SUMMARY_ROUTE } from "../../functions/http/handlers/ops-summary";
 import type { OpsSources } from "../../functions/observability/ops-summary";
+import { consoleRoutes } from "./console-routes";
+import { localApiDocRoutes } from "./local-api-docs";
 import { OpenCodeAgentClient } from "../../functions/agent/opencode-agent-client";
 import type { FlowDeps } from "../../functions/flows/flow-deps";
 import type { AgentClient } from "../../functions/ports/agent-client";
@@ -194,7 +196,8 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     })(runtime().httpDeps),
   });
   const automationRoutes: { current: LocalExtraRoute[] } = { current: [] };
-  const http = await startLocalHttpServer(() => runtime().httpDeps, options.port ?? 0, host, () => [...(slackRef.current?.routes ?? []), ...automationRoutes.current, opsRoute()]);
+  const consoleFiles = consoleRoutes();
+  const http = await startLocalHttpServer(() => runtime().httpDeps, options.port ?? 0, host, () => [...consoleFiles, ...(slackRef.current?.routes ?? []), ...automationRoutes.current, opsRoute(), ...localApiDocRoutes(runtime().httpDeps)]);
   const url = `http://${host}:${http.port}`;
   // The WebSocket API shares the HTTP port.
   const wsUrl = `ws://${host}:${http.port}/ws`;

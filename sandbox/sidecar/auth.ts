@@ -25,6 +25,22 @@ export function bearerCredential(header: string | string[] | undefined): string 
   return match?.[1] ?? null;
 }
 
+/** The subprotocol a browser terminal offers beside its `bearer.<token>` one; the only one the sidecar selects. */
+export const TERMINAL_PROTOCOL = "sidecar.terminal";
+
+/**
+ * A browser cannot set `Authorization` on a WebSocket: it offers the token as the subprotocol
+ * `bearer.<token>` (`Sec-WebSocket-Protocol`, a header like `Authorization`, so never in a URL or
+ * an access log) next to `sidecar.terminal`. Returns it as an `Authorization` value, or undefined.
+ */
+export function protocolCredential(header: string | string[] | undefined): string | undefined {
+  if (typeof header !== "string") return undefined;
+  const offers = header.split(",").map((p) => p.trim());
+  if (!offers.includes(TERMINAL_PROTOCOL)) return undefined;
+  const bearer = offers.find((p) => p.startsWith("bearer.") && p.length > "bearer.".length);
+  return bearer ? `Bearer ${bearer.slice("bearer.".length)}` : undefined;
+}
+
 const digest = (value: string) => createHash("sha256").update(value, "utf8").digest();
 
 export function tokenMatches(presented: string | null, expected: string | undefined): boolean {

@@ -17,7 +17,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo, Socket } from "node:net";
 import { WebSocketServer } from "ws";
 import * as z from "zod";
-import { authenticate, whenAccessExpires, type AuthConfig } from "./auth";
+import { authenticate, protocolCredential, TERMINAL_PROTOCOL, whenAccessExpires, type AuthConfig } from "./auth";
 import { ControlPlaneClient } from "./control-plane-client";
 import { AgentTools } from "./agent-tools";
 import { CredentialBroker } from "./credential-broker";
@@ -161,11 +161,13 @@ export async function startSidecar(options: SidecarOptions): Promise<Sidecar> {
     });
   });
 
-  const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024 });
+  // Selects only `sidecar.terminal`: a `bearer.<token>` offer is never echoed back.
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 1024 * 1024, handleProtocols: (offers) => (offers.has(TERMINAL_PROTOCOL) ? TERMINAL_PROTOCOL : false) });
   server.on("upgrade", (req: IncomingMessage, socket: Socket, head: Buffer) => {
     const url = new URL(req.url ?? "/", "http://sidecar");
-    // Header auth only: a `?token=` would end up in proxy and browser logs (seed 003 §6.9).
-    const caller = authenticate(req.headers.authorization, auth);
+    // Header auth only: a `?token=` would end up in proxy and browser logs (seed 003 §6.9). A browser
+    // (the web console) offers it as a subprotocol instead, since it cannot set Authorization.
+    const caller = authenticate(req.headers.authorization ?? protocolCredential(req.headers["sec-websocket-protocol"]), auth);
     if (!caller) return rejectUpgrade(socket, 401, "unauthorized", "a valid bearer token is required");
     if (url.pathname !== "/terminal") return rejectUpgrade(socket, 404, "not_found", `no WebSocket route ${url.pathname}`);
     wss.handleUpgrade(req, socket, head, (ws) => {

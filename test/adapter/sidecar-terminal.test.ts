@@ -126,6 +126,44 @@ describe("terminal", () => {
     }
   });
 
+  it("takes a browser's access token offered as the `bearer.<token>` subprotocol, and selects only `sidecar.terminal`", async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const access = mintAccessToken(TOKEN, { sid: SESSION_ID, iat: now, exp: now + 300 });
+    // The token offered first: the sidecar must still select `sidecar.terminal`, never echo the token.
+    const socket = new WebSocket(`${sidecar.url.replace(/^http/, "ws")}/terminal`, [`bearer.${access}`, "sidecar.terminal"]);
+    const opened = new Promise<void>((resolve, reject) => {
+      socket.once("open", () => resolve());
+      socket.once("unexpected-response", (_req, res) => reject(new Error(`refused: ${res.statusCode}`)));
+    });
+    let output = "";
+    socket.on("message", (data) => (output += data.toString()));
+    try {
+      await opened;
+      expect(socket.protocol).toBe("sidecar.terminal");
+      socket.send('echo "tok=[$SIDECAR_TOKEN]"\r');
+      const [, held] = await waitUntil(() => /tok=\[([^\]]*)\]\r?\n/.exec(output), "the shell's answer");
+      expect(held).toBe(access);
+    } finally {
+      socket.close();
+    }
+  });
+
+  it.each([
+    ["a bearer subprotocol without sidecar.terminal", (t: string) => [`bearer.${t}`]],
+    ["a wrong token as the subprotocol", () => ["sidecar.terminal", "bearer.wrong"]],
+    ["sidecar.terminal alone", () => ["sidecar.terminal"]],
+  ])("refuses the upgrade with %s (401)", async (_label, protocols) => {
+    const now = Math.floor(Date.now() / 1000);
+    const access = mintAccessToken(TOKEN, { sid: SESSION_ID, iat: now, exp: now + 300 });
+    const socket = new WebSocket(`${sidecar.url.replace(/^http/, "ws")}/terminal`, protocols(access));
+    const status = await new Promise<number>((resolve, reject) => {
+      socket.once("open", () => reject(new Error("the upgrade was accepted")));
+      socket.once("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
+      socket.once("error", reject);
+    });
+    expect(status).toBe(401);
+  });
+
   it.each([
     ["an expired access token", { authorization: `Bearer ${mintAccessToken(TOKEN, { sid: SESSION_ID, iat: 1, exp: 2 })}` }, ""],
     ["an access token for another session", { authorization: `Bearer ${mintAccessToken(TOKEN, { sid: "ses_other", iat: Math.floor(Date.now() / 1000), exp: Math.floor(Date.now() / 1000) + 300 })}` }, ""],

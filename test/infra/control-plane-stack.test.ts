@@ -39,7 +39,9 @@ beforeAll(() => {
   // File assets are the Lambda bundles; the relay image is a Docker image asset (realtime.test.ts).
   const manifest = JSON.parse(readFileSync(path.join(outdir, `${stack.artifactId}.assets.json`), "utf8")) as { files: Record<string, { source: { path: string } }> };
   const fileAssets = new Set(Object.values(manifest.files).map((f) => f.source.path));
-  lambdaAssetDirs = readdirSync(outdir, { withFileTypes: true }).filter((d) => d.isDirectory() && fileAssets.has(d.name)).map((d) => d.name);
+  // The console's nested stack brings the site build and the CDK's own deployment handlers (not ours; infra/console-stack.ts).
+  const consoleAssets = new Set([...JSON.stringify(Template.fromStack(stack.console).toJSON()).matchAll(/([0-9a-f]{64})\.zip/g)].map((m) => `asset.${m[1]}`));
+  lambdaAssetDirs = readdirSync(outdir, { withFileTypes: true }).filter((d) => d.isDirectory() && fileAssets.has(d.name) && !consoleAssets.has(d.name)).map((d) => d.name);
 });
 afterAll(() => rmSync(outdir, { recursive: true, force: true }));
 

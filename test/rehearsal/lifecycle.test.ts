@@ -524,3 +524,16 @@ describe("deploy rehearsal: the automations' nested stack, each function under i
     for (const action of ["scheduler:CreateSchedule", "iam:PassRole", "dynamodb:PutItem", "states:StartExecution"]) expect(actions, action).toContain(action);
   });
 });
+
+describe("deploy rehearsal: the API document's nested stack", () => {
+  it("GET /v1/openapi.json answers the document of the deployed routes, unauthenticated, under its own role", async () => {
+    const docs = world.fn("OpenApiDocument");
+    const res = (await docs.invoke(buildHttpApiEvent({ method: "GET", url: "/v1/openapi.json", headers: {}, body: Buffer.alloc(0), sourceIp: "203.0.113.8" }, "GET /v1/openapi.json", {}))) as { statusCode: number; body: string };
+    expect(res.statusCode, res.body).toBe(200);
+    const doc = JSON.parse(res.body) as { openapi: string; paths: Record<string, unknown> };
+    expect(doc.openapi).toBe("3.1.0");
+    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(["/v1/sessions", "/v1/sessions/{id}/prompts", "/v1/slack/workspace", "/v1/openapi.json"]));
+    const calls = world.calls.filter((c) => c.function.startsWith("OpenApiDocumentFunction"));
+    expect(calls.filter((c) => !c.allowed).map((c) => `${c.action} on ${c.resource}`)).toEqual([]);
+  });
+});

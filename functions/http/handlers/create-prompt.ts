@@ -8,8 +8,7 @@
  * prompt: a repeat with the same key answers 202 with the prompt stored first and stores nothing
  * more (domain/idempotency-key.ts); a malformed key is a 400 naming the header.
  */
-import * as z from "zod";
-import { PromptContent } from "../../domain/prompt-content";
+import { CreatePromptBody } from "../../contract/requests";
 import { IDEMPOTENCY_KEY_HEADER, IdempotencyKey, promptIdForKey } from "../../domain/idempotency-key";
 import { ValidationError } from "../../domain/errors";
 import { httpRoute } from "../http-handler";
@@ -17,7 +16,7 @@ import { lambdaEntry } from "../lambda-entry";
 import { authorOf, submitPrompt } from "../../services/submit-prompt";
 import { loadOwnedSession, requirePrincipal, SessionPathParams } from "../session-access";
 
-const CreatePromptBody = z.object({ content: PromptContent }).strict();
+export { CreatePromptBody };
 
 export const makeCreatePromptHandler = httpRoute(
   { name: "CreatePrompt", auth: true, params: SessionPathParams, body: CreatePromptBody },

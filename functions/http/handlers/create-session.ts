@@ -13,7 +13,6 @@
  * 201 with the session and its Location.
  */
 import { requireCredits } from "../../usage/usage-gate";
-import type * as z from "zod";
 import { QuotaExceededError, ValidationError } from "../../domain/errors";
 import { chainKeyConflict, fallbackKeySecrets, gitIdentityFor } from "../../domain/agent-settings";
 import { requireSecretsExist, type SecretReference } from "../secret-references";
@@ -22,13 +21,12 @@ import { httpRoute, type HttpDeps } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
 import { requirePrincipal } from "../session-access";
 import { resolveSessionSource } from "../session-repos";
-import { CreateSessionBody } from "../create-session-body";
+import { CreateSessionBody } from "../../contract/requests";
+
+export { CreateSessionBody } from "../../contract/requests";
 
 export { MAX_REPOS, repoUrlProblem } from "../request-fields";
 
-export { CreateSessionBody };
-
-type CreateSessionBody = z.infer<typeof CreateSessionBody>;
 
 /** Every secret the body names, with the field that names it (for the 400's message). */
 function secretReferences(body: CreateSessionBody): SecretReference[] {

@@ -3,17 +3,12 @@
  * the transition it made (from, to), reason, actor, flow execution and per-step timings.
  * `?limit=` (1-100, default 50), `?cursor=` from the previous page.
  */
-import * as z from "zod";
+import { ListEventsQuery } from "../../contract/requests";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
 import { loadOwnedSession, requirePrincipal, SessionPathParams } from "../session-access";
 
-export const ListEventsQuery = z
-  .object({
-    limit: z.coerce.number().int().min(1).max(100).default(50),
-    cursor: z.string().min(1).max(2048).optional(),
-  })
-  .strict();
+export { ListEventsQuery };
 
 export const makeListEventsHandler = httpRoute(
   { name: "ListEvents", auth: true, params: SessionPathParams, query: ListEventsQuery },

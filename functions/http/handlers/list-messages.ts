@@ -3,17 +3,12 @@
  * status (also while paused, and after a sandbox was lost). `?limit=` (1-200, default 100),
  * `?cursor=` from the previous page.
  */
-import * as z from "zod";
+import { ListMessagesQuery } from "../../contract/requests";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
 import { loadOwnedSession, requirePrincipal, SessionPathParams } from "../session-access";
 
-export const ListMessagesQuery = z
-  .object({
-    limit: z.coerce.number().int().min(1).max(200).default(100),
-    cursor: z.string().min(1).max(2048).optional(),
-  })
-  .strict();
+export { ListMessagesQuery };
 
 export const makeListMessagesHandler = httpRoute(
   { name: "ListMessages", auth: true, params: SessionPathParams, query: ListMessagesQuery },

@@ -2,19 +2,13 @@
  * GET /v1/sessions (API Gateway HTTP API route). The caller's org's sessions, newest first,
  * `?status=`, `?limit=` (1-100, default 20), `?cursor=` from the previous page's `nextCursor`.
  */
-import * as z from "zod";
-import { SessionStatus, toSessionView } from "../../domain/session";
+import { ListSessionsQuery } from "../../contract/requests";
+import { toSessionView } from "../../domain/session";
 import { httpRoute } from "../http-handler";
 import { lambdaEntry } from "../lambda-entry";
 import { requirePrincipal } from "../session-access";
 
-export const ListSessionsQuery = z
-  .object({
-    status: SessionStatus.optional(),
-    limit: z.coerce.number().int().min(1).max(100).default(20),
-    cursor: z.string().min(1).max(2048).optional(),
-  })
-  .strict();
+export { ListSessionsQuery };
 
 export const makeListSessionsHandler = httpRoute(
   { name: "ListSessions", auth: true, query: ListSessionsQuery },

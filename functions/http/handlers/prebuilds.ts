@@ -139,7 +139,7 @@ export const makeCreatePrebuildBuildHandler = httpRoute({ name: "CreatePrebuildB
   return { status: 202, body: { build: toBuildView(build) } };
 });
 
-const ListBuildsQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(20) }).strict();
+export const ListBuildsQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(20) }).strict();
 
 export const makeListPrebuildBuildsHandler = httpRoute(
   { name: "ListPrebuildBuilds", auth: true, params: PrebuildPathParams, query: ListBuildsQuery },

@@ -12,35 +12,20 @@
  * expired or was revoked is refused (`error` `unauthorized`) and the connection closed, at no
  * extra read. (`ping` reads nothing and stays answered until then.)
  */
-import * as z from "zod";
 import { connectionExpiresAt, connectionRefreshDue } from "../../domain/connection-liveness";
 import { agentEndpoint } from "../../agent/agent-endpoint";
 import { authorOf, submitPrompt } from "../../services/submit-prompt";
+import { ClientFrame } from "../../contract/frames";
 import { describeZodError } from "../../http/http-handler";
-import { PromptContent } from "../../domain/prompt-content";
 import { errorForLog } from "../../observability/logger";
 import type { ClientConnection } from "../../ports/session-items";
-import { PERMISSION_RESPONSES } from "../../ports/agent-client";
 import { broadcast } from "../../services/broadcast";
 import { AgentUnavailableError, AppError, ConflictError, NotFoundError } from "../../domain/errors";
 import type { WsDeps, WsEvent, WsResult } from "../ws-deps";
 import { wsEntry } from "../lambda-entry";
 
-export const ClientFrame = z.discriminatedUnion("type", [
-  z.object({ type: z.literal("prompt"), content: PromptContent }).strict(),
-  z.object({ type: z.literal("cancel") }).strict(),
-  z.object({ type: z.literal("ping") }).strict(),
-  z.object({ type: z.literal("heartbeat") }).strict(),
-  /** Answers the agent's `permission.asked` (policy `ask`): once, always (that pattern, for good), or reject. */
-  z
-    .object({
-      type: z.literal("permission.reply"),
-      permissionId: z.string().regex(/^per_[A-Za-z0-9]{1,64}$/, "must be the permissionId of a permission.asked message"),
-      response: z.enum(PERMISSION_RESPONSES),
-    })
-    .strict(),
-]);
-export type ClientFrame = z.infer<typeof ClientFrame>;
+// The client frames live in the public contract (functions/contract/frames.ts), shared with the typed client.
+export { ClientFrame } from "../../contract/frames";
 
 function parseFrame(event: WsEvent, maxBytes: number): { frame: ClientFrame } | { error: string } {
   const raw = event.isBase64Encoded ? Buffer.from(event.body ?? "", "base64").toString("utf8") : (event.body ?? "");

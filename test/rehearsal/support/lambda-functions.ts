@@ -42,8 +42,18 @@ export interface FunctionSpec {
 }
 
 /** Reads every AWS::Lambda::Function of the template. */
+/**
+ * The CDK's own custom-resource handlers (the console stack's BucketDeployment, Python; the S3
+ * auto-delete provider, CommonJS) are the CDK's code, run by CloudFormation at deploy time, not
+ * the control plane's: the rehearsal runs only the stack's own functions.
+ */
+export function isCdkCustomResourceHandler(logicalId: string, properties: Record<string, unknown>): boolean {
+  // The CDK names them `Custom...` (CustomCDKBucketDeployment..., CustomS3AutoDeleteObjectsCustomResourceProviderHandler...).
+  return logicalId.startsWith("Custom") || String(properties.Runtime ?? "").startsWith("python");
+}
+
 export function functionSpecs(assembly: Assembly, resolver: TemplateResolver): FunctionSpec[] {
-  return resourcesOfType(assembly, "AWS::Lambda::Function").map(([logicalId, r]) => {
+  return resourcesOfType(assembly, "AWS::Lambda::Function").filter(([logicalId, r]) => !isCdkCustomResourceHandler(logicalId, r.Properties)).map(([logicalId, r]) => {
     const p = r.Properties;
     const key = String((p.Code as { S3Key: unknown }).S3Key);
     const assetDir = assembly.assetDirs.get(key.replace(/\.zip$/, ""));

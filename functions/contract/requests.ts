@@ -1,15 +1,17 @@
 /**
- * The `POST /v1/sessions` body (handlers/create-session.ts), apart from the handler so that other
- * edges creating sessions check their input by the same rules before they call it (the
- * automations' definitions: functions/automations/automation-routes.ts).
+ * Public request schemas (API.md) that the route handlers validate with, in the contract module
+ * so the OpenAPI document (./openapi.ts) and the typed client's types (clients/api-client) come
+ * from the very schemas the server uses. Moved here from their handlers, which re-export them.
  */
 import * as z from "zod";
+import { SupportedAgentModel, SshPublicKey, fallbackModelList } from "../domain/agent-settings";
 import { refineMultiLine, refineSingleLine, singleLineText } from "../domain/text";
 import { repoDir, WorkspacePathError } from "../../sandbox/boot/layout";
-import { SshPublicKey, SupportedAgentModel, fallbackModelList } from "../domain/agent-settings";
-import { API_WORKSPACE_ROOT, ClientType, MAX_FALLBACK_MODELS, PermissionPolicy, ProviderType, RepoSpec, SessionEnvFiles, SessionType } from "../domain/session";
+import { API_WORKSPACE_ROOT, ClientType, MAX_FALLBACK_MODELS, PermissionPolicy, ProviderType, RepoSpec, SessionEnvFiles, SessionStatus, SessionType } from "../domain/session";
 import { RepoId } from "../domain/repos-prebuilds";
-import { BranchName, CreateServiceCommand, MAX_REPOS, RepoUrl, WorkspacePath } from "./request-fields";
+import { BranchName, CreateServiceCommand, MAX_REPOS, RepoUrl, WorkspacePath } from "../http/request-fields";
+import { PromptContent } from "../domain/prompt-content";
+import { MAX_SECRET_VALUE_BYTES } from "../secrets/envelope-cipher";
 
 /**
  * A session repo: `{url, ...}`, or `{repoId, ...}` naming a stored repository (`/v1/repos`), whose
@@ -84,3 +86,46 @@ export const CreateSessionBody = z
       dirs.set(dir, i);
     });
   });
+
+
+
+export const ListSessionsQuery = z
+  .object({
+    status: SessionStatus.optional(),
+    limit: z.coerce.number().int().min(1).max(100).default(20),
+    cursor: z.string().min(1).max(2048).optional(),
+  })
+  .strict();
+
+
+export const CreatePromptBody = z.object({ content: PromptContent }).strict();
+
+
+export const ListMessagesQuery = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(200).default(100),
+    cursor: z.string().min(1).max(2048).optional(),
+  })
+  .strict();
+
+
+export const ListEventsQuery = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(100).default(50),
+    cursor: z.string().min(1).max(2048).optional(),
+  })
+  .strict();
+
+
+export const PutSecretBody = z
+  .object({
+    value: z
+      .string()
+      .min(1)
+      .max(MAX_SECRET_VALUE_BYTES)
+      // Messages name the limit, never the value.
+      .refine((v) => Buffer.byteLength(v, "utf8") <= MAX_SECRET_VALUE_BYTES, `must be at most ${MAX_SECRET_VALUE_BYTES} bytes (UTF-8)`),
+    description: z.string().max(500).superRefine(refineSingleLine).nullable().optional(),
+  })
+  .strict();
+export type CreateSessionBody = z.infer<typeof CreateSessionBody>;

@@ -1,0 +1,162 @@
+/**
+ * A session's transcript as a client shows it, assembled from `init` and the turn frames
+ * (API.md "WebSocket"). Idempotent: a repeated `message.create` does not restart a message, a
+ * repeated `message.finalize` (a relay takeover, a reconnect) changes nothing and is reported
+ * as no change, deltas after a finalize are ignored (the finalize's text is the full text),
+ * and an `init` after a reconnect re-syncs from the stored transcript while keeping a turn still
+ * streaming that the store has not caught up with.
+ */
+import type { ServerFrame, TranscriptMessageView } from "../../functions/contract/frames";
+
+export interface TextPart {
+  kind: "text";
+  partId: string;
+  text: string;
+}
+
+export interface ToolPart {
+  kind: "tool";
+  partId: string;
+  tool: string;
+  status: string;
+  title?: string;
+  input?: Record<string, unknown>;
+  output?: string;
+  error?: string;
+}
+
+export type TurnPart = TextPart | ToolPart;
+
+export interface TurnMessage {
+  messageId: string;
+  role: string;
+  /** The full text so far (deltas joined; the finalize's text once finished). */
+  text: string;
+  parts: TurnPart[];
+  /** Finished: `message.finalize` seen, or stored as completed. */
+  done: boolean;
+  reason?: string;
+  error?: { code: string; message: string };
+  createdAt?: string;
+}
+
+/** What applying a frame changed: nothing (a repeat), or the message it touched. */
+export type TranscriptChange = { kind: "none" } | { kind: "reset" } | { kind: "message"; message: TurnMessage; finished: boolean };
+
+function fromStored(m: TranscriptMessageView): TurnMessage {
+  const parts: TurnPart[] = m.parts.map((p, i) =>
+    p.type === "tool"
+      ? {
+          kind: "tool",
+          partId: p.partId ?? `p${i}`,
+          tool: p.tool ?? "tool",
+          status: p.status ?? "completed",
+          ...(p.title !== undefined ? { title: p.title } : {}),
+          ...(p.input !== undefined ? { input: p.input } : {}),
+          ...(p.output !== undefined ? { output: p.output } : {}),
+          ...(p.error !== undefined ? { error: p.error } : {}),
+        }
+      : { kind: "text", partId: p.partId ?? `p${i}`, text: p.text ?? "" },
+  );
+  return {
+    messageId: m.messageId,
+    role: m.role,
+    text: m.text,
+    parts,
+    done: m.completedAt !== null || m.role !== "assistant",
+    ...(m.reason !== undefined ? { reason: m.reason } : {}),
+    ...(m.error !== undefined ? { error: { code: m.error.code, message: m.error.message } } : {}),
+    createdAt: m.createdAt,
+  };
+}
+
+export class Transcript {
+  private readonly byId = new Map<string, TurnMessage>();
+  private order: string[] = [];
+
+  /** Messages oldest first. */
+  get messages(): TurnMessage[] {
+    return this.order.map((id) => this.byId.get(id)).filter((m): m is TurnMessage => m !== undefined);
+  }
+
+  get(messageId: string): TurnMessage | undefined {
+    return this.byId.get(messageId);
+  }
+
+  private ensure(messageId: string, role = "assistant"): TurnMessage {
+    let m = this.byId.get(messageId);
+    if (!m) {
+      m = { messageId, role, text: "", parts: [], done: false };
+      this.byId.set(messageId, m);
+      this.order.push(messageId);
+    }
+    return m;
+  }
+
+  apply(frame: ServerFrame): TranscriptChange {
+    switch (frame.type) {
+      case "init": {
+        const streaming = this.messages.filter((m) => !m.done);
+        this.byId.clear();
+        this.order = [];
+        for (const stored of frame.messages) {
+          const m = fromStored(stored);
+          this.byId.set(m.messageId, m);
+          this.order.push(m.messageId);
+        }
+        // A turn still streaming that the store has not caught up with stays (its finalize will come).
+        for (const m of streaming) {
+          if (this.byId.has(m.messageId)) continue;
+          this.byId.set(m.messageId, m);
+          this.order.push(m.messageId);
+        }
+        return { kind: "reset" };
+      }
+      case "message.create": {
+        if (this.byId.has(frame.messageId)) return { kind: "none" };
+        return { kind: "message", message: this.ensure(frame.messageId, frame.role), finished: false };
+      }
+      case "message.part.text-delta": {
+        const m = this.ensure(frame.messageId);
+        if (m.done) return { kind: "none" };
+        let part = m.parts.find((p): p is TextPart => p.kind === "text" && p.partId === frame.partId);
+        if (!part) {
+          part = { kind: "text", partId: frame.partId, text: "" };
+          m.parts.push(part);
+        }
+        part.text += frame.delta;
+        m.text += frame.delta;
+        return { kind: "message", message: m, finished: false };
+      }
+      case "message.part.tool-update": {
+        const m = this.ensure(frame.messageId);
+        if (m.done) return { kind: "none" };
+        const next: ToolPart = {
+          kind: "tool",
+          partId: frame.partId,
+          tool: frame.tool,
+          status: frame.status,
+          ...(frame.title !== undefined ? { title: frame.title } : {}),
+          ...(frame.input !== undefined ? { input: frame.input } : {}),
+          ...(frame.output !== undefined ? { output: frame.output } : {}),
+          ...(frame.error !== undefined ? { error: frame.error } : {}),
+        };
+        const at = m.parts.findIndex((p) => p.kind === "tool" && p.partId === frame.partId);
+        if (at >= 0) m.parts[at] = next;
+        else m.parts.push(next);
+        return { kind: "message", message: m, finished: false };
+      }
+      case "message.finalize": {
+        const m = this.ensure(frame.messageId);
+        if (m.done) return { kind: "none" };
+        m.done = true;
+        m.text = frame.text;
+        m.reason = frame.reason;
+        if (frame.error) m.error = { code: frame.error.code, message: frame.error.message };
+        return { kind: "message", message: m, finished: true };
+      }
+      default:
+        return { kind: "none" };
+    }
+  }
+}
