@@ -295,8 +295,8 @@ describe("streaming relay", () => {
     expect(env.PROVIDER_SECRET_ARN).toBeUndefined();
     // It reaches every session's agent, whose password derives from the session's sandbox key.
     expect(env.SANDBOX_ACCESS_KEY_SECRET_ARN).toEqual({ Ref: sandboxAccessKeyId() });
-    expect(Object.keys(env).filter((k) => k.startsWith("SCHEDULE_")).sort()).toEqual(["SCHEDULE_GROUP_NAME", "SCHEDULE_ROLE_ARN", "SCHEDULE_TARGET_ARN"]);
-    for (const name of ["SCHEDULE_GROUP_NAME", "SCHEDULE_TARGET_ARN", "SCHEDULE_ROLE_ARN"]) expect(env[name], name).toEqual(stepEnv[name]);
+    expect(Object.keys(env).filter((k) => k.startsWith("SCHEDULE_")).sort()).toEqual(["SCHEDULE_DEAD_LETTER_ARN", "SCHEDULE_GROUP_NAME", "SCHEDULE_ROLE_ARN", "SCHEDULE_TARGET_ARN"]);
+    for (const name of ["SCHEDULE_GROUP_NAME", "SCHEDULE_TARGET_ARN", "SCHEDULE_ROLE_ARN", "SCHEDULE_DEAD_LETTER_ARN"]) expect(env[name], name).toEqual(stepEnv[name]);
     // ensure-runtime: waking sessions for prompts; idle-snapshot: a failed stream's sandbox liveness check (issue 25 §5).
     expect(env.STATE_MACHINE_ARN_IDLE_SNAPSHOT).toEqual(resolve(stateMachineArn(stack, "idle-snapshot")));
     expect(Object.keys(env).filter((k) => k.startsWith("STATE_MACHINE_ARN_")).sort()).toEqual(["STATE_MACHINE_ARN_ENSURE_RUNTIME", "STATE_MACHINE_ARN_IDLE_SNAPSHOT"]);
@@ -369,15 +369,20 @@ describe("streaming relay", () => {
     expect(statements.filter((s) => asArray(s.Action).includes("cloudwatch:PutMetricData"))).toEqual([
       expect.objectContaining({ Resource: "*", Condition: { StringEquals: { "cloudwatch:namespace": "SandboxControlPlane" } } }),
     ]);
-    // Arming idle checks: the lifecycle group's schedules only, and the scheduler role passed to Scheduler only.
+    // Arming idle checks: the lifecycle group's schedules, and the automations group's (a run ended
+    // by its turn deletes its timeout schedule, issue 18); the scheduler role passed to Scheduler only.
     const groupSchedules = resolve(stack.formatArn({ service: "scheduler", resource: "schedule", resourceName: `${stack.stackName}-lifecycle/*` }));
     for (const action of ["scheduler:CreateSchedule", "scheduler:UpdateSchedule", "scheduler:DeleteSchedule"]) {
-      expect(resourcesFor(statements, action), action).toEqual([groupSchedules]);
+      const resources = resourcesFor(statements, action);
+      expect(resources[0], action).toEqual(groupSchedules);
+      expect(resources.slice(1).map((r) => JSON.stringify(r)), action).toEqual(resources.length > 1 ? [expect.stringContaining(`${stack.stackName}-automations/*`)] : []);
     }
+    // The lifecycle schedules' role, and the automations' scheduler role (a run's timeout schedule).
     expect(statements.filter((s) => asArray(s.Action).includes("iam:PassRole"))).toEqual([
       expect.objectContaining({ Resource: relayEnv().SCHEDULE_ROLE_ARN, Condition: { StringEquals: { "iam:PassedToService": "scheduler.amazonaws.com" } } }),
+      expect.objectContaining({ Resource: relayEnv().AUTOMATIONS_SCHEDULER_ROLE_ARN, Condition: { StringEquals: { "iam:PassedToService": "scheduler.amazonaws.com" } } }),
     ]);
-    expect(actions.filter((a) => a.startsWith("iam:"))).toEqual(["iam:PassRole"]);
+    expect(new Set(actions.filter((a) => a.startsWith("iam:")))).toEqual(new Set(["iam:PassRole"]));
     // The sandbox access key (agent passwords) and the Slack secret (its bot token posts Slack sessions' answers, issue 17); not the provider credentials.
     const slackSecret = resolve(stack.slack.secret.secretArn);
     expect(resourcesFor(statements, "secretsmanager:GetSecretValue")).toEqual([{ Ref: sandboxAccessKeyId() }, slackSecret]);

@@ -24,8 +24,8 @@ describe("relay nudge queue", () => {
     expect(JSON.stringify(policy?.Properties)).toContain('"aws:SecureTransport":"false"');
   });
 
-  it("the Commit and Finish steps, the prompt-delivering routes and send-init (a client joined mid-turn, issue 25) may send to it, and have its URL", () => {
-    for (const fnId of ["CommitStep", "FinishStep", "CreatePrompt", "WsMessage", "SendInit"]) {
+  it("the Commit and Finish steps, Provision (it commits ensure-runtime's running in process), the prompt-delivering routes and send-init (a client joined mid-turn, issue 25) may send to it, and have its URL", () => {
+    for (const fnId of ["CommitStep", "FinishStep", "ProvisionStep", "CreatePrompt", "WsMessage", "SendInit"]) {
       const statements = q.statementsOfFunction(fnId);
       // The nudge queue, and for the steps that broadcast statuses the Slack queue (a nested stack's output).
       const sendsTo = resourcesFor(statements, "sqs:SendMessage");
@@ -35,8 +35,8 @@ describe("relay nudge queue", () => {
       expect(q.envOf(fnId).RELAY_NUDGE_QUEUE_URL, fnId).toEqual({ Ref: queueId });
     }
     // A step that never finishes a flow neither sends nor knows the queue.
-    expect(SQS_ACTIONS(q.statementsOfFunction("ProvisionStep"))).toEqual([]);
-    expect(q.envOf("ProvisionStep").RELAY_NUDGE_QUEUE_URL).toBeUndefined();
+    expect(SQS_ACTIONS(q.statementsOfFunction("SnapshotStep"))).toEqual([]);
+    expect(q.envOf("SnapshotStep").RELAY_NUDGE_QUEUE_URL).toBeUndefined();
   });
 
   it("the relay tasks receive, delete and return nudges, never send them, and have its URL", () => {

@@ -72,7 +72,7 @@ describe("ensure-deps: the sqlite3 CLI", () => {
     const recorded = await readFile(calls, "utf8").catch(() => "");
     if (isRoot) {
       expect(run.status).toBe(0);
-      expect(recorded.trim().split("\n")).toEqual(["noninteractive update", "noninteractive install -y sqlite3"]);
+      expect(recorded.trim().split("\n")).toEqual(["noninteractive update", "noninteractive install -y --no-install-recommends sqlite3"]);
     } else {
       expect(run.status).toBe(1);
       expect(recorded).toBe("");

@@ -12,7 +12,8 @@ describe("seed 002 verifications 1 and 2", () => {
     const steps = pkg.scripts.test?.split("&&").map((s) => s.trim()) ?? [];
     expect(steps.slice(0, 2).sort()).toEqual(["npm run lint", "npm run typecheck"]);
     expect(steps.at(-1)).toMatch(/^vitest run/);
-    expect(pkg.scripts.typecheck).toBe("tsc --noEmit -p tsconfig.json");
+    // The server and tests, then the console (DOM types: its own tsconfig).
+    expect(pkg.scripts.typecheck).toBe("tsc --noEmit -p tsconfig.json && tsc --noEmit -p clients/console/tsconfig.json");
     expect(pkg.scripts.lint).toBe("eslint .");
   });
 });
