@@ -220,6 +220,7 @@ async function attach(api: ApiClient, io: CliIo, id: string, options: AttachOpti
     rl.on("line", (line) => {
       if (line.trim()) socket.prompt(line);
     });
+    io.stderr.write("(type a prompt and press Enter; Ctrl-C detaches)\n");
   }
   process.on("SIGINT", detach);
   const code = await done;

@@ -168,7 +168,13 @@ describe("sbxctl", () => {
     pty.onExit((e) => (exitCode = e.exitCode));
     await waitFor(`attach to print the history (got ${JSON.stringify(screen.slice(-500))})`, () => screen.includes("echo: hello from the cli"), 60_000);
     await waitFor("attach to see the session running", () => screen.includes("running"), 60_000);
-    pty.write("typed in attach\r");
+    await waitFor("attach to read typed prompts", () => screen.includes("type a prompt and press Enter"), 60_000);
+    // Seen once on CI under load: the pty's input was neither echoed nor read (no "typed in attach"
+    // on the screen at all). Type it again until the terminal echoes it.
+    for (let attempt = 0; attempt < 3 && !screen.includes("typed in attach"); attempt++) {
+      pty.write("typed in attach\r");
+      await waitFor("the terminal to echo the typed line", () => screen.includes("typed in attach"), 5_000).catch(() => undefined);
+    }
     await waitFor(`the typed prompt's answer streamed (got ${JSON.stringify(screen.slice(-500))})`, () => screen.includes("echo: typed in attach"), 60_000);
     pty.write("\x03");
     await waitFor(`attach to exit on Ctrl-C (got ${JSON.stringify(screen.slice(-300))})`, () => exitCode !== null, 30_000);
