@@ -6,7 +6,7 @@
  */
 import { h, render, type ComponentChildren } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
-import type { SessionSocket } from "../api-client";
+import type { SessionSocket, ToolPart } from "../api-client";
 import { ApiError, ConsoleApi, type LifecycleEventView, type ServerFrame, type SessionView } from "./api";
 import type { MountedTerminal } from "./terminal";
 
@@ -180,15 +180,8 @@ function SessionList({ api }: { api: ConsoleApi }) {
 // ---------------------------------------------------------------------------------------------
 // Session view
 
-interface ToolView {
-  partId: string;
-  tool: string;
-  status: string;
-  title?: string;
-  input?: Record<string, unknown>;
-  output?: string;
-  error?: string;
-}
+/** A tool call as the typed client's transcript holds it. */
+type ToolView = Omit<ToolPart, "kind">;
 
 interface MessageView {
   id: string;

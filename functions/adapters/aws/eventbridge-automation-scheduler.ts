@@ -10,7 +10,7 @@
 import type { CreateScheduleCommandInput, SchedulerClient } from "@aws-sdk/client-scheduler";
 import type { AutomationRecord, RunRecord } from "../../automations/automation";
 import { automationScheduleName, runTimeoutScheduleName, type AutomationScheduler } from "../../ports/automations";
-import { atExpression } from "./eventbridge-lifecycle-scheduler";
+import { atExpression, upsertSchedule } from "./eventbridge-lifecycle-scheduler";
 import { hasErrorName, onFirstUse, type ClientFactory } from "./sdk-client";
 
 const sdk = () => import("@aws-sdk/client-scheduler");
@@ -38,15 +38,7 @@ export class EventBridgeAutomationScheduler implements AutomationScheduler {
   }
 
   private async upsert(input: CreateScheduleCommandInput): Promise<void> {
-    const [client, { CreateScheduleCommand, UpdateScheduleCommand }] = await Promise.all([this.client(), sdk()]);
-    try {
-      await client.send(new CreateScheduleCommand(input));
-      return;
-    } catch (err) {
-      if (!hasErrorName(err, "ConflictException")) throw err;
-    }
-    // It exists: UpdateSchedule replaces every field (the definition changed).
-    await client.send(new UpdateScheduleCommand(input));
+    await upsertSchedule(await this.client(), input);
   }
 
   private async delete(name: string): Promise<void> {

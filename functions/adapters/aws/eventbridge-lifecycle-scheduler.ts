@@ -87,21 +87,7 @@ export class EventBridgeLifecycleScheduler implements LifecycleScheduler {
         ...(this.options.deadLetterArn ? { DeadLetterConfig: { Arn: this.options.deadLetterArn } } : {}),
       },
     };
-    const [client, { CreateScheduleCommand, UpdateScheduleCommand }] = await Promise.all([this.client(), sdk()]);
-    try {
-      await client.send(new CreateScheduleCommand(input));
-      return;
-    } catch (err) {
-      // The name exists: re-arming replaces the schedule (same fields, new time).
-      if (!hasErrorName(err, "ConflictException")) throw err;
-    }
-    try {
-      await client.send(new UpdateScheduleCommand(input));
-    } catch (err) {
-      // The old schedule fired (and was deleted) between our create and update: create afresh.
-      if (!hasErrorName(err, "ResourceNotFoundException")) throw err;
-      await client.send(new CreateScheduleCommand(input));
-    }
+    await upsertSchedule(await this.client(), input);
   }
 
   async cancel(target: ScheduleTarget): Promise<void> {
@@ -129,4 +115,26 @@ export function lifecycleSchedulerFromEnv(env: Record<string, string | undefined
   if (groupName && targetArn && roleArn) return new EventBridgeLifecycleScheduler({ client, groupName, targetArn, roleArn, ...(deadLetterArn ? { deadLetterArn } : {}) });
   const missing = () => Promise.reject(new Error("invalid configuration: SCHEDULE_GROUP_NAME, SCHEDULE_TARGET_ARN and SCHEDULE_ROLE_ARN must be set to arm schedules"));
   return { arm: missing, cancel: missing };
+}
+
+/**
+ * Creates the schedule, or replaces it when the name exists (UpdateSchedule replaces every field);
+ * shared with the automations' schedules (eventbridge-automation-scheduler.ts).
+ */
+export async function upsertSchedule(client: SchedulerClient, input: CreateScheduleCommandInput): Promise<void> {
+  const { CreateScheduleCommand, UpdateScheduleCommand } = await sdk();
+  try {
+    await client.send(new CreateScheduleCommand(input));
+    return;
+  } catch (err) {
+    // The name exists: replace the schedule (re-arming: same fields, new time).
+    if (!hasErrorName(err, "ConflictException")) throw err;
+  }
+  try {
+    await client.send(new UpdateScheduleCommand(input));
+  } catch (err) {
+    // The old schedule fired (and was deleted) between our create and update: create afresh.
+    if (!hasErrorName(err, "ResourceNotFoundException")) throw err;
+    await client.send(new CreateScheduleCommand(input));
+  }
 }
