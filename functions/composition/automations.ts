@@ -33,9 +33,11 @@ export function composeAutomations(input: {
   logger: Logger;
   now: () => Date;
   slack?: () => Promise<SlackOutbox | null>;
+  /** The webhook notification's waits before each retry (default WEBHOOK_BACKOFF_MS). */
+  webhookBackoffMs?: readonly number[];
 }): AutomationComposition {
   const store = new DynamoAutomationStore(input.doc, input.tableName);
-  const notifier = new HttpRunNotifier({ logger: input.logger, ...(input.slack ? { slack: input.slack } : {}) });
+  const notifier = new HttpRunNotifier({ logger: input.logger, ...(input.slack ? { slack: input.slack } : {}), ...(input.webhookBackoffMs ? { backoffMs: input.webhookBackoffMs } : {}) });
   const base: Omit<AutomationRunDeps, "api"> = {
     store,
     scheduler: input.scheduler,
