@@ -227,3 +227,48 @@ describe("run notifications", () => {
     ]);
   });
 });
+
+describe("the inbound webhook trigger", () => {
+  const webhook = (automationId: string, body: string, headers: Record<string, string>) =>
+    call("AutomationWebhook", routeEvent("POST", "POST /v1/automations/{id}/webhook", `/v1/automations/${automationId}/webhook`, { id: automationId, body, headers: { authorization: "", ...headers } }));
+
+  it("a missing or bad signature is 401 and creates nothing", async () => {
+    const { automation, secret } = await createAutomation("guarded");
+    const body = JSON.stringify({ idempotencyKey: "k-unsigned", ref: "main" });
+    const refusals = [
+      await webhook(automation.id, body, { "x-automation-org": ORG }),
+      await webhook(automation.id, body, { "x-automation-org": ORG, "x-signature": sign("whsec_wrong", body) }),
+      await webhook(automation.id, body, { "x-automation-org": ORG, "x-signature": sign(secret, `${body} `) }),
+      await webhook(automation.id, body, { "x-automation-org": "org-other", "x-signature": sign(secret, body) }),
+      await webhook(automation.id, body, { "x-signature": sign(secret, body) }),
+    ];
+    expect(refusals.map((r) => [r.status, (r.body.error as { code: string }).code])).toEqual(Array.from({ length: 5 }, () => [401, "unauthorized"]));
+    expect((await automations.store.listRuns(automation.id, { limit: 10 })).items).toEqual([]);
+    expect((await automations.store.get(ORG, automation.id, true))?.activeRun).toBeNull();
+    // Nothing claimed either: the same key, signed, is a fresh run.
+    const signed = await webhook(automation.id, body, { "x-automation-org": ORG, "x-signature": sign(secret, body) });
+    expect(signed.status).toBe(202);
+    expect(signed.body.duplicate).toBeUndefined();
+  });
+
+  it("a signed call starts a run with the body in its trigger context; the same idempotencyKey again is the same run", async () => {
+    const { automation, secret } = await createAutomation("triggered");
+    const payload = { idempotencyKey: "deploy-42", ref: "main", commits: [{ id: "abc123", message: "fix" }] };
+    const body = JSON.stringify(payload);
+    const headers = { "x-automation-org": ORG, "x-signature": sign(secret, body) };
+    const first = await webhook(automation.id, body, headers);
+    expect(first.status, JSON.stringify(first.body)).toBe(202);
+    const run = first.body.run as { id: string; trigger: string; status: string; sessionId: string };
+    expect(run).toMatchObject({ automationId: automation.id, trigger: "webhook", status: "running" });
+    const again = await webhook(automation.id, body, headers);
+    expect(again.status).toBe(202);
+    expect(again.body).toMatchObject({ run: { id: run.id, sessionId: run.sessionId }, duplicate: true });
+    expect((await automations.store.listRuns(automation.id, { limit: 10 })).items.map((r) => r.id)).toEqual([run.id]);
+    // The run's session: an automation session carrying the trigger context, started by the ordinary resume.
+    const session = await h.session(run.sessionId);
+    expect(session.clientType).toBe("automation");
+    expect(session.triggerContext).toEqual({ automationId: automation.id, automationName: "triggered", runId: run.id, trigger: "webhook", scheduledAt: expect.any(String) as string, payload });
+    await waitFor(() => h.session(run.sessionId), { until: (s) => s.status === "running", timeoutMs: 60_000, message: "the webhook run's session never reached running" });
+    expect((await automations.store.get(ORG, automation.id, true))?.activeRun?.runId).toBe(run.id);
+  });
+});
