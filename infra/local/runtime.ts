@@ -50,7 +50,7 @@ import { localSlack, type LocalSlack } from "./local-slack";
 import { isSlackStatusFrame, slackForwardingPush } from "../../functions/slack/status-forward";
 import { composeAutomations, type AutomationComposition } from "../../functions/composition/automations";
 import { AUTOMATION_ROUTES, makeAutomationHandlers } from "../../functions/automations/automation-routes";
-import { handleAutomationFired, observeSessionStatus, turnSettled } from "../../functions/automations/automation-runs";
+import { handleAutomationFired, sessionFailed, turnSettled } from "../../functions/automations/automation-runs";
 import { SlackOutbox } from "../../functions/slack/outbox";
 import { LocalAutomationScheduler } from "./local-automation-scheduler";
 
@@ -289,7 +289,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     push.observe = (sessionId, message) => (isSlackStatusFrame(message) ? forward.observe?.(sessionId, message) : slack.progress.observe(sessionId, message));
   }
   // Automations (API.md "Automations"): the same automation-fired handler as in AWS, on timers;
-  // runs end from their prompt's turn (the relay's `turnSettled`) or their session's error (broadcasts).
+  // runs end from their prompt's turn (the relay's `turnSettled`) or their session's error (`record-failure`).
   const automationTimers = new LocalAutomationScheduler((event) => handleAutomationFired(automations.runDeps(rt.httpDeps), event).then(() => undefined), {
     now,
     onError: (err, event) => logger.error("automation firing failed", { event, error: errorForLog(err) }),
@@ -310,11 +310,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   const automationHandlers = makeAutomationHandlers(automations);
   automationRoutes.current = AUTOMATION_ROUTES.map((route) => ({ route, handler: automationHandlers[route.id](rt.httpDeps) }));
   rt.relayDeps.turnSettled = (sessionId) => turnSettled(automations.runDeps(rt.httpDeps), sessionId);
-  const observeSlack = push.observe;
-  push.observe = async (sessionId, message) => {
-    await observeSlack?.(sessionId, message);
-    await observeSessionStatus(automations.runDeps(rt.httpDeps), sessionId, message);
-  };
+  rt.flowDeps.automationRuns = { sessionFailed: (sessionId, message) => sessionFailed(automations.runDeps(rt.httpDeps), sessionId, message) };
   const { tokens } = rt.stores;
   await tokens.putToken(devApiToken, { ...DEV_PRINCIPAL, name: "development token" }, now());
   const flowDeps = rt.flowDeps;

@@ -4,7 +4,8 @@
  * functions/automations: the run notifications against a real local HTTP server (the signed
  * webhook POST, its retries, a hanging receiver never holding the run's end) and the local Slack
  * Web API stand-in (through the Slack outbox); the inbound webhook trigger (HMAC, idempotency
- * key, the body in the trigger context).
+ * key, the body in the trigger context); a run whose session cannot start ends `failed` from the
+ * flow's own failure path (`record-failure`), as in AWS, where no broadcast is observed.
  */
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from "aws-lambda";
 import { createHmac } from "node:crypto";
@@ -13,7 +14,8 @@ import type { AddressInfo, Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runView, type AutomationRecord, type RunRecord } from "../../functions/automations/automation";
 import { makeAutomationHandlers } from "../../functions/automations/automation-routes";
-import { endRun, handleAutomationFired, startRun } from "../../functions/automations/automation-runs";
+import { endRun, handleAutomationFired, sessionFailed, startRun } from "../../functions/automations/automation-runs";
+import { ProviderError } from "../../functions/domain/errors";
 import { composeAutomations, type AutomationComposition } from "../../functions/composition/automations";
 import { composeSlackStore, slackWebClient } from "../../functions/composition/slack";
 import { SlackOutbox } from "../../functions/slack/outbox";
@@ -112,6 +114,8 @@ beforeAll(async () => {
     webhookBackoffMs: [0, 0, 0],
   });
   handlers = makeAutomationHandlers(automations);
+  // As the local runtime and the RecordFailure Lambda wire it: the flow's failure path ends the run.
+  h.deps.automationRuns = { sessionFailed: (sessionId, message) => sessionFailed(automations.runDeps(h.httpDeps), sessionId, message) };
 });
 afterAll(async () => {
   await automations?.notifier.settled();
@@ -270,5 +274,30 @@ describe("the inbound webhook trigger", () => {
     expect(session.triggerContext).toEqual({ automationId: automation.id, automationName: "triggered", runId: run.id, trigger: "webhook", scheduledAt: expect.any(String) as string, payload });
     await waitFor(() => h.session(run.sessionId), { until: (s) => s.status === "running", timeoutMs: 60_000, message: "the webhook run's session never reached running" });
     expect((await automations.store.get(ORG, automation.id, true))?.activeRun?.runId).toBe(run.id);
+  });
+});
+
+describe("a run whose session fails", () => {
+  it("ends failed from the flow's failure path (record-failure): the streak counts, the run is no longer active", async () => {
+    const { automation } = await createAutomation("doomed", { webhookUrl: receiver.url });
+    provider.failNext("ensureSandbox", new ProviderError("local", "ensureSandbox", "quota exceeded", { retryable: false }));
+    const run = await startedRun(automation);
+    expect(run.status).toBe("running");
+    const ended = await waitFor(() => automations.store.getRun(run.automationId, run.scheduledAt, run.id), {
+      until: (r) => r?.status !== "running",
+      timeoutMs: 60_000,
+      message: "the run never ended after its session's provisioning failed",
+    });
+    expect(ended).toMatchObject({ status: "failed", sessionId: run.sessionId, error: expect.stringContaining("quota exceeded") as string });
+    expect(ended?.error).toMatch(/^session error: Sandbox could not be started: /);
+    expect((await h.session(run.sessionId ?? "")).status).toBe("error");
+    // The rest of the run's end follows its conditional write: wait on it, not on the clock.
+    const after = await waitFor(() => automations.store.get(ORG, automation.id, true), { until: (a) => a?.consecutiveFailures === 1, timeoutMs: 30_000, message: "the failure was never counted" });
+    expect(after).toMatchObject({ activeRun: null, consecutiveFailures: 1, enabled: true });
+    expect(h.metrics.recorded.some((m) => m.name === "AutomationRuns" && m.dimensions.Status === "failed")).toBe(true);
+    // The notification goes out for it too.
+    const notified = (r: Receiver["requests"][number]) => (JSON.parse(r.body) as { run: { id: string; status: string } }).run;
+    await waitFor(() => receiver.requests.map(notified), { until: (runs) => runs.some((r) => r.id === run.id), timeoutMs: 30_000, message: "the failed run was never notified" });
+    expect(receiver.requests.map(notified).find((r) => r.id === run.id)?.status).toBe("failed");
   });
 });
