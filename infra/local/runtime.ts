@@ -258,6 +258,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     },
     { now, onError: (err, event) => logger.error("schedule target failed", { event, error: errorForLog(err) }) },
   );
+  const secretKeys = new LocalSecretKeyWrapper(localSecretsMasterKey(options.env, options.dataDir));
   const rt = composeRuntime(config, {
     doc,
     logger,
@@ -270,7 +271,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     provider,
     agent: options.agent ?? new OpenCodeAgentClient(),
     sandboxKeys: (epochs) => staticKeyring(masterKey, epochs),
-    secretKeys: new LocalSecretKeyWrapper(localSecretsMasterKey(options.env, options.dataDir)),
+    secretKeys,
     // The local server sends init itself once the upgrade completes.
     afterConnect: () => Promise.resolve(),
     // The relay runs in this process: a nudge is a direct call, awaited until the claim is written
@@ -306,6 +307,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     logger,
     now,
     slack: () => Promise.resolve(slackOutbox),
+    secretKeys,
   });
   const automationHandlers = makeAutomationHandlers(automations);
   automationRoutes.current = AUTOMATION_ROUTES.map((route) => ({ route, handler: automationHandlers[route.id](rt.httpDeps) }));

@@ -4,7 +4,7 @@
  * functions/automations: the run notifications against a real local HTTP server (the signed
  * webhook POST, its retries, a hanging receiver never holding the run's end) and the local Slack
  * Web API stand-in (through the Slack outbox); the inbound webhook trigger (HMAC, idempotency
- * key, the body in the trigger context); a run whose session cannot start ends `failed` from the
+ * key, the body in the trigger context); the webhook secret sealed at rest; a run whose session cannot start ends `failed` from the
  * flow's own failure path (`record-failure`), as in AWS, where no broadcast is observed.
  */
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from "aws-lambda";
@@ -18,13 +18,16 @@ import { endRun, handleAutomationFired, sessionFailed, startRun } from "../../fu
 import { ProviderError } from "../../functions/domain/errors";
 import { composeAutomations, type AutomationComposition } from "../../functions/composition/automations";
 import { composeSlackStore, slackWebClient } from "../../functions/composition/slack";
+import { openWebhookSecret } from "../../functions/automations/webhook-secret";
+import { SecretEnvelope } from "../../functions/secrets/envelope-cipher";
 import { SlackOutbox } from "../../functions/slack/outbox";
 import { DynamoApiTokenStore } from "../../functions/store/dynamo-session-store";
 import { buildLambdaContext } from "../../infra/local/api-gateway-events";
 import { LocalAutomationScheduler } from "../../infra/local/local-automation-scheduler";
 import { capturingLogger } from "../support/capturing-logger";
 import { FaultInjectingProvider } from "../support/fault-injecting-provider";
-import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
+import { startFlowHarness, TEST_SECRETS_MASTER_KEY, type FlowHarness } from "../support/flow-harness";
+import { LocalSecretKeyWrapper } from "../../functions/secrets/local-key-wrapper";
 import { InstantSandboxProvider } from "../support/instant-provider";
 import { ScriptedAgent } from "../support/scripted-agent";
 import { startSlackWebApi, type SlackWebApiStandIn } from "../support/slack-web-api";
@@ -112,6 +115,7 @@ beforeAll(async () => {
     slack: () => Promise.resolve(outbox),
     // Retries at once: the test waits on the requests, never on the clock.
     webhookBackoffMs: [0, 0, 0],
+    secretKeys: new LocalSecretKeyWrapper(TEST_SECRETS_MASTER_KEY),
   });
   handlers = makeAutomationHandlers(automations);
   // As the local runtime and the RecordFailure Lambda wire it: the flow's failure path ends the run.
@@ -229,6 +233,21 @@ describe("run notifications", () => {
         },
       },
     ]);
+  });
+});
+
+describe("the webhook secret at rest", () => {
+  it("is stored envelope-encrypted (never the value), bound to its automation", async () => {
+    const { automation, secret } = await createAutomation("sealed");
+    expect(secret).toMatch(/^whsec_[A-Za-z0-9_-]{43}$/);
+    expect(SecretEnvelope.parse(automation.webhookSecret)).toMatchObject({ v: 1, alg: "AES-256-GCM" });
+    expect(JSON.stringify(automation)).not.toContain(secret);
+    expect(JSON.stringify(automation)).not.toContain(secret.slice(6));
+    expect(await openWebhookSecret(automations.secretKeys, automation)).toBe(secret);
+    // Copied to another automation's item, the envelope does not open.
+    const other = await createAutomation("other");
+    await expect(openWebhookSecret(automations.secretKeys, { ...other.automation, webhookSecret: automation.webhookSecret })).rejects.toThrow(/could not be decrypted/);
+    expect(JSON.stringify(await automations.store.list(ORG, { limit: 100 }))).not.toContain(secret);
   });
 });
 
