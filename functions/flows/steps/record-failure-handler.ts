@@ -2,11 +2,11 @@
  * Lambda entry of the RecordFailure step (./record-failure.ts). With automations deployed
  * (AUTOMATIONS_SCHEDULE_GROUP, set by infra/control-plane-stack.ts from the automations nested
  * stack) the step ends an automation session's run `failed` through the same
- * functions/automations/automation-runs.ts `sessionFailed` the local runtime wires in.
+ * functions/automations/automation-runs.ts `sessionFailed` the local runtime wires in. The
+ * automations' modules (Slack client, KMS, Scheduler) load on the first such session only: most
+ * failures are not automation runs and keep this function's cold start.
  */
 import type { Context } from "aws-lambda";
-import { sessionFailed } from "../../automations/automation-runs";
-import { composeAwsAutomations } from "../../composition/automations-aws";
 import { awsRuntime, stepMetric, withPowertools } from "../../composition/lambda";
 import { processEnvironment } from "../../config/config";
 import { makeRecordFailureStep } from "./record-failure";
@@ -18,8 +18,16 @@ export const handler = (event: unknown, context: Context): Promise<unknown> => {
     const rt = awsRuntime();
     const env = processEnvironment();
     if (env.AUTOMATIONS_SCHEDULE_GROUP) {
-      const automations = composeAwsAutomations(rt, env);
-      rt.flowDeps.automationRuns = { sessionFailed: (sessionId, message) => sessionFailed(automations.runDeps(rt.httpDeps), sessionId, message) };
+      let ending: Promise<(sessionId: string, message: string) => Promise<void>> | undefined;
+      rt.flowDeps.automationRuns = {
+        sessionFailed: async (sessionId, message) => {
+          ending ??= Promise.all([import("../../automations/automation-runs"), import("../../composition/automations-aws")]).then(([runs, compose]) => {
+            const automations = compose.composeAwsAutomations(rt, env);
+            return (id: string, text: string) => runs.sessionFailed(automations.runDeps(rt.httpDeps), id, text);
+          });
+          return (await ending)(sessionId, message);
+        },
+      };
     }
     const step = makeRecordFailureStep(rt.flowDeps);
     handle = withPowertools(rt, (e: unknown) => step(e), stepMetric<unknown, unknown>());
