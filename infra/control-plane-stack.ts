@@ -756,13 +756,13 @@ export class ControlPlaneStack extends Stack {
       reason: "Run timeouts are named per run at run time; the grant is limited to this stack's automations schedule group.",
     });
     // RecordFailure ends a run `failed` when its session cannot start (functions/flows/steps/record-failure-handler.ts):
-    // the same settings and grant, and the Slack bot token for `notify.slackChannel` (statements in its default policy).
+    // the same settings and grant, and the Slack bot token for `notify.slackChannel` (statements in its default policy);
+    // it opens the sealed webhook secret (`secretAccess: "decrypt"` in FLOW_STEPS).
     const recordFailure = this.functions.RecordFailureStep;
     if (!recordFailure) throw new Error("no function for flow step RecordFailureStep");
     for (const [name, value] of Object.entries({ ...this.automations.schedulingEnvironment, SLACK_SECRET_ARN: this.slack.secret.secretArn })) recordFailure.addEnvironment(name, value);
     for (const statement of this.automations.schedulingStatements()) recordFailure.addToRolePolicy(statement);
     this.slack.secret.grantRead(recordFailure);
-    allowSecrets(recordFailure, "decrypt");
     Validations.of(recordFailure.role ?? recordFailure).acknowledge({
       id: `AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/${this.stackName}-automations/*]`,
       reason: "Run timeouts are named per run at run time; the grant is limited to this stack's automations schedule group.",
