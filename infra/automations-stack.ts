@@ -11,7 +11,8 @@
  *   through the ordinary session routes, times runs out;
  * - the `/v1/automations` routes: one route-group function (functions/automations/routes-entry.ts);
  * - both functions: the table, starting the ensure-runtime and stop flows, the schedule actions on
- *   this group's schedules only, `iam:PassRole` of the scheduler role to Scheduler only.
+ *   this group's schedules only, `iam:PassRole` of the scheduler role to Scheduler only, the
+ *   secrets KMS key (the webhook secrets are envelope-encrypted: the routes seal, both open).
  */
 import { ArnFormat, Duration, Names, NestedStack, RemovalPolicy, Stack, Validations, type NestedStackProps } from "aws-cdk-lib";
 import { HttpMethod, HttpRoute, HttpRouteKey, type HttpApi } from "aws-cdk-lib/aws-apigatewayv2";
@@ -38,6 +39,8 @@ export interface AutomationsStackProps extends NestedStackProps {
   allowProviderSecret: (fn: NodejsFunction) => void;
   allowSandboxKeys: (fn: NodejsFunction) => void;
   allowNudging: (fn: NodejsFunction) => void;
+  /** The secrets KMS key: the webhook secrets are sealed (create) and opened (webhook trigger, notifications) under it. */
+  allowSecrets: (fn: NodejsFunction, access: "encrypt" | "decrypt") => void;
 }
 
 export class AutomationsStack extends NestedStack {
@@ -97,9 +100,11 @@ export class AutomationsStack extends NestedStack {
       props.allowProviderSecret(fn);
       props.allowSandboxKeys(fn);
       props.allowNudging(fn);
+      props.allowSecrets(fn, "decrypt");
       this.acknowledge(fn.role ?? fn, root, groupName, tableArnParameter);
     }
 
+    props.allowSecrets(this.routes, "encrypt");
     const integration = new HttpLambdaIntegration("AutomationsIntegration", this.routes);
     for (const route of AUTOMATION_ROUTES) {
       const r = new HttpRoute(this, `${route.id}Route`, { httpApi: props.httpApi, routeKey: HttpRouteKey.with(route.path, HttpMethod[route.method]), integration });

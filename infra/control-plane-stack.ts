@@ -305,19 +305,19 @@ export class ControlPlaneStack extends Stack {
     // By the route's (or step's) declared use: storing values may only Encrypt, revealing them only
     // Decrypt, metadata needs no KMS at all. Both only with the org and name as encryption
     // context, as KmsSecretKeyWrapper always sends them.
+    const secretsStatement = (access: "encrypt" | "decrypt"): PolicyStatement =>
+      new PolicyStatement({
+        actions: [access === "encrypt" ? "kms:Encrypt" : "kms:Decrypt"],
+        resources: [secretsKeyArn],
+        conditions: {
+          "ForAllValues:StringEquals": { "kms:EncryptionContextKeys": ["orgId", "name"] },
+          Null: { "kms:EncryptionContext:orgId": "false", "kms:EncryptionContext:name": "false" },
+        },
+      });
     const allowSecrets = (fn: NodejsFunction, access: SecretAccess): void => {
       if (access === "metadata") return;
       fn.addEnvironment("SECRETS_KMS_KEY_ARN", secretsKeyArn);
-      fn.addToRolePolicy(
-        new PolicyStatement({
-          actions: [access === "encrypt" ? "kms:Encrypt" : "kms:Decrypt"],
-          resources: [secretsKeyArn],
-          conditions: {
-            "ForAllValues:StringEquals": { "kms:EncryptionContextKeys": ["orgId", "name"] },
-            Null: { "kms:EncryptionContext:orgId": "false", "kms:EncryptionContext:name": "false" },
-          },
-        }),
-      );
+      fn.addToRolePolicy(secretsStatement(access));
     };
 
     // Lifecycle schedules (sandbox expiry, idle checks): one group, one role Scheduler assumes to
@@ -745,10 +745,25 @@ export class ControlPlaneStack extends Stack {
     // Automations (issue 18): every resource in a nested stack of its own. The relay ends runs from
     // their prompt's turn (functions/relay/service.ts): the schedule settings and grant to delete a
     // run's timeout and disable a failing automation's schedule (statements in its default policy).
-    this.automations = new AutomationsStack(this, "Automations", { root: this, table: this.table, httpApi: this.httpApi, environment, allowProviderSecret, allowSandboxKeys, allowNudging });
+    this.automations = new AutomationsStack(this, "Automations", { root: this, table: this.table, httpApi: this.httpApi, environment, allowProviderSecret, allowSandboxKeys, allowNudging, allowSecrets });
     for (const [name, value] of Object.entries(this.automations.schedulingEnvironment)) this.relay.container.addEnvironment(name, value);
     for (const statement of this.automations.schedulingStatements()) this.relay.taskDefinition.addToTaskRolePolicy(statement);
+    // Its run ends sign the webhook notification: the automation's webhook secret is sealed under the secrets key.
+    this.relay.container.addEnvironment("SECRETS_KMS_KEY_ARN", secretsKeyArn);
+    this.relay.taskDefinition.addToTaskRolePolicy(secretsStatement("decrypt"));
     Validations.of(this.relay.taskRole).acknowledge({
+      id: `AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/${this.stackName}-automations/*]`,
+      reason: "Run timeouts are named per run at run time; the grant is limited to this stack's automations schedule group.",
+    });
+    // RecordFailure ends a run `failed` when its session cannot start (functions/flows/steps/record-failure-handler.ts):
+    // the same settings and grant, and the Slack bot token for `notify.slackChannel` (statements in its default policy);
+    // it opens the sealed webhook secret (`secretAccess: "decrypt"` in FLOW_STEPS).
+    const recordFailure = this.functions.RecordFailureStep;
+    if (!recordFailure) throw new Error("no function for flow step RecordFailureStep");
+    for (const [name, value] of Object.entries({ ...this.automations.schedulingEnvironment, SLACK_SECRET_ARN: this.slack.secret.secretArn })) recordFailure.addEnvironment(name, value);
+    for (const statement of this.automations.schedulingStatements()) recordFailure.addToRolePolicy(statement);
+    this.slack.secret.grantRead(recordFailure);
+    Validations.of(recordFailure.role ?? recordFailure).acknowledge({
       id: `AwsSolutions::AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:scheduler:<AWS::Region>:<AWS::AccountId>:schedule/${this.stackName}-automations/*]`,
       reason: "Run timeouts are named per run at run time; the grant is limited to this stack's automations schedule group.",
     });

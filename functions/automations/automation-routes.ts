@@ -26,6 +26,8 @@ import {
 } from "./automation";
 import { currentRun, startRun, type AutomationRunDeps } from "./automation-runs";
 import { webhookSignature } from "./run-notifier";
+import { newWebhookSecret, openWebhookSecret, sealWebhookSecret } from "./webhook-secret";
+import type { SecretKeyWrapper } from "../ports/secret-key-wrapper";
 import { ScheduleError, nextRunAt, parseSchedule, validateSchedule } from "./schedule-expression";
 
 import { AUTOMATION_ROUTES, type AutomationRouteId } from "./route-table";
@@ -33,7 +35,7 @@ import { AUTOMATION_ROUTES, type AutomationRouteId } from "./route-table";
 export { AUTOMATION_ROUTES, type AutomationRouteId };
 
 /** What the routes need beyond HttpDeps: built per runtime (functions/composition/automations.ts). */
-export type AutomationParts = Omit<AutomationRunDeps, "api"> & { runDeps: (http: HttpDeps) => AutomationRunDeps; store: AutomationStore; scheduler: AutomationScheduler };
+export type AutomationParts = Omit<AutomationRunDeps, "api"> & { runDeps: (http: HttpDeps) => AutomationRunDeps; store: AutomationStore; scheduler: AutomationScheduler; secretKeys: SecretKeyWrapper };
 
 const IdParams = z.object({ id: z.string().regex(/^aut_[A-Za-z0-9]{8,64}$/, "must be an automation id (aut_...)") });
 const ListQuery = z.object({ limit: z.coerce.number().int().min(1).max(100).default(20), cursor: z.string().min(1).max(2048).optional() }).strict();
@@ -74,8 +76,10 @@ export function makeAutomationHandlers(parts: AutomationParts): Record<Automatio
       checkSchedule(deps, body.schedule, body.timezone);
       checkSessionFields(deps, { repos: body.repos, prompt: body.prompt, provider: body.provider });
       const now = deps.now().toISOString();
+      const id = `aut_${randomBytes(12).toString("hex")}`;
+      const webhookSecret = newWebhookSecret();
       const record: AutomationRecord = {
-        id: `aut_${randomBytes(12).toString("hex")}`,
+        id,
         orgId: who.orgId,
         userId: who.userId,
         name: body.name,
@@ -88,7 +92,7 @@ export function makeAutomationHandlers(parts: AutomationParts): Record<Automatio
         provider: body.provider ?? null,
         maxRunSeconds: body.maxRunSeconds,
         notify: body.notify ?? null,
-        webhookSecret: `whsec_${randomBytes(32).toString("base64url")}`,
+        webhookSecret: await sealWebhookSecret(parts.secretKeys, who.orgId, id, webhookSecret),
         scheduleAnchor: now,
         consecutiveFailures: 0,
         activeRun: null,
@@ -106,7 +110,7 @@ export function makeAutomationHandlers(parts: AutomationParts): Record<Automatio
       }
       deps.logger.info("automation created", { automationId: record.id, schedule: record.schedule, timezone: record.timezone });
       // The secret is shown this once (it signs notifications and verifies the webhook trigger).
-      return { status: 201, body: { automation: { ...viewOf(record, deps.now()), webhookSecret: record.webhookSecret } }, headers: { location: `/v1/automations/${record.id}` } };
+      return { status: 201, body: { automation: { ...viewOf(record, deps.now()), webhookSecret } }, headers: { location: `/v1/automations/${record.id}` } };
     }),
 
     ListAutomations: httpRoute({ name: "ListAutomations", auth: true, query: ListQuery }, async ({ query, principal }, deps) => {
@@ -209,7 +213,7 @@ function makeWebhookHandler(parts: AutomationParts, deps: HttpDeps): HttpHandler
       // The org is part of the key: the caller names it (the automation's secret proves the rest).
       if (!orgId) return refuse(401, "unauthorized", "missing X-Automation-Org header");
       const a = await parts.store.get(orgId, id.data.id, true);
-      const expected = a ? webhookSignature(a.webhookSecret, raw) : "";
+      const expected = a ? webhookSignature(await openWebhookSecret(parts.secretKeys, a), raw) : "";
       if (!a || signature.length !== expected.length || !timingSafeEqual(Buffer.from(signature), Buffer.from(expected))) {
         return refuse(401, "unauthorized", "missing or invalid X-Signature (sha256=<hex HMAC-SHA256 of the body with the automation's webhook secret>)");
       }

@@ -5,7 +5,7 @@
  *   `fire` and `timeOut`;
  * - the run-now and webhook routes: `startRun` with trigger `manual` / `webhook`;
  * - the relay, where a turn completes (`completeTurn`'s `turnSettled`): `turnSettled`;
- * - broadcasts of a session's `error` status (ClientPush `observe`): `observe`.
+ * - the flow's failure path (`record-failure`, when a run's session ends in `error`): `sessionFailed`.
  *
  * A firing: (1) the firing is recorded once: the run item's id derives from (automation,
  * scheduled time) and its put is conditional, so a firing delivered twice is one run; (2) the
@@ -267,11 +267,12 @@ export async function turnSettled(deps: AutomationRunDeps, sessionId: string): P
   await endRun(deps, found.run, "succeeded", { summary: summaryOf(last?.text ?? "") });
 }
 
-/** Broadcast frames (ClientPush `observe`): a session's `error` status ends its run `failed`. */
-export async function observeSessionStatus(deps: AutomationRunDeps, sessionId: string, message: { type: string } & Record<string, unknown>): Promise<void> {
-  if (message.type !== "status" || message.status !== "error") return;
+/**
+ * The flow's failure path (`record-failure`, FlowDeps `automationRuns`): an automation run's
+ * session that could not be started (status `error`) ends its run `failed` with the message.
+ */
+export async function sessionFailed(deps: AutomationRunDeps, sessionId: string, message: string): Promise<void> {
   const found = await runOfSession(deps, sessionId);
   if (!found) return;
-  const reason = typeof message.message === "string" ? message.message : (found.errorMessage ?? "the session failed");
-  await endRun(deps, found.run, "failed", { error: `session error: ${reason}` });
+  await endRun(deps, found.run, "failed", { error: `session error: ${message}` });
 }

@@ -10,6 +10,7 @@ import { createHash } from "node:crypto";
 import * as z from "zod";
 import { ProviderType, type RepoSpec } from "../domain/session";
 import { refineMultiLine, refineSingleLine } from "../domain/text";
+import type { SecretEnvelope } from "../secrets/envelope-cipher";
 
 export const RUN_TRIGGERS = ["schedule", "manual", "webhook"] as const;
 export type RunTrigger = (typeof RUN_TRIGGERS)[number];
@@ -99,8 +100,8 @@ export interface AutomationRecord {
   provider: ProviderType | null;
   maxRunSeconds: number;
   notify: NotifySpec | null;
-  /** HMAC key of the outbound notification and the inbound webhook trigger; returned once, by the create. */
-  webhookSecret: string;
+  /** HMAC key of the outbound notification and the inbound webhook trigger; returned once, by the create; stored envelope-encrypted (webhook-secret.ts). */
+  webhookSecret: SecretEnvelope;
   /** When the schedule was set (a rate counts from here, as EventBridge's does). */
   scheduleAnchor: string;
   consecutiveFailures: number;

@@ -10,9 +10,11 @@
 import type { Logger } from "@aws-lambda-powertools/logger";
 import { createHmac } from "node:crypto";
 import { errorForLog } from "../observability/logger";
+import type { SecretKeyWrapper } from "../ports/secret-key-wrapper";
 import type { SlackOutbox } from "../slack/outbox";
 import { runView, type AutomationRecord, type RunRecord } from "./automation";
 import type { RunNotifier } from "./automation-runs";
+import { openWebhookSecret } from "./webhook-secret";
 
 /** Waits before each retry of a webhook POST (then it gives up). */
 export const WEBHOOK_BACKOFF_MS = [1_000, 2_000, 5_000, 10_000];
@@ -26,6 +28,8 @@ export interface RunNotifierOptions {
   /** Absent: no Slack configured here (a `slackChannel` is logged as not posted). */
   slack?: () => Promise<SlackOutbox | null>;
   logger: Logger;
+  /** Opens the automation's sealed webhook secret. */
+  secretKeys: SecretKeyWrapper;
   fetch?: typeof fetch;
   backoffMs?: readonly number[];
   sleep?: (ms: number) => Promise<void>;
@@ -57,7 +61,7 @@ export class HttpRunNotifier implements RunNotifier {
 
   private async postWebhook(url: string, automation: AutomationRecord, run: RunRecord): Promise<void> {
     const body = JSON.stringify({ type: "automation.run.finished", automation: { id: automation.id, name: automation.name }, run: runView(run) });
-    const headers = { "content-type": "application/json", "x-signature": webhookSignature(automation.webhookSecret, body), "x-automation-run": run.id };
+    const headers = { "content-type": "application/json", "x-signature": webhookSignature(await openWebhookSecret(this.options.secretKeys, automation), body), "x-automation-run": run.id };
     const doFetch = this.options.fetch ?? fetch;
     const backoff = this.options.backoffMs ?? WEBHOOK_BACKOFF_MS;
     const sleep = this.options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));

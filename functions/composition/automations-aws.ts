@@ -7,6 +7,7 @@
  */
 import { automationSchedulerFromEnv } from "../adapters/aws/eventbridge-automation-scheduler";
 import { schedulerClient } from "../adapters/aws/eventbridge-lifecycle-scheduler";
+import { kmsKeyWrapperFromEnv } from "../secrets/kms-key-wrapper";
 import { SlackOutbox } from "../slack/outbox";
 import { composeAutomations, type AutomationComposition } from "./automations";
 import type { Runtime } from "./compose";
@@ -34,5 +35,7 @@ export function composeAwsAutomations(rt: Pick<Runtime, "doc" | "config" | "stor
     logger: rt.logger,
     now,
     slack: () => Promise.resolve(outbox),
+    // The webhook secrets, envelope-encrypted under the org secrets' KMS key (SECRETS_KMS_KEY_ARN).
+    secretKeys: kmsKeyWrapperFromEnv(env),
   });
 }

@@ -13,6 +13,7 @@ import type { MetricsSink } from "../ports/metrics-sink";
 import type { PromptQueue } from "../ports/session-items";
 import type { SessionStore } from "../ports/session-store";
 import type { TranscriptStore } from "../ports/transcript";
+import type { SecretKeyWrapper } from "../ports/secret-key-wrapper";
 import type { SlackOutbox } from "../slack/outbox";
 import { SlackSessionApi } from "../slack/session-api";
 import { DynamoAutomationStore } from "../store/dynamo-automation-store";
@@ -33,9 +34,13 @@ export function composeAutomations(input: {
   logger: Logger;
   now: () => Date;
   slack?: () => Promise<SlackOutbox | null>;
+  /** Seals and opens the automations' webhook secrets (KMS in AWS). */
+  secretKeys: SecretKeyWrapper;
+  /** The webhook notification's waits before each retry (default WEBHOOK_BACKOFF_MS). */
+  webhookBackoffMs?: readonly number[];
 }): AutomationComposition {
   const store = new DynamoAutomationStore(input.doc, input.tableName);
-  const notifier = new HttpRunNotifier({ logger: input.logger, ...(input.slack ? { slack: input.slack } : {}) });
+  const notifier = new HttpRunNotifier({ logger: input.logger, secretKeys: input.secretKeys, ...(input.slack ? { slack: input.slack } : {}), ...(input.webhookBackoffMs ? { backoffMs: input.webhookBackoffMs } : {}) });
   const base: Omit<AutomationRunDeps, "api"> = {
     store,
     scheduler: input.scheduler,
@@ -53,5 +58,5 @@ export function composeAutomations(input: {
     if (!api) apis.set(http, (api = new SlackSessionApi(http)));
     return { ...base, api };
   };
-  return { ...base, store, notifier, runDeps };
+  return { ...base, store, notifier, runDeps, secretKeys: input.secretKeys };
 }

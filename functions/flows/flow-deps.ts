@@ -21,6 +21,7 @@ import type { SessionStore } from "../ports/session-store";
 import type { SnapshotDeletionQueue } from "../ports/snapshot-deletions";
 import type { RepoCatalog } from "../ports/repo-catalog";
 import type { OrgUsageStore } from "../ports/org-usage";
+import type { AutomationRunSignals } from "../ports/automations";
 
 export interface FlowDeps {
   sessions: SessionStore;
@@ -57,4 +58,6 @@ export interface FlowDeps {
   catalog: RepoCatalog;
   /** Usage metering and the org's limits: `ensure-runtime` admits a session to run by them; the metering pass writes usage. */
   usage: OrgUsageStore;
+  /** Automations (issue 18): `record-failure` ends an automation session's run `failed`. Absent: no automations here. */
+  automationRuns?: AutomationRunSignals;
 }

@@ -34,6 +34,15 @@ export interface AutomationStore {
   claimWebhookKey(automationId: string, key: string, runId: string, at: Date): Promise<{ fresh: boolean; runId: string }>;
 }
 
+/**
+ * Told by the flow's own failure path (the `record-failure` step, the same code locally and in
+ * AWS) when an automation run's session could not be started (its status now `error`): the run
+ * ends `failed` there and then (functions/automations/automation-runs.ts `sessionFailed`).
+ */
+export interface AutomationRunSignals {
+  sessionFailed(sessionId: string, message: string): Promise<void>;
+}
+
 /** What a schedule delivers to `automation-fired`. */
 export const AutomationFiredEvent = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("fire"), orgId: z.string().min(1), automationId: z.string().min(1), scheduledAt: z.iso.datetime().optional() }),

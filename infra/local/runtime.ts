@@ -50,7 +50,7 @@ import { localSlack, type LocalSlack } from "./local-slack";
 import { isSlackStatusFrame, slackForwardingPush } from "../../functions/slack/status-forward";
 import { composeAutomations, type AutomationComposition } from "../../functions/composition/automations";
 import { AUTOMATION_ROUTES, makeAutomationHandlers } from "../../functions/automations/automation-routes";
-import { handleAutomationFired, observeSessionStatus, turnSettled } from "../../functions/automations/automation-runs";
+import { handleAutomationFired, sessionFailed, turnSettled } from "../../functions/automations/automation-runs";
 import { SlackOutbox } from "../../functions/slack/outbox";
 import { LocalAutomationScheduler } from "./local-automation-scheduler";
 
@@ -258,6 +258,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     },
     { now, onError: (err, event) => logger.error("schedule target failed", { event, error: errorForLog(err) }) },
   );
+  const secretKeys = new LocalSecretKeyWrapper(localSecretsMasterKey(options.env, options.dataDir));
   const rt = composeRuntime(config, {
     doc,
     logger,
@@ -270,7 +271,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     provider,
     agent: options.agent ?? new OpenCodeAgentClient(),
     sandboxKeys: (epochs) => staticKeyring(masterKey, epochs),
-    secretKeys: new LocalSecretKeyWrapper(localSecretsMasterKey(options.env, options.dataDir)),
+    secretKeys,
     // The local server sends init itself once the upgrade completes.
     afterConnect: () => Promise.resolve(),
     // The relay runs in this process: a nudge is a direct call, awaited until the claim is written
@@ -289,7 +290,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     push.observe = (sessionId, message) => (isSlackStatusFrame(message) ? forward.observe?.(sessionId, message) : slack.progress.observe(sessionId, message));
   }
   // Automations (API.md "Automations"): the same automation-fired handler as in AWS, on timers;
-  // runs end from their prompt's turn (the relay's `turnSettled`) or their session's error (broadcasts).
+  // runs end from their prompt's turn (the relay's `turnSettled`) or their session's error (`record-failure`).
   const automationTimers = new LocalAutomationScheduler((event) => handleAutomationFired(automations.runDeps(rt.httpDeps), event).then(() => undefined), {
     now,
     onError: (err, event) => logger.error("automation firing failed", { event, error: errorForLog(err) }),
@@ -306,15 +307,12 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     logger,
     now,
     slack: () => Promise.resolve(slackOutbox),
+    secretKeys,
   });
   const automationHandlers = makeAutomationHandlers(automations);
   automationRoutes.current = AUTOMATION_ROUTES.map((route) => ({ route, handler: automationHandlers[route.id](rt.httpDeps) }));
   rt.relayDeps.turnSettled = (sessionId) => turnSettled(automations.runDeps(rt.httpDeps), sessionId);
-  const observeSlack = push.observe;
-  push.observe = async (sessionId, message) => {
-    await observeSlack?.(sessionId, message);
-    await observeSessionStatus(automations.runDeps(rt.httpDeps), sessionId, message);
-  };
+  rt.flowDeps.automationRuns = { sessionFailed: (sessionId, message) => sessionFailed(automations.runDeps(rt.httpDeps), sessionId, message) };
   const { tokens } = rt.stores;
   await tokens.putToken(devApiToken, { ...DEV_PRINCIPAL, name: "development token" }, now());
   const flowDeps = rt.flowDeps;

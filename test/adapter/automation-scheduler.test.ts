@@ -35,7 +35,7 @@ const automation: AutomationRecord = {
   provider: null,
   maxRunSeconds: 3600,
   notify: null,
-  webhookSecret: "whsec_x",
+  webhookSecret: { v: 1, alg: "AES-256-GCM", wrappedKey: "d3JhcHBlZA==", iv: "aXY=", ciphertext: "", tag: "dGFn" },
   scheduleAnchor: now.toISOString(),
   consecutiveFailures: 0,
   activeRun: null,

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Template } from "aws-cdk-lib/assertions";
 import type { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
 import { AUTOMATION_ROUTES } from "../../functions/automations/automation-routes";
-import { actionsOf, asArray, synthWithoutBundling, type Resources, type Statement, type Synthesized } from "./stack-queries";
+import { actionsOf, asArray, stackQueries, synthWithoutBundling, type Resources, type Statement, type Synthesized } from "./stack-queries";
 
 let synth: Synthesized;
 let nested: Template;
@@ -75,7 +75,28 @@ describe("the automations nested stack", () => {
       expect(started).toHaveLength(2);
       for (const flow of ["ensure-runtime", "stop"]) expect(started.some((r) => r.includes(`:stateMachine:SandboxControlPlane-${flow}"`))).toBe(true);
       const env = envOf(fn);
-      for (const name of ["AUTOMATIONS_SCHEDULE_GROUP", "AUTOMATION_FIRED_ARN", "AUTOMATIONS_SCHEDULER_ROLE_ARN", "TABLE_NAME", "STATE_MACHINE_ARN_ENSURE_RUNTIME", "STATE_MACHINE_ARN_STOP"]) expect(env, name).toHaveProperty(name);
+      for (const name of ["AUTOMATIONS_SCHEDULE_GROUP", "AUTOMATION_FIRED_ARN", "AUTOMATIONS_SCHEDULER_ROLE_ARN", "TABLE_NAME", "STATE_MACHINE_ARN_ENSURE_RUNTIME", "STATE_MACHINE_ARN_STOP", "SECRETS_KMS_KEY_ARN"]) expect(env, name).toHaveProperty(name);
     }
+  });
+
+  it("the webhook secrets: the routes seal and open them, automation-fired opens them, under the secrets key with the org/name context only", () => {
+    const kms = (fn: NodejsFunction) => statementsOf(fn).filter((s) => actionsOf([s]).some((a) => a.startsWith("kms:")));
+    expect(kms(synth.stack.automations.routes).flatMap((s) => actionsOf([s])).sort()).toEqual(["kms:Decrypt", "kms:Encrypt"]);
+    expect(kms(synth.stack.automations.fired).flatMap((s) => actionsOf([s]))).toEqual(["kms:Decrypt"]);
+    for (const s of [...kms(synth.stack.automations.routes), ...kms(synth.stack.automations.fired)]) {
+      expect(s.Condition).toEqual({ "ForAllValues:StringEquals": { "kms:EncryptionContextKeys": ["orgId", "name"] }, Null: { "kms:EncryptionContext:orgId": "false", "kms:EncryptionContext:name": "false" } });
+    }
+  });
+
+  it("RecordFailure ends a failed session's run: the scheduling settings and grant, the Slack secret, decrypt under the secrets key", () => {
+    const q = stackQueries(synth);
+    const env = q.envOf("RecordFailureStep");
+    for (const name of ["AUTOMATIONS_SCHEDULE_GROUP", "AUTOMATION_FIRED_ARN", "AUTOMATIONS_SCHEDULER_ROLE_ARN", "SLACK_SECRET_ARN", "SECRETS_KMS_KEY_ARN"]) expect(env, name).toHaveProperty(name);
+    const statements = q.statementsOfFunction("RecordFailureStep");
+    const scheduling = statements.filter((s) => actionsOf([s]).includes("scheduler:DeleteSchedule"));
+    expect(scheduling.map((s) => JSON.stringify(s.Resource))).toEqual([expect.stringContaining("schedule/SandboxControlPlane-automations/*")]);
+    expect(statements.filter((s) => actionsOf([s]).includes("iam:PassRole")).map((s) => s.Condition)).toEqual([{ StringEquals: { "iam:PassedToService": "scheduler.amazonaws.com" } }]);
+    expect(actionsOf(statements).filter((a) => a.startsWith("kms:"))).toEqual(["kms:Decrypt"]);
+    expect(actionsOf(statements)).toContain("secretsmanager:GetSecretValue");
   });
 });

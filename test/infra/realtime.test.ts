@@ -388,7 +388,11 @@ describe("streaming relay", () => {
     expect(resourcesFor(statements, "secretsmanager:GetSecretValue")).toEqual([{ Ref: sandboxAccessKeyId() }, slackSecret]);
     const services = new Set(actions.map((a) => a.split(":")[0]));
     // sqs: receiving the relay nudges (issue 15; test/infra/relay-nudge-queue.test.ts pins the actions and the queue).
-    expect([...services].sort()).toEqual(["cloudwatch", "dynamodb", "execute-api", "iam", "scheduler", "secretsmanager", "sqs", "states"]);
+    // kms: Decrypt only, under the secrets key with the org/name context (an automation's sealed webhook secret signs its run's notification).
+    expect(statements.filter((s) => actionsOf([s]).some((a) => a.startsWith("kms:")))).toEqual([
+      expect.objectContaining({ Action: "kms:Decrypt", Condition: { "ForAllValues:StringEquals": { "kms:EncryptionContextKeys": ["orgId", "name"] }, Null: { "kms:EncryptionContext:orgId": "false", "kms:EncryptionContext:name": "false" } } }),
+    ]);
+    expect([...services].sort()).toEqual(["cloudwatch", "dynamodb", "execute-api", "iam", "kms", "scheduler", "secretsmanager", "sqs", "states"]);
     expect(resources[q.logicalIdOf(stack.relay.taskRole)]?.Properties.AssumeRolePolicyDocument).toMatchObject({
       Statement: [{ Principal: { Service: "ecs-tasks.amazonaws.com" }, Condition: { StringEquals: { "aws:SourceAccount": { Ref: "AWS::AccountId" } } } }],
     });

@@ -47,7 +47,7 @@ export const FLOW_STEPS: readonly FlowStepDefinition[] = [
   // Commit terminates (pause, stop) and finishes the flow in the same invocation (issue 15): Terminate's and Finish's needs and time.
   { id: "CommitStep", entry: "functions/flows/steps/commit-handler.ts", make: makeCommitStep, sandboxAccess: true, push: true, orchestrates: true, timeoutSeconds: 180 },
   { id: "DiscardStep", entry: "functions/flows/steps/discard-handler.ts", make: makeDiscardStep, sandboxAccess: true, push: false, orchestrates: false, timeoutSeconds: 120 },
-  { id: "RecordFailureStep", entry: "functions/flows/steps/record-failure.ts", make: makeRecordFailureStep, sandboxAccess: false, push: true, orchestrates: false, timeoutSeconds: 30 },
+  { id: "RecordFailureStep", entry: "functions/flows/steps/record-failure-handler.ts", make: makeRecordFailureStep, sandboxAccess: false, push: true, orchestrates: false, timeoutSeconds: 30, secretAccess: "decrypt" },
   { id: "FinishStep", entry: "functions/flows/steps/finish-handler.ts", make: makeFinishStep, sandboxAccess: true, push: true, orchestrates: true, timeoutSeconds: 60 },
 ];
 

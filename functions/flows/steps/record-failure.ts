@@ -16,7 +16,6 @@ import { errorForLog } from "../../observability/logger";
 import { broadcast, broadcastStatus } from "../../services/broadcast";
 import { STEP_ERRORS } from "../step-errors";
 import { flowStep, leaseOf } from "../step";
-import { stepEntry } from "../lambda-entry";
 
 export const makeRecordFailureStep = flowStep("record-failure", async (doc, deps) => {
   const failure = doc.failure ?? { Error: "StepFailed", Cause: "unknown failure" };
@@ -50,6 +49,11 @@ export const makeRecordFailureStep = flowStep("record-failure", async (doc, deps
       return {};
     }
     await broadcastStatus(deps, doc.sessionId, "error", message);
+    if (session.clientType === "automation" && deps.automationRuns) {
+      // An automation run's session could not start: its run ends `failed` now (never failing this step:
+      // a run missed here is still ended by its timeout or reconciled at the next firing).
+      await deps.automationRuns.sessionFailed(doc.sessionId, message).catch((err: unknown) => deps.logger.error("automation run not ended after its session failed", { sessionId: doc.sessionId, error: errorForLog(err) }));
+    }
     return {};
   }
   if (doc.flow === "idle-snapshot") {
@@ -101,5 +105,3 @@ export const makeRecordFailureStep = flowStep("record-failure", async (doc, deps
   await broadcast(deps, doc.sessionId, { type: "error", code: `${doc.flow}_failed`, message: `${doc.flow} failed: ${detail}` });
   return {};
 });
-
-export const handler = stepEntry(makeRecordFailureStep);

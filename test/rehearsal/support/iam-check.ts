@@ -48,9 +48,11 @@ function withSimulatorKeys(policy: PolicyDocument): PolicyDocument {
 export class IamChecker {
   private readonly policies = new Map<string, { name: string; policy: PolicyDocument }[]>();
 
+  /** `root`: a nested stack's checker looks up the root's KMS key policies (a key the root declares, granted in a nested role). */
   constructor(
     private readonly assembly: Assembly,
     private readonly resolver: TemplateResolver,
+    private readonly root?: IamChecker,
   ) {}
 
   /** The identity policies of a role, by the role's logical id. */
@@ -78,11 +80,11 @@ export class IamChecker {
   }
 
   /** The key policy of the KMS key with this ARN, when the template declares the key. */
-  private resourcePolicy(resource: string): PolicyDocument | undefined {
+  resourcePolicy(resource: string): PolicyDocument | undefined {
     for (const [id, key] of resourcesOfType(this.assembly, "AWS::KMS::Key")) {
       if (this.resolver.getAtt(id, "Arn") === resource) return this.resolver.resolve(key.Properties.KeyPolicy) as PolicyDocument;
     }
-    return undefined;
+    return this.root?.resourcePolicy(resource);
   }
 
   /**

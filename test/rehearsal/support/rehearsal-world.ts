@@ -132,7 +132,7 @@ export class RehearsalWorld {
       { assembly: this.assembly, resolver: this.resolver, iam: this.iam },
       ...[...this.assembly.nested.keys()].map((id) => {
         const resolver = this.resolver.nested(id);
-        return { assembly: nestedAssembly(this.assembly, id), resolver, iam: new IamChecker(nestedAssembly(this.assembly, id), resolver) };
+        return { assembly: nestedAssembly(this.assembly, id), resolver, iam: new IamChecker(nestedAssembly(this.assembly, id), resolver, this.iam) };
       }),
     ];
     for (const stack of stacks) {
