@@ -45,6 +45,9 @@ export function isTerminal(status: SessionStatus): boolean {
   return SESSION_TRANSITIONS[status].length === 0;
 }
 
+/** Every status a session can still leave (the metering pass's SessionsByStatus gauge counts these). */
+export const NON_TERMINAL_STATUSES: readonly SessionStatus[] = SESSION_STATUSES.filter((s) => !isTerminal(s));
+
 /**
  * The client-facing status for a stored status when no flow is in progress. Flows in progress
  * push their own (`resuming`, `migrating`) while they run.

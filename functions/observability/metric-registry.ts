@@ -52,7 +52,7 @@ export const METRICS = {
   timeToRunning: metric("TimeToRunning", "Milliseconds", [["Provider", "StartKind"]], "functions/flows/steps/finish.ts", "ensure-runtime: flow start to the running commit, by provider and start kind"),
   providerCallDuration: metric("ProviderCallDuration", "Milliseconds", [["Provider", "Operation"]], "functions/composition/measured-provider.ts", "One sandbox provider call, by provider and operation"),
   providerCallErrors: metric("ProviderCallErrors", "Count", [["Provider", "Operation"]], "functions/composition/measured-provider.ts", "A sandbox provider call that threw, by provider and operation"),
-  promptQueueWait: metric("PromptQueueWait", "Milliseconds", [[]], "functions/services/prompt-delivery.ts", "A queued prompt's wait: accepted to sent to the agent"),
+  promptQueueWait: metric("PromptQueueWait", "Milliseconds", [[]], "functions/store/dynamo-session-items.ts", "A queued prompt's wait: accepted to sent to the agent"),
   idleLag: metric("IdleSnapshotLag", "Milliseconds", [[]], "functions/flows/steps/finish.ts", "Grace expiry -> the idle snapshot decided to go"),
   idleSnapshotDuration: metric("IdleSnapshotDuration", "Milliseconds", [["method"]], "functions/flows/steps/finish.ts", "The snapshot step of an idle snapshot, by method"),
   idleSnapshots: metric("IdleSnapshots", "Count", [["mode"]], "functions/flows/steps/finish.ts", "Idle snapshots committed, by mode"),
@@ -65,6 +65,7 @@ export const METRICS = {
   activeSeconds: metric("ActiveSeconds", "Seconds", [["orgId"]], "functions/store/dynamo-org-usage.ts", "Sandbox seconds recorded, by org"),
   sandboxSeconds: metric("SandboxSeconds", "Seconds", [["Provider"]], "functions/store/dynamo-org-usage.ts", "Running sandbox seconds recorded, by provider (the same seconds as ActiveSeconds)"),
   runningSessions: metric("RunningSessions", "Count", [["Provider"]], "functions/usage/metering-pass.ts", "Running sessions by provider, counted by each metering pass (a gauge, every minute)"),
+  sessionsByStatus: metric("SessionsByStatus", "Count", [["Status"]], "functions/usage/metering-pass.ts", "Sessions in each non-terminal status (starting, running, paused, error), counted by each metering pass (a gauge, every minute)"),
   creditPauses: metric("CreditPauses", "Count", [[]], "functions/usage/metering-pass.ts", "Running sessions paused because their org's credits were spent"),
   // Automations (issue 18).
   automationRuns: metric("AutomationRuns", "Count", [["Status"]], "functions/automations/automation-runs.ts", "Automation runs that ended or were skipped, by status"),

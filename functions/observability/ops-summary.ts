@@ -52,6 +52,8 @@ export interface OpsSources {
 
 export function opsSummary(src: OpsSources) {
   const of = (name: string) => src.recorded.filter((m) => m.name === name);
+  /** A gauge's last value by one dimension. */
+  const latest = (name: string, dim: string) => Object.fromEntries([...groupBy(of(name), [dim]).values()].map((g) => [g.dimensions[dim] ?? "", g.values.at(-1) ?? 0]));
   const counted = (name: string, dim: string) => Object.fromEntries([...groupBy(of(name), [dim]).values()].map((g) => [g.dimensions[dim] ?? "", sum(g.values)]));
   const prices = src.pricesPerSecond ?? DEFAULT_PROVIDER_PRICES_PER_SECOND;
   const avoided = counted(METRICS.idleSecondsAvoided.name, "Provider");
@@ -77,7 +79,9 @@ export function opsSummary(src: OpsSources) {
       dollarsAvoided: round(Object.entries(avoided).reduce((total, [provider, seconds]) => total + seconds * (prices[provider] ?? 0), 0)),
     },
     sweeper: { orphanSessionsFound: of(METRICS.orphansFound.name).length, orphanSandboxesTerminated: of(METRICS.orphanSandboxesTerminated.name).length },
-    runningSessions: Object.fromEntries([...groupBy(of(METRICS.runningSessions.name), ["Provider"]).values()].map((g) => [g.dimensions.Provider ?? "", g.values.at(-1) ?? 0])),
+    runningSessions: latest(METRICS.runningSessions.name, "Provider"),
+    /** The last metering pass's count of each non-terminal status. */
+    sessionsByStatus: latest(METRICS.sessionsByStatus.name, "Status"),
     usage: { activeSeconds: round(sum(of(METRICS.activeSeconds.name).map((m) => m.value))), sandboxSecondsByProvider: counted(METRICS.sandboxSeconds.name, "Provider"), creditPauses: of(METRICS.creditPauses.name).length },
     relay: { heldStreams: src.heldStreams, takeovers: of(METRICS.relayTakeovers.name).length, streamsLost: counted(METRICS.relayStreamsLost.name, "Reason") },
   };

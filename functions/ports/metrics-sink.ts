@@ -21,6 +21,7 @@ export const METRIC_NAMES = {
   activeSeconds: METRICS.activeSeconds.name,
   sandboxSeconds: METRICS.sandboxSeconds.name,
   runningSessions: METRICS.runningSessions.name,
+  sessionsByStatus: METRICS.sessionsByStatus.name,
   creditPauses: METRICS.creditPauses.name,
   timeToRunning: METRICS.timeToRunning.name,
   providerCallDuration: METRICS.providerCallDuration.name,

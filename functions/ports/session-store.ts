@@ -54,6 +54,8 @@ export interface SessionStore {
   listSessionsByOrg(orgId: string, options: ListOptions): Promise<ListPage<SessionRecord>>;
   /** All sessions in one status (sweeper, operators), oldest update first. */
   listSessionsByStatus(status: SessionStatus, options: Omit<ListOptions, "status">): Promise<ListPage<SessionRecord>>;
+  /** How many sessions are in `status` now (an index count, no items read; the metering pass's gauge). */
+  countSessionsByStatus(status: SessionStatus): Promise<number>;
   /**
    * Moves `current` to `to` if, and only if, the stored item still has `current.version` and a
    * status from which the transition table allows `to`. A stale writer affects 0 items and gets

@@ -199,6 +199,28 @@ export class DynamoSessionStore implements SessionStore {
     );
   }
 
+  /** Select COUNT on the by-status index, page after page (DynamoDB pages at 1 MB read; `pageLimit` pages sooner, for tests). */
+  async countSessionsByStatus(status: SessionStatus, pageLimit?: number): Promise<number> {
+    let count = 0;
+    let startKey: Record<string, unknown> | undefined;
+    do {
+      const out = await this.doc.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          IndexName: GSI_BY_STATUS,
+          KeyConditionExpression: "GSI2PK = :pk",
+          ExpressionAttributeValues: { ":pk": keys.statusPartition(status) },
+          Select: "COUNT",
+          ...(pageLimit ? { Limit: pageLimit } : {}),
+          ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+        }),
+      );
+      count += out.Count ?? 0;
+      startKey = out.LastEvaluatedKey;
+    } while (startKey);
+    return count;
+  }
+
   private async listPage(
     base: Omit<QueryCommandInput, "TableName">,
     cursorScope: { attribute: string; value: string },

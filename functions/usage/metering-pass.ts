@@ -14,7 +14,8 @@
  * It never starts a sandbox, so racing an idle snapshot it can only pause what the idle snapshot
  * leaves running (the pause flow then skips: `session is paused`).
  */
-import type { SessionRecord } from "../domain/session";
+import type { SessionRecord, SessionStatus } from "../domain/session";
+import { NON_TERMINAL_STATUSES } from "../domain/session-transitions";
 import { secondsOf } from "../domain/usage";
 import type { FlowDeps } from "../flows/flow-deps";
 import { errorForLog } from "../observability/logger";
@@ -29,6 +30,8 @@ export interface MeteringReport {
   activeSeconds: Record<string, number>;
   /** Sessions whose pause this pass started (`credit_limit`). */
   paused: string[];
+  /** Sessions in each non-terminal status when the pass began (the SessionsByStatus gauge). */
+  sessionsByStatus: Partial<Record<SessionStatus, number>>;
   errors: number;
 }
 
@@ -40,7 +43,7 @@ const LOOKBACK_MS = 3_600_000;
 const runningSessions = (deps: MeteringDeps): Promise<SessionRecord[]> => allRunningSessions(deps.sessions);
 
 export async function meterRunningSessions(deps: MeteringDeps): Promise<MeteringReport> {
-  const report: MeteringReport = { metered: 0, activeSeconds: {}, paused: [], errors: 0 };
+  const report: MeteringReport = { metered: 0, activeSeconds: {}, paused: [], sessionsByStatus: {}, errors: 0 };
   const now = deps.now();
   const byOrg = new Map<string, SessionRecord[]>();
   const listed = await runningSessions(deps);
@@ -48,6 +51,17 @@ export async function meterRunningSessions(deps: MeteringDeps): Promise<Metering
   const byProvider = new Map<string, number>();
   for (const session of listed) if (session.status === "running") byProvider.set(session.provider, (byProvider.get(session.provider) ?? 0) + 1);
   for (const [provider, count] of byProvider) deps.metrics.put(METRIC_NAMES.runningSessions, count, "Count", { Provider: provider });
+  // Sessions by status (a gauge of every non-terminal status, zeros included so a line falls back to 0).
+  for (const status of NON_TERMINAL_STATUSES) {
+    try {
+      const count = status === "running" ? listed.length : await deps.sessions.countSessionsByStatus(status);
+      report.sessionsByStatus[status] = count;
+      deps.metrics.put(METRIC_NAMES.sessionsByStatus, count, "Count", { Status: status });
+    } catch (err) {
+      report.errors++;
+      deps.logger.error("counting sessions by status failed", { status, error: errorForLog(err) });
+    }
+  }
   for (const session of listed) {
     if (session.status !== "running" || !session.runningSince) continue;
     byOrg.set(session.orgId, [...(byOrg.get(session.orgId) ?? []), session]);

@@ -20,6 +20,7 @@ import { utcDay } from "../../functions/domain/usage";
 import { DynamoApiTokenStore } from "../../functions/store/dynamo-session-store";
 import { meterRunningSessions } from "../../functions/usage/metering-pass";
 import { METRIC_NAMES } from "../../functions/ports/metrics-sink";
+import { opsSummary } from "../../functions/observability/ops-summary";
 import { buildLambdaContext } from "../../infra/local/api-gateway-events";
 import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";
@@ -183,6 +184,44 @@ describe("metering", () => {
       }
     });
   }
+});
+
+describe("the sessions-by-status gauge (issue 19)", () => {
+  it("each pass publishes SessionsByStatus for every non-terminal status, zeros included, as the store counts them; the local summary shows the last", async () => {
+    await setup();
+    const running = await Promise.all([runningSession("org-a"), runningSession("org-b")]);
+    const paused = await runningSession("org-c");
+    await h.run("pause", paused.id);
+    const starting = await h.createSession({ orgId: "org-a" });
+    const failed = await h.createSession({ orgId: "org-b" });
+    await h.deps.sessions.transition(failed, "error", h.deps.now());
+    const gone = await runningSession("org-a");
+    await h.run("stop", gone.id);
+    expect((await h.session(starting.id)).status).toBe("starting");
+
+    const report = await meter();
+    expect(report.errors).toBe(0);
+    expect(report.sessionsByStatus).toEqual({ starting: 1, running: running.length, paused: 1, error: 1 });
+    const gauge = () => h.metrics.recorded.filter((m) => m.name === METRIC_NAMES.sessionsByStatus).map((m) => [m.dimensions.Status, m.value]);
+    expect(gauge()).toEqual([
+      ["starting", 1],
+      ["running", 2],
+      ["paused", 1],
+      ["error", 1],
+    ]);
+    // A status emptied since reads 0 on the next pass (a gauge falls back, it does not hold its last value).
+    await h.run("stop", failed.id);
+    await h.run("stop", starting.id);
+    await meter();
+    expect(gauge().slice(4)).toEqual([
+      ["starting", 0],
+      ["running", 2],
+      ["paused", 1],
+      ["error", 0],
+    ]);
+    const summary = opsSummary({ recorded: h.metrics.recorded, heldStreams: 0, since: new Date(0), now: h.deps.now() });
+    expect(summary.sessionsByStatus).toEqual({ starting: 0, running: 2, paused: 1, error: 0 });
+  });
 });
 
 describe("the close of an interval", () => {
