@@ -45,6 +45,8 @@ export interface AutomationsStackProps extends NestedStackProps {
 
 export class AutomationsStack extends NestedStack {
   readonly scheduleGroup: ScheduleGroup;
+  /** The group's name as a plain string (the ops dashboards name it without a cross-stack reference). */
+  readonly scheduleGroupName: string;
   readonly schedulerRole: Role;
   readonly fired: NodejsFunction;
   readonly routes: NodejsFunction;
@@ -55,6 +57,7 @@ export class AutomationsStack extends NestedStack {
     super(scope, id, { ...props, description: "Automations: schedule group, automation-fired, /v1/automations routes (issue 18)" });
     const { root, table } = props;
     const groupName = `${root.stackName}-automations`;
+    this.scheduleGroupName = groupName;
     this.scheduleGroup = new ScheduleGroup(this, "AutomationSchedules", { scheduleGroupName: groupName, removalPolicy: RemovalPolicy.DESTROY });
     this.schedulerRole = new Role(this, "AutomationSchedulerRole", {
       assumedBy: new ServicePrincipal("scheduler.amazonaws.com", { conditions: { StringEquals: { "aws:SourceAccount": root.account } } }),

@@ -779,14 +779,15 @@ export class ControlPlaneStack extends Stack {
     this.ops = new OpsStack(this, "Ops", {
       root: this,
       metricsNamespace,
-      functions: this.functions,
+      // The root's functions and the nested stacks' (automations, the OpenAPI document); the Slack pair comes below.
+      functions: { ...this.functions, AutomationFired: this.automations.fired, AutomationRoutes: this.automations.routes, ApiDocs: this.apiDocs.openApi },
       stateMachines: Object.fromEntries(Object.entries(this.stateMachines).filter((e): e is [string, StateMachine] => e[1] !== undefined)),
       table: this.table,
       httpApi: this.httpApi,
       webSocketApi: this.webSocketApi,
       relay: { service: this.relay.service, cluster: this.relay.cluster, minTasks: RELAY_MIN_TASKS },
       slack: { ack: this.slack.ack, worker: this.slack.worker, queue: this.slack.queue, deadLetterQueue: this.slack.deadLetterQueue, deadLetterAlarm: this.slack.deadLetterAlarm },
-      scheduleGroups: [scheduleGroupName, maintenanceGroup.scheduleGroupName],
+      scheduleGroups: [scheduleGroupName, maintenanceGroup.scheduleGroupName, this.automations.scheduleGroupName],
       rootAlarms: [this.idleAlarms.circuitBreakerTrips, this.idleAlarms.orphanSessions],
       alarmTopic: this.alarmTopic,
       ...(props.providerPricesPerSecond ? { providerPricesPerSecond: props.providerPricesPerSecond } : {}),

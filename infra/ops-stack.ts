@@ -66,6 +66,9 @@ export function scheduleDeadLetterQueueName(stackName: string): string {
 export const OPS_DASHBOARDS = ["Health", "Lifecycle", "Cost", "Consumers"] as const;
 export type OpsDashboard = (typeof OPS_DASHBOARDS)[number];
 
+/** The DynamoDB operations the code calls (AWS/DynamoDB's Operation dimension). */
+const DYNAMODB_OPERATIONS = ["GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem", "BatchWriteItem", "TransactGetItems", "TransactWriteItems"] as const;
+
 /** Providers that run in AWS (the local provider cannot run in Lambda). */
 const CLOUD_PROVIDERS = PROVIDER_TYPES.filter((p) => p !== "local");
 
@@ -76,6 +79,8 @@ export const IDLE_LAG_P99_MS = 2_000;
 /** HTTP API 5xx share (percent of requests, at least API_5XX_MIN_REQUESTS in the period) that alarms. */
 export const API_5XX_RATE_PERCENT = 5;
 export const API_5XX_MIN_REQUESTS = 20;
+/** Slack retries an event its endpoint did not acknowledge within 3 s (drawn on the ack's latency graph). */
+export const SLACK_ACK_DEADLINE_MS = 3_000;
 
 export interface OpsStackProps extends NestedStackProps {
   root: Stack;
@@ -88,6 +93,7 @@ export interface OpsStackProps extends NestedStackProps {
   webSocketApi: WebSocketApi;
   relay: { service: FargateService; cluster: ICluster; minTasks: number };
   slack: { ack: NodejsFunction; worker: NodejsFunction; queue: IQueue; deadLetterQueue: IQueue; deadLetterAlarm: IAlarm };
+  /** Every EventBridge Scheduler group of the stack (lifecycle, maintenance, automations). */
   scheduleGroups: string[];
   /** The root's alarms the composite includes. */
   rootAlarms: IAlarm[];
@@ -233,6 +239,23 @@ export class OpsStack extends NestedStack {
       seen.add(fn);
       add("Health", ...new LambdaFunctionMonitoring(facade, { lambdaFunction: fn, alarmFriendlyName: name, humanReadableName: name }).summaryWidgets());
     }
+    // Every function of the stack once (the Slack pair is drawn on Consumers; their throttles and concurrency count here too).
+    const ourFunctions = [...seen, ...[props.slack.ack, props.slack.worker].filter((fn) => !seen.has(fn))];
+    const functionLabel = new Map<NodejsFunction, string>();
+    for (const [name, fn] of [...Object.entries(props.functions), ["SlackAck", props.slack.ack] as const, ["SlackWorker", props.slack.worker] as const]) if (!functionLabel.has(fn)) functionLabel.set(fn, name);
+    add(
+      "Health",
+      graph(
+        "Lambda throttles (Sum) by function",
+        ourFunctions.map((fn) => fn.metricThrottles({ statistic: Stats.SUM, period, label: functionLabel.get(fn) ?? fn.node.id })),
+        { width: 12 },
+      ),
+      graph(
+        "Lambda concurrent executions (Maximum) by function",
+        ourFunctions.map((fn) => fn.metric("ConcurrentExecutions", { statistic: Stats.MAXIMUM, period, label: functionLabel.get(fn) ?? fn.node.id })),
+        { width: 12 },
+      ),
+    );
     add("Health", graph("Function invocations that threw (flow steps, schedule target, sweeper)", [search(METRICS.stepInvocations, "Sum", ["Function", "Outcome"], 'Outcome="error"')], { width: 12 }));
     add(
       "Health",
@@ -261,6 +284,20 @@ export class OpsStack extends NestedStack {
       }),
     );
     add("Health", ...new DynamoTableMonitoring(facade, { table: props.table, alarmFriendlyName: "SessionTable" }).summaryWidgets());
+    const tableDims = { TableName: props.table.tableName };
+    add(
+      "Health",
+      graph(
+        "DynamoDB throttles: read/write throttle events, throttled requests by operation",
+        ["ReadThrottleEvents", "WriteThrottleEvents"].map((metricName) => new Metric({ namespace: "AWS/DynamoDB", metricName, dimensionsMap: tableDims, statistic: Stats.SUM, period, label: metricName })),
+        {
+          width: 12,
+          right: DYNAMODB_OPERATIONS.map(
+            (operation) => new Metric({ namespace: "AWS/DynamoDB", metricName: "ThrottledRequests", dimensionsMap: { ...tableDims, Operation: operation }, statistic: Stats.SUM, period, label: `throttled ${operation}` }),
+          ),
+        },
+      ),
+    );
 
     // ---- Lifecycle. ----
     header("Lifecycle", `# ${props.root.stackName}: lifecycle\nTime to running by provider and start kind, flows, idle snapshotting, sweeper, prompt queue.`);
@@ -270,7 +307,11 @@ export class OpsStack extends NestedStack {
         graph(`Time to running ${stat} by provider and start kind`, [search(METRICS.timeToRunning, stat, ["Provider", "StartKind"])], stat === "p95" ? { annotation: { value: ttrThreshold, label: "alarm" } } : {}),
       );
     }
-    add("Lifecycle", graph("Running sessions by provider (metering pass)", [search(METRICS.runningSessions, "Maximum", ["Provider"])]));
+    add(
+      "Lifecycle",
+      graph("Running sessions by provider (metering pass)", [search(METRICS.runningSessions, "Maximum", ["Provider"])]),
+      graph("Sessions by status (metering pass: starting, running, paused, error)", [search(METRICS.sessionsByStatus, "Maximum", ["Status"])]),
+    );
     const flowDuration = (stat: string) =>
       Object.entries(props.stateMachines).map(([flow, machine]) => machine.metric("ExecutionTime", { statistic: stat, period, label: `${flow} ${stat}` }));
     add("Lifecycle", graph("Flow durations p50 (pause, snapshot, migrate, ...)", flowDuration("p50"), { width: 12 }), graph("Flow durations p99", flowDuration("p99"), { width: 12 }));
@@ -326,10 +367,48 @@ export class OpsStack extends NestedStack {
       ]),
       graph("Flow executions started", Object.entries(props.stateMachines).map(([flow, machine]) => machine.metricStarted({ period, statistic: Stats.SUM, label: flow }))),
     );
+    // AWS requests per lifecycle (one create or resume: an ensure-runtime execution started). Step Functions
+    // publishes no per-state-machine transition count (only the account-wide StateTransition usage), hence the title.
+    const ensureRuntime = props.stateMachines["ensure-runtime"];
+    if (!ensureRuntime) throw new Error("no ensure-runtime state machine");
+    const requests: Record<string, IMetric> = { lifecycles: ensureRuntime.metricStarted({ period, statistic: Stats.SUM }) };
+    const ddbIds = DYNAMODB_OPERATIONS.map((operation) => {
+      const id = `ddb_${operation}`;
+      requests[id] = new Metric({ namespace: "AWS/DynamoDB", metricName: "SuccessfulRequestLatency", dimensionsMap: { ...tableDims, Operation: operation }, statistic: Stats.SAMPLE_COUNT, period });
+      return id;
+    });
+    const lambdaIds = ourFunctions.map((fn, i) => {
+      const id = `fn_${i}`;
+      requests[id] = fn.metricInvocations({ period, statistic: Stats.SUM });
+      return id;
+    });
+    const schedulerIds = props.scheduleGroups.map((group, i) => {
+      const id = `sch_${i}`;
+      requests[id] = new Metric({ namespace: "AWS/Scheduler", metricName: "InvocationAttemptCount", dimensionsMap: { ScheduleGroup: group }, statistic: Stats.SUM, period });
+      return id;
+    });
+    const perLifecycle = (ids: string[], label: string) =>
+      new MathExpression({ expression: `IF(lifecycles > 0, SUM(FILL([${ids.join(",")}], 0)) / lifecycles)`, usingMetrics: requests, period, label });
+    add(
+      "Cost",
+      graph(
+        "AWS requests per lifecycle (ensure-runtime started); Step Functions transitions not included: no per-state-machine metric",
+        [
+          perLifecycle(ddbIds, "DynamoDB requests"),
+          perLifecycle(lambdaIds, "Lambda invocations"),
+          perLifecycle(schedulerIds, "Scheduler invocation attempts"),
+          perLifecycle([...ddbIds, ...lambdaIds, ...schedulerIds], "all of them"),
+        ],
+        { width: 24 },
+      ),
+    );
 
     // ---- Consumers. ----
     header("Consumers", `# ${props.root.stackName}: consumers\nSlack (ack latency, deliveries), WebSocket connections, automation runs.`);
-    add("Consumers", ...new LambdaFunctionMonitoring(facade, { lambdaFunction: props.slack.ack, alarmFriendlyName: "SlackAck", humanReadableName: "Slack ack (latency: Slack wants < 3 s)" }).summaryWidgets());
+    const ackMonitoring = new LambdaFunctionMonitoring(facade, { lambdaFunction: props.slack.ack, alarmFriendlyName: "SlackAck", humanReadableName: "Slack ack (latency: Slack wants < 3 s)" });
+    // Its latency graph draws the annotations its alarms add; Slack's 3 s deadline is one more line there.
+    ackMonitoring.latencyAnnotations.push({ value: SLACK_ACK_DEADLINE_MS, label: "Slack's 3 s deadline" });
+    add("Consumers", ...ackMonitoring.summaryWidgets());
     add("Consumers", ...new SqsQueueMonitoring(facade, { queue: props.slack.queue, alarmFriendlyName: "SlackDeliveries", humanReadableName: "Slack deliveries" }).summaryWidgets());
     add("Consumers", ...new LambdaFunctionMonitoring(facade, { lambdaFunction: props.slack.worker, alarmFriendlyName: "SlackWorker", humanReadableName: "Slack worker" }).summaryWidgets());
     const wsApi = { ApiId: props.webSocketApi.apiId };

@@ -32,6 +32,9 @@ beforeAll(() => {
   templates = {
     root: synth.template.toJSON() as Json,
     slack: Template.fromStack(synth.stack.slack).toJSON() as Json,
+    automations: Template.fromStack(synth.stack.automations).toJSON() as Json,
+    apiDocs: Template.fromStack(synth.stack.apiDocs).toJSON() as Json,
+    console: Template.fromStack(synth.stack.console).toJSON() as Json,
     ops: Template.fromStack(synth.stack.ops).toJSON() as Json,
   };
   dashboards = dashboardsOf(templates.ops ?? {});
@@ -60,6 +63,26 @@ function unshown(refs: MetricRef[], namespace = METRICS_NAMESPACE): string[] {
   return METRIC_DEFINITIONS.flatMap(declaredSets).filter((k) => !shown.has(k));
 }
 
+const titles = (body: DashboardBody) => body.widgets.map((w) => String(w.properties?.title ?? ""));
+/** The metric rows of the one widget titled `title` (`"."` repeats the row above, resolved). */
+function rowsOf(body: DashboardBody, title: string): unknown[][] {
+  const found = body.widgets.filter((w) => w.properties?.title === title);
+  expect(found, `${title} in ${titles(body).join(" | ")}`).toHaveLength(1);
+  let previous: unknown[] = [];
+  return ((found[0]?.properties?.metrics as unknown[][] | undefined) ?? []).map((row) => {
+    const resolved = row.map((f, i) => (f === "." ? previous[i] : f));
+    previous = resolved;
+    return resolved;
+  });
+}
+
+/** A metric row's value of one dimension. */
+function dimensionOf(row: unknown[], name: string): unknown {
+  const fields = typeof row.at(-1) === "object" ? row.slice(0, -1) : row;
+  for (let i = 2; i + 1 < fields.length; i += 2) if (fields[i] === name) return fields[i + 1];
+  return undefined;
+}
+
 const allRefs = () => [...Object.entries(dashboards).flatMap(([name, d]) => dashboardRefs(name, d.body)), ...Object.values(templates).flatMap(alarmRefs)];
 
 describe("operations: dashboards and alarms", () => {
@@ -78,6 +101,49 @@ describe("operations: dashboards and alarms", () => {
 
   it("every metric the code can emit, with each of its dimension sets, is on a dashboard or in an alarm", () => {
     expect(unshown(allRefs())).toEqual([]);
+  });
+
+  it("Health graphs throttles and concurrency of every function (the automations and OpenAPI ones too), DynamoDB throttles, and the automations schedule group", () => {
+    const health = dashboards["SandboxControlPlane-Health"]?.body;
+    if (!health) throw new Error("no Health dashboard");
+    const stack = synth.stack;
+    const ours = new Set([...Object.values(stack.functions), stack.automations.fired, stack.automations.routes, stack.apiDocs.openApi, stack.slack.ack, stack.slack.worker]);
+    const throttles = rowsOf(health, "Lambda throttles (Sum) by function");
+    expect(throttles).toHaveLength(ours.size);
+    expect(new Set(throttles.map((r) => `${r[0]} ${r[1]}`))).toEqual(new Set(["AWS/Lambda Throttles"]));
+    const concurrency = rowsOf(health, "Lambda concurrent executions (Maximum) by function");
+    expect(concurrency).toHaveLength(ours.size);
+    expect(concurrency.every((r) => r[1] === "ConcurrentExecutions" && (r.at(-1) as { stat?: string }).stat === "Maximum")).toBe(true);
+    // The nested stacks' functions arrive as references to their stacks' outputs.
+    const named = JSON.stringify(concurrency);
+    for (const nested of ["Automations", "ApiDocs", "Slack"]) expect(named).toMatch(new RegExp(`reference.*${nested}`));
+    const ddb = rowsOf(health, "DynamoDB throttles: read/write throttle events, throttled requests by operation");
+    expect(ddb.map((r) => r[1])).toEqual(expect.arrayContaining(["ReadThrottleEvents", "WriteThrottleEvents", "ThrottledRequests"]));
+    expect(ddb.filter((r) => r[1] === "ThrottledRequests").map((r) => dimensionOf(r, "Operation"))).toEqual(expect.arrayContaining(["GetItem", "Query", "TransactWriteItems"]));
+    const scheduler = rowsOf(health, "Scheduler: target errors, dropped and throttled invocations");
+    expect(new Set(scheduler.map((r) => dimensionOf(r, "ScheduleGroup")))).toEqual(new Set(["SandboxControlPlane-lifecycle", "SandboxControlPlane-maintenance", "SandboxControlPlane-automations"]));
+  });
+
+  it("Lifecycle graphs sessions by status; Cost graphs AWS requests per lifecycle; the Slack ack latency graph draws the 3 s deadline", () => {
+    const lifecycle = dashboards["SandboxControlPlane-Lifecycle"]?.body;
+    const cost = dashboards["SandboxControlPlane-Cost"]?.body;
+    const consumers = dashboards["SandboxControlPlane-Consumers"]?.body;
+    if (!lifecycle || !cost || !consumers) throw new Error("missing dashboards");
+    expect(JSON.stringify(rowsOf(lifecycle, "Sessions by status (metering pass: starting, running, paused, error)"))).toContain('MetricName=\\"SessionsByStatus\\"');
+    const perLifecycle = rowsOf(cost, "AWS requests per lifecycle (ensure-runtime started); Step Functions transitions not included: no per-state-machine metric");
+    const expressions = perLifecycle.map((r) => (r.at(-1) as { expression?: string; label?: string; id?: string })).filter((o) => o.expression);
+    expect(expressions.map((o) => o.label)).toEqual(["DynamoDB requests", "Lambda invocations", "Scheduler invocation attempts", "all of them"]);
+    for (const o of expressions) expect(o.expression).toMatch(/^IF\(lifecycles > 0, SUM\(FILL\(\[[a-z_A-Z0-9,]+\], 0\)\) \/ lifecycles\)$/);
+    const sources = perLifecycle.filter((r) => typeof r[0] === "string" && r[0] !== ".").map((r) => `${r[0]} ${r[1]}`);
+    expect(new Set(sources)).toEqual(new Set(["AWS/States ExecutionsStarted", "AWS/DynamoDB SuccessfulRequestLatency", "AWS/Lambda Invocations", "AWS/Scheduler InvocationAttemptCount"]));
+    expect(perLifecycle.filter((r) => r[1] === "SuccessfulRequestLatency").every((r) => (r.at(-1) as { stat?: string }).stat === "SampleCount")).toBe(true);
+    expect(JSON.stringify(titles(cost))).toContain("DynamoDB capacity units per flow execution");
+    // The construct's latency graph (titled "Latency") of the ack function: Slack's deadline on it, and on no other function's.
+    const latency = consumers.widgets.filter((w) => w.properties?.title === "Latency");
+    const ack = latency.filter((w) => JSON.stringify(w.properties?.metrics).includes("SlackAckFunction"));
+    expect(ack).toHaveLength(1);
+    expect(ack[0]?.properties?.annotations).toEqual({ horizontal: [{ value: 3000, label: "Slack's 3 s deadline", yAxis: "left" }] });
+    expect(latency.filter((w) => w.properties?.annotations !== undefined)).toHaveLength(1);
   });
 
   it("the checks fail on drift: a widget naming an unknown metric or dimension set, a registered metric shown nowhere", () => {
@@ -126,6 +192,8 @@ describe("operations: dashboards and alarms", () => {
         .map(([id, r]) => ({ id: `${t}/${id}`, actions: JSON.stringify(r.Properties?.AlarmActions ?? []), description: String(r.Properties?.AlarmDescription ?? "") })),
     );
     expect(alarms.length).toBeGreaterThan(40);
+    // The nested stacks' alarms are read too (the console's stack has none today).
+    for (const nested of ["slack", "automations", "apiDocs", "ops"]) expect(alarms.filter((a) => a.id.startsWith(`${nested}/`)).length, nested).toBeGreaterThan(0);
     // Each description says what to check first (issue 19).
     expect(alarms.filter((a) => !/Check first[: ]/.test(a.description)).map((a) => a.id)).toEqual([]);
     const silent = alarms.filter((a) => !(a.actions.includes(topic) || /referenceto.*AlarmTopic/i.test(a.actions) || /AlarmTopic/.test(a.actions)));
