@@ -27,6 +27,7 @@ async function main(): Promise<void> {
       `  web console     ${runtime.url}/  (sign in with the dev API token below)`,
       `  HTTP API        ${runtime.url}/v1`,
       `  health          ${runtime.url}/v1/health`,
+      `  ops summary     ${runtime.url}/v1/ops/summary  (admin token: the dev API token is one)`,
       `  WebSocket       ${runtime.wsUrl}?sessionId=<id>&token=<token>`,
       `  storage         ${process.env.DATA_DIR ? `dynalite on disk at ${process.env.DATA_DIR}` : "dynalite in memory"}`,
       `  sandboxes       ${runtime.config.DEFAULT_SANDBOX_PROVIDER} provider`,

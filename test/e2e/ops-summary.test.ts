@@ -2,7 +2,7 @@
  * `GET /v1/ops/summary` on the local runtime (issue 19): admin only (a member gets 403, no token
  * 401), and the figures are the in-process metrics the lifecycle emitted: a session started on the
  * in-memory provider (with a scripted agent: no OpenCode) shows its time to running by provider and start kind, and its provider
- * calls by operation, and a prompt's queue wait.
+ * calls by operation, a prompt's queue wait, and the metering pass's sessions by status.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { OpsSummary } from "../../functions/observability/ops-summary";
@@ -50,6 +50,11 @@ describe("GET /v1/ops/summary", () => {
     expect(summary.providerCalls.every((c) => c.durationMs.count >= 1 && c.errors === 0)).toBe(true);
     expect(summary.relay).toMatchObject({ heldStreams: expect.any(Number), takeovers: 0 });
     expect(Date.parse(summary.since)).toBeLessThanOrEqual(Date.parse(summary.at));
+
+    // The metering pass's sessions-by-status gauge (it runs every minute; here on demand).
+    await runtime.meter();
+    const metered = ((await admin.request("GET", "/v1/ops/summary")).body as { summary: OpsSummary }).summary;
+    expect(metered.sessionsByStatus).toEqual({ starting: 0, running: 1, paused: 0, error: 0 });
 
     // A prompt taken from the queue for delivery records its wait.
     expect((await admin.request("POST", `/v1/sessions/${id}/prompts`, { body: { content: "hello" } })).status).toBe(202);
