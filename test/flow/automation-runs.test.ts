@@ -294,6 +294,51 @@ describe("the inbound webhook trigger", () => {
     await waitFor(() => h.session(run.sessionId), { until: (s) => s.status === "running", timeoutMs: 60_000, message: "the webhook run's session never reached running" });
     expect((await automations.store.get(ORG, automation.id, true))?.activeRun?.runId).toBe(run.id);
   });
+  it("409 while a run is in progress, then a retry with the same idempotencyKey starts a run (the refused call claimed nothing)", async () => {
+    const { automation, secret } = await createAutomation("busy");
+    const manual = await startedRun(automation);
+    const body = JSON.stringify({ idempotencyKey: "retry-after-409", ref: "main" });
+    const headers = { "x-automation-org": ORG, "x-signature": sign(secret, body) };
+    const refused = await webhook(automation.id, body, headers);
+    expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+    expect((refused.body.error as { message: string }).message).toContain(manual.id);
+    await endRun(automations.runDeps(h.httpDeps), manual, "succeeded", { summary: "done" });
+    const retried = await webhook(automation.id, body, headers);
+    expect(retried.status, JSON.stringify(retried.body)).toBe(202);
+    expect(retried.body.duplicate).toBeUndefined();
+    const run = retried.body.run as { id: string; trigger: string; status: string; sessionId: string };
+    expect(run).toMatchObject({ trigger: "webhook", status: "running", sessionId: expect.stringMatching(/^ses_/) as string });
+    // Once started, the key is bound to that run: a third call is the same run, read through the key.
+    const third = await webhook(automation.id, body, headers);
+    expect(third.body).toMatchObject({ run: { id: run.id, status: "running", sessionId: run.sessionId }, duplicate: true });
+    expect((await automations.store.listRuns(automation.id, { limit: 10 })).items.map((r) => r.id).sort()).toEqual([manual.id, run.id].sort());
+    // Its session provisioned before the next test injects a provider fault.
+    await waitFor(() => h.session(run.sessionId), { until: (s) => s.status === "running", timeoutMs: 60_000, message: "the retried run's session never reached running" });
+  });
+
+  it("a run that fails to start with an error releases its key: the retry starts a run", async () => {
+    const { automation, secret } = await createAutomation("flaky start");
+    const body = JSON.stringify({ idempotencyKey: "retry-after-500" });
+    const headers = { "x-automation-org": ORG, "x-signature": sign(secret, body) };
+    // The run's timeout cannot be armed once (the scheduler's API failing): startRun throws.
+    const armTimeout = timers.armTimeout.bind(timers);
+    timers.armTimeout = () => {
+      timers.armTimeout = armTimeout;
+      return Promise.reject(new Error("scheduler unavailable (test)"));
+    };
+    const failed = await webhook(automation.id, body, headers);
+    expect(failed.status).toBe(500);
+    expect(timers.armTimeout).toBe(armTimeout);
+    // That run ended failed (a run without its timeout is never left active).
+    const [first] = (await automations.store.listRuns(automation.id, { limit: 10 })).items;
+    expect(first).toMatchObject({ trigger: "webhook", status: "failed", error: expect.stringContaining("timeout could not be scheduled") as string });
+    const retried = await webhook(automation.id, body, headers);
+    expect(retried.status, JSON.stringify(retried.body)).toBe(202);
+    expect(retried.body.duplicate).toBeUndefined();
+    expect(retried.body.run).toMatchObject({ trigger: "webhook", status: "running" });
+    const sessionId = (retried.body.run as { sessionId: string }).sessionId;
+    await waitFor(() => h.session(sessionId), { until: (s) => s.status === "running", timeoutMs: 60_000, message: "the retried run's session never reached running" });
+  });
 });
 
 describe("a run whose session fails", () => {
