@@ -24,6 +24,7 @@ import { SlackOutbox } from "../../functions/slack/outbox";
 import { DynamoApiTokenStore } from "../../functions/store/dynamo-session-store";
 import { buildLambdaContext } from "../../infra/local/api-gateway-events";
 import { LocalAutomationScheduler } from "../../infra/local/local-automation-scheduler";
+import { settlingNotifications } from "../../functions/automations/settle-notifications";
 import { capturingLogger } from "../support/capturing-logger";
 import { FaultInjectingProvider } from "../support/fault-injecting-provider";
 import { startFlowHarness, TEST_SECRETS_MASTER_KEY, type FlowHarness } from "../support/flow-harness";
@@ -170,6 +171,9 @@ async function startedRun(automation: AutomationRecord): Promise<RunRecord> {
   return run;
 }
 
+/** A Lambda context with `remainingMs` left. */
+const lambdaContext = (remainingMs: number) => ({ ...buildLambdaContext("automation-fired", "req"), getRemainingTimeInMillis: () => remainingMs });
+
 const sign = (secret: string, body: string) => `sha256=${createHmac("sha256", secret).update(body).digest("hex")}`;
 
 describe("run notifications", () => {
@@ -214,6 +218,43 @@ describe("run notifications", () => {
     await automations.notifier.settled();
     expect(receiver.requests.length - before).toBe(4);
     expect(logger.lines.some((l) => l.includes("automation notification failed") && l.includes(run.id))).toBe(true);
+  });
+
+  it("a Lambda handler that ended a run returns only once its notifications are sent (settlingNotifications, as the three entries wear it)", async () => {
+    const { automation } = await createAutomation("settling", { webhookUrl: receiver.url });
+    const run = await startedRun(automation);
+    const before = receiver.requests.length;
+    receiver.next.push("hang");
+    const handler = settlingNotifications(async () => {
+      await endRun(automations.runDeps(h.httpDeps), run, "succeeded", { summary: "ok" });
+      return "done";
+    }, () => automations.notifier);
+    let returned = false;
+    const invocation = handler({}, lambdaContext(60_000)).then((r) => ((returned = true), r));
+    // The POST landed and is held by the receiver: the handler has not returned.
+    await waitFor(() => receiver.requests.length, { until: (n) => n > before, timeoutMs: 30_000, message: "the webhook POST never arrived" });
+    expect(returned).toBe(false);
+    // Answered (503, then the retry's 200): the handler returns once the notification is delivered.
+    receiver.release();
+    expect(await invocation).toBe("done");
+    expect(receiver.requests.length - before).toBe(2);
+  });
+
+  it("...but no longer than the invocation's remaining time less 2 s", async () => {
+    const { automation } = await createAutomation("capped", { webhookUrl: receiver.url });
+    const run = await startedRun(automation);
+    const before = receiver.requests.length;
+    receiver.next.push("hang");
+    const handler = settlingNotifications(async () => {
+      await endRun(automations.runDeps(h.httpDeps), run, "succeeded", { summary: "ok" });
+      await waitFor(() => receiver.requests.length, { until: (n) => n > before, timeoutMs: 30_000, message: "the webhook POST never arrived" });
+      return "done";
+    }, () => automations.notifier);
+    // 2.2 s left: 200 ms for the notifications, and the receiver holds the POST until released.
+    expect(await handler({}, lambdaContext(2_200))).toBe("done");
+    expect(receiver.requests.length - before).toBe(1);
+    receiver.release();
+    await automations.notifier.settled();
   });
 
   it("notify.slackChannel: one chat.postMessage through the Slack outbox, keyed by the run", async () => {
