@@ -406,3 +406,26 @@ describe("a run whose session fails", () => {
     expect(receiver.requests.map(notified).find((r) => r.id === run.id)?.status).toBe("failed");
   });
 });
+
+describe("a run whose org has no credits left", () => {
+  it("fails with the session create's 402 credits_exhausted: the streak counts 1, the run is notified", async () => {
+    const { automation } = await createAutomation("broke", { webhookUrl: receiver.url });
+    // API.md "Usage, limits and credits": a spent budget (here none at all) refuses the session create.
+    await h.deps.usage.putLimits(ORG, { monthlyActiveSeconds: 0 }, new Date());
+    try {
+      const scheduledAt = new Date().toISOString();
+      const out = await handleAutomationFired(automations.runDeps(h.httpDeps), { kind: "fire", orgId: ORG, automationId: automation.id, scheduledAt });
+      expect(out.outcome).toBe("failed");
+      expect(out.run).toMatchObject({ status: "failed", trigger: "schedule", scheduledAt, sessionId: null, error: expect.stringContaining("402 credits_exhausted") as string });
+      const stored = await automations.store.getRun(automation.id, scheduledAt, out.run?.id ?? "");
+      expect(stored?.status).toBe("failed");
+      expect(await automations.store.get(ORG, automation.id, true)).toMatchObject({ consecutiveFailures: 1, enabled: true, activeRun: null });
+      // Notified as failed, with the reason.
+      await automations.notifier.settled();
+      const notified = receiver.requests.map((r) => (JSON.parse(r.body) as { run: { id: string; status: string; error: string } }).run).find((r) => r.id === out.run?.id);
+      expect(notified).toMatchObject({ status: "failed", error: expect.stringContaining("credits_exhausted") as string });
+    } finally {
+      await h.deps.usage.putLimits(ORG, { monthlyActiveSeconds: null }, new Date());
+    }
+  });
+});
