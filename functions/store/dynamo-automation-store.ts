@@ -19,7 +19,7 @@ import type { AutomationRecord, RunEnd, RunRecord } from "../automations/automat
 import { AUTO_DISABLE_AFTER, disabledReasonAfterFailures } from "../automations/automation";
 import { ValidationError } from "../domain/errors";
 import type { AutomationStore, WebhookKeyRun } from "../ports/automations";
-import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from "./dynamodb-sdk";
+import { DeleteCommand, GetCommand, PutCommand, QueryCommand, ScanCommand, UpdateCommand, type DynamoDBDocumentClient } from "./dynamodb-sdk";
 import { isConditionFailure, stripKeys } from "./item-lease";
 
 const k = {
@@ -238,6 +238,28 @@ export class DynamoAutomationStore implements AutomationStore {
       if (isConditionFailure(err)) return null;
       throw err;
     }
+  }
+
+  /**
+   * Every enabled automation of every org: a Scan, for the local runtime re-arming its timers
+   * after a DATA_DIR restart (in AWS the schedules live in Scheduler; nothing there calls this).
+   */
+  async scanEnabled(): Promise<AutomationRecord[]> {
+    const found: AutomationRecord[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const out = await this.doc.send(
+        new ScanCommand({
+          TableName: this.tableName,
+          FilterExpression: "begins_with(PK, :org) AND begins_with(SK, :automation) AND enabled = :true",
+          ExpressionAttributeValues: { ":org": "ORG#", ":automation": "AUTOMATION#", ":true": true },
+          ...(start ? { ExclusiveStartKey: start } : {}),
+        }),
+      );
+      found.push(...(out.Items ?? []).map((i) => stripKeys(i) as unknown as AutomationRecord));
+      start = out.LastEvaluatedKey;
+    } while (start);
+    return found;
   }
 
   async claimWebhookKey(automationId: string, key: string, run: WebhookKeyRun, at: Date): Promise<{ fresh: boolean; run: WebhookKeyRun }> {
