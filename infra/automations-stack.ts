@@ -4,7 +4,7 @@
  *
  * - the schedule group `<stack>-automations`: one recurring schedule per automation and one
  *   one-time timeout schedule per run (functions/adapters/aws/eventbridge-automation-scheduler.ts);
- * - the scheduler role: assumed by EventBridge Scheduler (this account only) to invoke the
+ * - the scheduler role: assumed by EventBridge Scheduler (this account's automations group only) to invoke the
  *   `automation-fired` function and nothing else;
  * - `automation-fired` (fixed name, so the functions that create schedules know its ARN before it
  *   exists): records a firing once, applies the skip rule, creates and starts the run's session
@@ -12,7 +12,11 @@
  * - the `/v1/automations` routes: one route-group function (functions/automations/routes-entry.ts);
  * - both functions: the table, starting the ensure-runtime and stop flows, the schedule actions on
  *   this group's schedules only, `iam:PassRole` of the scheduler role to Scheduler only, the
- *   secrets KMS key (the webhook secrets are envelope-encrypted: the routes seal, both open).
+ *   secrets KMS key (the webhook secrets are envelope-encrypted: the routes seal, both open), and
+ *   the Slack secret (the bot token: a run that ends here, timed out or unable to start, posts to
+ *   `notify.slackChannel`). Nothing else: the session routes they call in process (CreateSession,
+ *   ResumeSession, StopSession) write the table and start flows; they reach no sandbox, agent
+ *   or relay, so no provider credentials, sandbox access key or relay nudge queue (the flows do that).
  */
 import { ArnFormat, Duration, Names, NestedStack, RemovalPolicy, Stack, Validations, type NestedStackProps } from "aws-cdk-lib";
 import { HttpMethod, HttpRoute, HttpRouteKey, type HttpApi } from "aws-cdk-lib/aws-apigatewayv2";
@@ -20,6 +24,7 @@ import { HttpLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations
 import type { CfnTable, Table } from "aws-cdk-lib/aws-dynamodb";
 import { PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import type { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
+import type { ISecret } from "aws-cdk-lib/aws-secretsmanager";
 import { ScheduleGroup } from "aws-cdk-lib/aws-scheduler";
 import type { Construct, IConstruct } from "constructs";
 import { AUTOMATION_ROUTES } from "../functions/automations/automation-routes";
@@ -36,9 +41,8 @@ export interface AutomationsStackProps extends NestedStackProps {
   httpApi: HttpApi;
   /** The functions' base environment (TABLE_NAME, Powertools, WS_URL, ...). */
   environment: Record<string, string>;
-  allowProviderSecret: (fn: NodejsFunction) => void;
-  allowSandboxKeys: (fn: NodejsFunction) => void;
-  allowNudging: (fn: NodejsFunction) => void;
+  /** The Slack app's secret (SLACK_SECRET_ARN): the bot token posts run notifications to `notify.slackChannel`. */
+  slackSecret: ISecret;
   /** The secrets KMS key: the webhook secrets are sealed (create) and opened (webhook trigger, notifications) under it. */
   allowSecrets: (fn: NodejsFunction, access: "encrypt" | "decrypt") => void;
 }
@@ -60,7 +64,10 @@ export class AutomationsStack extends NestedStack {
     this.scheduleGroupName = groupName;
     this.scheduleGroup = new ScheduleGroup(this, "AutomationSchedules", { scheduleGroupName: groupName, removalPolicy: RemovalPolicy.DESTROY });
     this.schedulerRole = new Role(this, "AutomationSchedulerRole", {
-      assumedBy: new ServicePrincipal("scheduler.amazonaws.com", { conditions: { StringEquals: { "aws:SourceAccount": root.account } } }),
+      // Only for this stack's automations group (the confused-deputy guard Scheduler documents: its schedule-group ARN as aws:SourceArn).
+      assumedBy: new ServicePrincipal("scheduler.amazonaws.com", {
+        conditions: { StringEquals: { "aws:SourceAccount": root.account, "aws:SourceArn": root.formatArn({ service: "scheduler", resource: "schedule-group", resourceName: groupName }) } },
+      }),
       description: "Assumed by EventBridge Scheduler to invoke the automation-fired function",
     });
     const firedName = `${root.stackName}-automation-fired`;
@@ -100,10 +107,9 @@ export class AutomationsStack extends NestedStack {
       fn.node.addDependency(this.scheduleGroup);
       for (const [name, value] of Object.entries(grant.environment)) fn.addEnvironment(name, value);
       for (const statement of [...grant.statements, ...this.schedulingStatements()]) fn.addToRolePolicy(statement);
-      props.allowProviderSecret(fn);
-      props.allowSandboxKeys(fn);
-      props.allowNudging(fn);
       props.allowSecrets(fn, "decrypt");
+      fn.addEnvironment("SLACK_SECRET_ARN", props.slackSecret.secretArn);
+      props.slackSecret.grantRead(fn);
       this.acknowledge(fn.role ?? fn, root, groupName, tableArnParameter);
     }
 

@@ -745,7 +745,7 @@ export class ControlPlaneStack extends Stack {
     // Automations (issue 18): every resource in a nested stack of its own. The relay ends runs from
     // their prompt's turn (functions/relay/service.ts): the schedule settings and grant to delete a
     // run's timeout and disable a failing automation's schedule (statements in its default policy).
-    this.automations = new AutomationsStack(this, "Automations", { root: this, table: this.table, httpApi: this.httpApi, environment, allowProviderSecret, allowSandboxKeys, allowNudging, allowSecrets });
+    this.automations = new AutomationsStack(this, "Automations", { root: this, table: this.table, httpApi: this.httpApi, environment, allowSecrets, slackSecret: this.slack.secret });
     for (const [name, value] of Object.entries(this.automations.schedulingEnvironment)) this.relay.container.addEnvironment(name, value);
     for (const statement of this.automations.schedulingStatements()) this.relay.taskDefinition.addToTaskRolePolicy(statement);
     // Its run ends sign the webhook notification: the automation's webhook secret is sealed under the secrets key.

@@ -16,7 +16,7 @@ import { ConflictError, NotFoundError, ValidationError } from "../domain/errors"
 import { describeZodError, httpRoute, type HttpDeps, type HttpHandler } from "../http/http-handler";
 import { CreateSessionBody } from "../contract/requests";
 import { requirePrincipal } from "../http/session-access";
-import type { AutomationScheduler, AutomationStore } from "../ports/automations";
+import type { AutomationScheduler, AutomationStore, WebhookKeyRun } from "../ports/automations";
 import {
   CreateAutomationBody,
   PatchAutomationBody,
@@ -198,8 +198,10 @@ const refuse = (status: number, code: string, message: string) => answer(status,
  * `POST /v1/automations/{id}/webhook` (issue 18, beyond the contract's peers): no bearer token;
  * `X-Signature: sha256=<hex HMAC-SHA256 of the raw body>` with the automation's webhook secret.
  * A valid call starts a run (trigger `webhook`) with the JSON body as the trigger context's
- * `payload`; `idempotencyKey` in the body makes a retry the same run (202 with it again).
- * A bad signature is 401 and nothing is stored; a disabled automation is 409.
+ * `payload`; `idempotencyKey` in the body makes a retry the same run (202 with it again, read
+ * through the key's claim). A bad signature is 401 and nothing is stored; a disabled automation,
+ * or one with a run in progress, is 409 and leaves the key unclaimed (the retry may start a run);
+ * a claim whose run then fails to start (an error) is released.
  */
 function makeWebhookHandler(parts: AutomationParts, deps: HttpDeps): HttpHandler {
   return async (event: APIGatewayProxyEventV2) => {
@@ -228,19 +230,39 @@ function makeWebhookHandler(parts: AutomationParts, deps: HttpDeps): HttpHandler
       if (!a.enabled) return refuse(409, "conflict", `automation ${a.id} is disabled`);
       const now = deps.now();
       const runDeps = parts.runDeps(deps);
-      let runId: string | undefined;
-      if (body.data.idempotencyKey) {
-        const claim = await parts.store.claimWebhookKey(a.id, body.data.idempotencyKey, `run_${randomBytes(12).toString("hex")}`, now);
-        if (!claim.fresh) {
-          const page = await parts.store.listRuns(a.id, { limit: 100 });
-          const run = page.items.find((r) => r.id === claim.runId);
-          return answer(202, { run: run ? runView(run) : { id: claim.runId, automationId: a.id }, duplicate: true });
-        }
-        runId = claim.runId;
+      const key = body.data.idempotencyKey;
+      // A key already bound to a run: that run, read directly (its id and scheduled time are in the claim).
+      const duplicate = async (bound: WebhookKeyRun) => {
+        const run = await parts.store.getRun(a.id, bound.scheduledAt, bound.runId);
+        return answer(202, { run: run ? runView(run) : { id: bound.runId, automationId: a.id }, duplicate: true });
+      };
+      if (key) {
+        const bound = await parts.store.getWebhookKey(a.id, key);
+        if (bound) return duplicate(bound);
       }
+      // The 409 before the claim: a refused call leaves its key free for the retry.
+      const busy = (detail: string) => refuse(409, "conflict", `automation ${a.id} has a run in progress (${detail})`);
       const active = await currentRun(runDeps, a);
-      if (active) return refuse(409, "conflict", `automation ${a.id} has a run in progress (run ${active.id} is ${active.status})`);
-      const { run } = await startRun(runDeps, a, { trigger: "webhook", scheduledAt: now.toISOString(), ...(runId ? { runId } : {}), payload: json });
+      if (active) return busy(`run ${active.id} is ${active.status}`);
+      const runKey: WebhookKeyRun = { runId: `run_${randomBytes(12).toString("hex")}`, scheduledAt: now.toISOString() };
+      if (key) {
+        const claim = await parts.store.claimWebhookKey(a.id, key, runKey, now);
+        if (!claim.fresh) return duplicate(claim.run);
+      }
+      // A claim whose run did not start (startRun threw, or another run began meanwhile) is released.
+      const release = () => (key ? parts.store.releaseWebhookKey(a.id, key, runKey.runId) : Promise.resolve());
+      let started: Awaited<ReturnType<typeof startRun>>;
+      try {
+        started = await startRun(runDeps, a, { trigger: "webhook", ...runKey, payload: json });
+      } catch (err) {
+        await release().catch((releaseErr: unknown) => deps.logger.warn("webhook idempotency key not released", { automationId: a.id, error: releaseErr instanceof Error ? releaseErr.message : String(releaseErr) }));
+        throw err;
+      }
+      const { run } = started;
+      if (started.outcome === "skipped") {
+        await release();
+        return busy(run.error ?? "another run started meanwhile");
+      }
       return answer(202, { run: runView(run) });
     } catch (err) {
       deps.logger.error("automation webhook failed", { error: err instanceof Error ? err.message : String(err) });

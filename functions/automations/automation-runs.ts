@@ -155,8 +155,14 @@ export async function startRun(
   // The dedupe (a firing delivered twice, concurrently): the second put affects nothing.
   if (!(await deps.store.putRun(run))) return { outcome: "duplicate", run: (await deps.store.getRun(run.automationId, run.scheduledAt, run.id)) ?? run };
   await deps.store.setActiveRun(automation.orgId, automation.id, { runId: run.id, scheduledAt: run.scheduledAt });
-  // The timeout first: a run whose start hangs still ends.
-  await deps.scheduler.armTimeout(run, new Date(now.getTime() + automation.maxRunSeconds * 1000));
+  // The timeout first: a run whose start hangs still ends. Without one it must not stay active
+  // (it would skip every later firing): it ends failed.
+  try {
+    await deps.scheduler.armTimeout(run, new Date(now.getTime() + automation.maxRunSeconds * 1000));
+  } catch (err) {
+    await endRun(deps, run, "failed", { error: "the run's timeout could not be scheduled (internal error)" });
+    throw err;
+  }
 
   const triggerContext: AutomationTriggerContext = {
     automationId: automation.id,

@@ -1,4 +1,8 @@
-/** Lambda entry of the `/v1/automations` routes (one route-group function: infra/automations-stack.ts). */
+/**
+ * Lambda entry of the `/v1/automations` routes (one route-group function: infra/automations-stack.ts).
+ * A run ended here (run now or the webhook trigger whose session cannot start) has its
+ * notifications awaited before the response (settle-notifications.ts).
+ */
 import { awsRuntime } from "../composition/lambda";
 import { composeAwsAutomations } from "../composition/automations-aws";
 import type { AutomationComposition } from "../composition/automations";
@@ -6,6 +10,7 @@ import { processEnvironment } from "../config/config";
 import type { HttpDeps, HttpHandler } from "../http/http-handler";
 import { lambdaRouteGroup } from "../http/lambda-entry";
 import { AUTOMATION_ROUTES, makeAutomationHandlers, type AutomationRouteId } from "./automation-routes";
+import { settlingNotifications } from "./settle-notifications";
 
 let parts: AutomationComposition | undefined;
 const route =
@@ -17,4 +22,4 @@ const route =
 
 export const ROUTES = Object.fromEntries(AUTOMATION_ROUTES.map((r) => [`${r.method} ${r.path}`, route(r.id)]));
 
-export const handler = lambdaRouteGroup(ROUTES);
+export const handler = settlingNotifications(lambdaRouteGroup(ROUTES), () => parts?.notifier);

@@ -5,7 +5,9 @@
  * `X-Signature: sha256=<hex HMAC-SHA256 of the raw body>` with the automation's webhook secret
  * (returned once, by the create). Retried with backoff (WEBHOOK_BACKOFF_MS) on a network error,
  * a 429 or a 5xx; never awaited by the run's completion, and failures are logged only (the URL
- * and the body are never logged: they may carry tokens).
+ * and the body are never logged: they may carry tokens). A Lambda whose invocation ended runs
+ * (automation-fired, the routes, RecordFailure) awaits them before returning
+ * (settle-notifications.ts): a frozen function would lose the POST and its retries.
  */
 import type { Logger } from "@aws-lambda-powertools/logger";
 import { createHmac } from "node:crypto";

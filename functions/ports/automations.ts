@@ -9,6 +9,12 @@
 import * as z from "zod";
 import type { AutomationRecord, RunEnd, RunRecord } from "../automations/automation";
 
+/** The run an inbound webhook's idempotency key is bound to. */
+export interface WebhookKeyRun {
+  runId: string;
+  scheduledAt: string;
+}
+
 export interface AutomationStore {
   /** A conditional put: false when the id exists. */
   create(record: AutomationRecord): Promise<boolean>;
@@ -30,8 +36,15 @@ export interface AutomationStore {
   setActiveRun(orgId: string, automationId: string, active: { runId: string; scheduledAt: string } | null, expectRunId?: string): Promise<void>;
   /** The failure streak after a run ended; disables at the threshold. Returns the record after. */
   recordRunEnd(orgId: string, automationId: string, end: RunEnd, at: Date): Promise<AutomationRecord | null>;
-  /** An inbound webhook's idempotency key, claimed once (7 days). */
-  claimWebhookKey(automationId: string, key: string, runId: string, at: Date): Promise<{ fresh: boolean; runId: string }>;
+  /**
+   * An inbound webhook's idempotency key, claimed once (7 days) for the run it is to start (its
+   * id and scheduled time, so a retry reads that run directly). Not fresh: claimed already, by `run`.
+   */
+  claimWebhookKey(automationId: string, key: string, run: WebhookKeyRun, at: Date): Promise<{ fresh: boolean; run: WebhookKeyRun }>;
+  /** The run a claimed key started (null: not claimed, or released). */
+  getWebhookKey(automationId: string, key: string): Promise<WebhookKeyRun | null>;
+  /** Gives up a claim that started no run (still held by `runId` only). */
+  releaseWebhookKey(automationId: string, key: string, runId: string): Promise<void>;
 }
 
 /**

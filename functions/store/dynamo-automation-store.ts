@@ -5,7 +5,7 @@
  * |--------------------|----------------------------|-----------------------------------|
  * | definition         | `ORG#<orgId>`              | `AUTOMATION#<automationId>`       |
  * | run                | `AUTOMATION#<automationId>`| `RUN#<scheduledAt>#<runId>`       |
- * | webhook key        | `AUTOMATION#<automationId>`| `WEBHOOKKEY#<sha256(key)>`        | (`ttl`: 7 days)
+ * | webhook key        | `AUTOMATION#<automationId>`| `WEBHOOKKEY#<sha256(key)>`        | (the run's id and scheduledAt; `ttl`: 7 days)
  *
  * Access patterns: an org's automations: Query `ORG#org` begins_with `AUTOMATION#`; an
  * automation's runs newest first: Query `AUTOMATION#id` begins_with `RUN#`, ScanIndexForward
@@ -18,8 +18,8 @@ import * as z from "zod";
 import type { AutomationRecord, RunEnd, RunRecord } from "../automations/automation";
 import { AUTO_DISABLE_AFTER, disabledReasonAfterFailures } from "../automations/automation";
 import { ValidationError } from "../domain/errors";
-import type { AutomationStore } from "../ports/automations";
-import { DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand, type DynamoDBDocumentClient } from "./dynamodb-sdk";
+import type { AutomationStore, WebhookKeyRun } from "../ports/automations";
+import { DeleteCommand, GetCommand, PutCommand, QueryCommand, ScanCommand, UpdateCommand, type DynamoDBDocumentClient } from "./dynamodb-sdk";
 import { isConditionFailure, stripKeys } from "./item-lease";
 
 const k = {
@@ -240,15 +240,53 @@ export class DynamoAutomationStore implements AutomationStore {
     }
   }
 
-  async claimWebhookKey(automationId: string, key: string, runId: string, at: Date): Promise<{ fresh: boolean; runId: string }> {
-    const item = { ...k.webhookKey(automationId, key), runId, createdAt: at.toISOString(), ttl: Math.floor(at.getTime() / 1000) + 7 * 86_400 };
+  /**
+   * Every enabled automation of every org: a Scan, for the local runtime re-arming its timers
+   * after a DATA_DIR restart (in AWS the schedules live in Scheduler; nothing there calls this).
+   */
+  async scanEnabled(): Promise<AutomationRecord[]> {
+    const found: AutomationRecord[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const out = await this.doc.send(
+        new ScanCommand({
+          TableName: this.tableName,
+          FilterExpression: "begins_with(PK, :org) AND begins_with(SK, :automation) AND enabled = :true",
+          ExpressionAttributeValues: { ":org": "ORG#", ":automation": "AUTOMATION#", ":true": true },
+          ...(start ? { ExclusiveStartKey: start } : {}),
+        }),
+      );
+      found.push(...(out.Items ?? []).map((i) => stripKeys(i) as unknown as AutomationRecord));
+      start = out.LastEvaluatedKey;
+    } while (start);
+    return found;
+  }
+
+  async claimWebhookKey(automationId: string, key: string, run: WebhookKeyRun, at: Date): Promise<{ fresh: boolean; run: WebhookKeyRun }> {
+    const item = { ...k.webhookKey(automationId, key), runId: run.runId, scheduledAt: run.scheduledAt, createdAt: at.toISOString(), ttl: Math.floor(at.getTime() / 1000) + 7 * 86_400 };
     try {
       await this.doc.send(new PutCommand({ TableName: this.tableName, Item: item, ConditionExpression: "attribute_not_exists(PK)" }));
-      return { fresh: true, runId };
+      return { fresh: true, run };
     } catch (err) {
       if (!isConditionFailure(err)) throw err;
-      const out = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: k.webhookKey(automationId, key), ConsistentRead: true }));
-      return { fresh: false, runId: String(out.Item?.runId ?? runId) };
+      const bound = await this.getWebhookKey(automationId, key);
+      // Released between the put and the read (its run never started): claim it again.
+      return bound ? { fresh: false, run: bound } : this.claimWebhookKey(automationId, key, run, at);
+    }
+  }
+
+  async getWebhookKey(automationId: string, key: string): Promise<WebhookKeyRun | null> {
+    const out = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: k.webhookKey(automationId, key), ConsistentRead: true }));
+    if (!out.Item) return null;
+    return { runId: String(out.Item.runId), scheduledAt: String(out.Item.scheduledAt ?? "") };
+  }
+
+  async releaseWebhookKey(automationId: string, key: string, runId: string): Promise<void> {
+    try {
+      await this.doc.send(new DeleteCommand({ TableName: this.tableName, Key: k.webhookKey(automationId, key), ConditionExpression: "runId = :run", ExpressionAttributeValues: { ":run": runId } }));
+    } catch (err) {
+      // Gone already, or another claim's: nothing of ours to release.
+      if (!isConditionFailure(err)) throw err;
     }
   }
 }

@@ -5,16 +5,17 @@
  * automation's timezone) and, when it fires, the next one is armed before the handler runs
  * (a slow run never delays the schedule, as with EventBridge). A disabled automation keeps no
  * timer. One one-time timeout per run. Every firing goes to the same `automation-fired`
- * handler as in AWS, with the scheduled time in the event.
+ * handler as in AWS, with the scheduled time in the event. Delays past setTimeout's limit (a
+ * monthly cron) wait in chunks (long-timeout.ts): a timer never fires before its time.
  */
 import type { AutomationRecord, RunRecord } from "../../functions/automations/automation";
 import { nextRunAt, parseSchedule } from "../../functions/automations/schedule-expression";
 import type { AutomationFiredEvent, AutomationScheduler } from "../../functions/ports/automations";
-import { MAX_TIMER_DELAY_MS } from "./local-lifecycle-scheduler";
+import { setLongTimeout, type LongTimeout } from "./long-timeout";
 
 export class LocalAutomationScheduler implements AutomationScheduler {
-  private readonly recurring = new Map<string, ReturnType<typeof setTimeout>>();
-  private readonly timeouts = new Map<string, ReturnType<typeof setTimeout>>();
+  private readonly recurring = new Map<string, LongTimeout>();
+  private readonly timeouts = new Map<string, LongTimeout>();
   private readonly inFlight = new Set<Promise<void>>();
   private closed = false;
   /** Firings delivered, by automation id (tests). */
@@ -36,16 +37,14 @@ export class LocalAutomationScheduler implements AutomationScheduler {
     const parsed = parseSchedule(automation.schedule, automation.timezone);
     const at = nextRunAt(parsed, automation.timezone, new Date(automation.scheduleAnchor), after);
     if (!at) return;
-    const delay = Math.min(Math.max(0, at.getTime() - this.options.now().getTime()), MAX_TIMER_DELAY_MS);
-    const timer = setTimeout(() => {
+    const timer = setLongTimeout(() => {
       if (this.closed) return;
       this.recurring.delete(automation.id);
       this.fired.set(automation.id, (this.fired.get(automation.id) ?? 0) + 1);
       // The next firing first: a run taking longer than the interval meets the skip rule, not a late timer.
       this.armNext(automation, at);
       this.deliver({ kind: "fire", orgId: automation.orgId, automationId: automation.id, scheduledAt: at.toISOString() });
-    }, delay);
-    timer.unref();
+    }, at.getTime() - this.options.now().getTime());
     this.recurring.set(automation.id, timer);
   }
 
@@ -63,12 +62,10 @@ export class LocalAutomationScheduler implements AutomationScheduler {
   armTimeout(run: Pick<RunRecord, "id" | "automationId" | "orgId" | "scheduledAt">, at: Date): Promise<void> {
     this.clear(this.timeouts, run.id);
     if (this.closed) return Promise.resolve();
-    const delay = Math.min(Math.max(0, at.getTime() - this.options.now().getTime()), MAX_TIMER_DELAY_MS);
-    const timer = setTimeout(() => {
+    const timer = setLongTimeout(() => {
       this.timeouts.delete(run.id);
       if (!this.closed) this.deliver({ kind: "timeout", orgId: run.orgId, automationId: run.automationId, runId: run.id, scheduledAt: run.scheduledAt });
-    }, delay);
-    timer.unref();
+    }, at.getTime() - this.options.now().getTime());
     this.timeouts.set(run.id, timer);
     return Promise.resolve();
   }
@@ -83,9 +80,8 @@ export class LocalAutomationScheduler implements AutomationScheduler {
     return [...this.recurring.keys()];
   }
 
-  private clear(map: Map<string, ReturnType<typeof setTimeout>>, key: string): void {
-    const timer = map.get(key);
-    if (timer) clearTimeout(timer);
+  private clear(map: Map<string, LongTimeout>, key: string): void {
+    map.get(key)?.clear();
     map.delete(key);
   }
 
@@ -96,8 +92,8 @@ export class LocalAutomationScheduler implements AutomationScheduler {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const t of this.recurring.values()) clearTimeout(t);
-    for (const t of this.timeouts.values()) clearTimeout(t);
+    for (const t of this.recurring.values()) t.clear();
+    for (const t of this.timeouts.values()) t.clear();
     this.recurring.clear();
     this.timeouts.clear();
     await this.settled();

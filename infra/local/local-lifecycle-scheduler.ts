@@ -5,6 +5,9 @@
  * the same name); cancelling an unknown name is a no-op; a time in the past fires on the next tick.
  */
 import { scheduleName, type LifecycleScheduler, type ScheduleFiredEvent, type ScheduleTarget } from "../../functions/ports/lifecycle-scheduler";
+import { setLongTimeout, type LongTimeout } from "./long-timeout";
+
+export { MAX_TIMER_DELAY_MS } from "./long-timeout";
 
 export interface LocalLifecycleSchedulerOptions {
   /** Clock used to turn `at` into a delay; defaults to the system clock. */
@@ -13,14 +16,11 @@ export interface LocalLifecycleSchedulerOptions {
   onError?: (err: unknown, event: ScheduleFiredEvent) => void;
 }
 
-/** setTimeout's largest delay (2^31-1 ms, about 24.8 days); longer delays fire at once in Node. */
-export const MAX_TIMER_DELAY_MS = 2 ** 31 - 1;
-
 interface Entry {
   name: string;
   at: Date;
   event: ScheduleFiredEvent;
-  timer?: ReturnType<typeof setTimeout>;
+  timer?: LongTimeout;
 }
 
 export class LocalLifecycleScheduler implements LifecycleScheduler {
@@ -51,7 +51,10 @@ export class LocalLifecycleScheduler implements LifecycleScheduler {
     this.clear(name);
     const entry: Entry = { name, at: new Date(at.getTime()), event };
     this.entries.set(name, entry);
-    this.wait(entry, Math.max(0, at.getTime() - this.now().getTime()));
+    // Chunked past setTimeout's limit (long-timeout.ts): a far expiry never fires early.
+    entry.timer = setLongTimeout(() => {
+      if (this.entries.get(entry.name) === entry) this.fire(entry); // else replaced or cancelled meanwhile
+    }, at.getTime() - this.now().getTime());
   }
 
   async cancel(target: ScheduleTarget): Promise<void> {
@@ -85,24 +88,8 @@ export class LocalLifecycleScheduler implements LifecycleScheduler {
   private clear(name: string): void {
     const entry = this.entries.get(name);
     if (!entry) return;
-    clearTimeout(entry.timer);
+    entry.timer?.clear();
     this.entries.delete(name);
-  }
-
-  /**
-   * Waits `remainingMs` in chunks setTimeout can hold (a longer delay would overflow and fire
-   * at once). The remainder is counted down per chunk rather than re-read from `now`, so an
-   * injected clock that does not advance cannot stall the chain.
-   */
-  private wait(entry: Entry, remainingMs: number): void {
-    const chunk = Math.min(remainingMs, MAX_TIMER_DELAY_MS);
-    const timer = setTimeout(() => {
-      if (this.entries.get(entry.name) !== entry) return; // replaced or cancelled meanwhile
-      if (remainingMs > chunk) this.wait(entry, remainingMs - chunk);
-      else this.fire(entry);
-    }, chunk);
-    timer.unref();
-    entry.timer = timer;
   }
 
   private fire(entry: Entry): void {

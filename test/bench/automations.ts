@@ -6,11 +6,17 @@
  *   (run recorded, session created and its ensure-runtime started), p50 / p99;
  * - AWS calls per run: DynamoDB requests of the firing and of the run's end (counted on the
  *   runtime's document client), Scheduler calls (the run's timeout: one create, one delete),
- *   Lambda invocations (automation-fired), and the skip path. Figures only.
+ *   Lambda invocations (automation-fired), and the skip path;
+ * - run end -> session paused past the grace (issue 18: "no run leaves a sandbox running past
+ *   grace + lag"): BENCH_AUTOMATION_RUNS (default 5) manual runs, one after another, on the local
+ *   runtime with the real local provider (real OpenCode, the development model's echo) and a short
+ *   automation grace (BENCH_AUTOMATION_GRACE_SECONDS, default 2): from the run's `endedAt` (its
+ *   turn completed) to its session's `pausedAt` (idle snapshot, reason inactivity), less the
+ *   grace, p50 / p99 / max. Figures only.
  */
 import { endRun, handleAutomationFired } from "../../functions/automations/automation-runs";
 import { startLocalRuntime } from "../../infra/local/runtime";
-import { apiClient } from "../support/local-runtime";
+import { apiClient, storedSession, waitFor } from "../support/local-runtime";
 import { InstantSandboxProvider } from "../support/instant-provider";
 import { countDynamoRequests, type DynamoRequest } from "./dynamo-usage";
 import { heading, note, percentile, table } from "./report";
@@ -94,6 +100,53 @@ export async function benchAutomations(): Promise<void> {
       ],
     );
     note(`${RUNS} runs, zero-latency provider (InstantSandboxProvider), local runtime on dynalite; the session's flows (ensure-runtime) are counted in section "lifecycle flows".`);
+  } finally {
+    await runtime.close();
+  }
+}
+
+/** Seed 002's idle detection polled every 30 s: a finished run's sandbox idled up to 30 s past its grace. */
+const SEED_POLL_SECONDS = 30;
+
+export async function benchAutomationIdleGrace(): Promise<void> {
+  heading("Automations (issue 18): run end -> session paused, past the automation grace");
+  const runs = Number(process.env.BENCH_AUTOMATION_RUNS ?? 5);
+  const graceSeconds = Number(process.env.BENCH_AUTOMATION_GRACE_SECONDS ?? 2);
+  const runtime = await startLocalRuntime({ port: 0, env: { AUTOMATION_MIN_INTERVAL_SECONDS: "1", AUTOMATION_IDLE_GRACE_SECONDS: String(graceSeconds), RELAY_SCAN_INTERVAL_SECONDS: "0.2" } });
+  try {
+    const api = apiClient(runtime.url, runtime.devApiToken);
+    const pastGrace: number[] = [];
+    for (let i = 0; i < runs; i++) {
+      const res = await api.request("POST", "/v1/automations", { body: { name: `grace ${i}`, schedule: "cron(0 0 1 1 ? 2099)", repos: [], prompt: `report ${i}` } });
+      if (res.status !== 201) throw new Error(`create: ${res.status} ${res.text}`);
+      const id = (res.body as { automation: { id: string } }).automation.id;
+      const started = await api.request("POST", `/v1/automations/${id}/runs`);
+      if (started.status !== 202) throw new Error(`run: ${started.status} ${started.text}`);
+      const run = (started.body as { run: { id: string; scheduledAt: string; sessionId: string } }).run;
+      const ended = await waitFor(
+        `run ${run.id} to end`,
+        async () => {
+          const r = await runtime.automations.store.getRun(id, run.scheduledAt, run.id);
+          return r?.endedAt ? r : null;
+        },
+        180_000,
+      );
+      if (ended.status !== "succeeded") throw new Error(`run ${run.id} ended ${ended.status}: ${ended.error ?? ""}`);
+      const paused = await waitFor(
+        `session ${run.sessionId} to pause`,
+        async () => {
+          const session = await storedSession(runtime, run.sessionId);
+          return session.status === "paused" ? session : null;
+        },
+        120_000,
+      );
+      pastGrace.push(Date.parse(paused.pausedAt ?? "") - Date.parse(ended.endedAt ?? "") - graceSeconds * 1000);
+    }
+    table(
+      ["run end -> session paused, less the grace (ms)", "p50", "p99", "max", "seed 002"],
+      [[`${runs} runs, grace ${graceSeconds} s`, percentile(pastGrace, 50), percentile(pastGrace, 99), Math.max(...pastGrace), `up to ${SEED_POLL_SECONDS * 1000} (its ${SEED_POLL_SECONDS} s poll)`]],
+    );
+    note("Real OpenCode (the development model's echo) on the local provider, one run at a time; pausedAt is the idle snapshot's commit (the sandbox is down by then). AWS adds Scheduler's delivery of the idle check (up to a minute early, held by the flow's Wait) and Lambda cold starts.");
   } finally {
     await runtime.close();
   }

@@ -15,7 +15,8 @@
  *  12. ops (issue 19): the dashboards against CloudWatch's limits, rendered to HTML; the monthly cost of dashboards and alarms; the provider-call metric's overhead.
  *  13. clients: the typed client's browser bundle, the OpenAPI document and its Lambda, the CLI's start.
  *  14. console: the web console's bundle sizes (gzip, without the terminal: target < 150 KB) and first load in headless chromium.
- *  15. automations (issue 18): firing to session created (p50/p99) and the AWS calls per run.
+ *  15. automations (issue 18): firing to session created (p50/p99) and the AWS calls per run;
+ *      "automation grace": run end to session paused, less the grace (p50/p99/max, real OpenCode).
  * `BENCH_ONLY=<section name>[,...]` (e.g. `BENCH_ONLY=prebuilds npm run bench`) runs only those sections.
  * layers/README.md records the packaging decision drawn from section 2.
  */
@@ -65,6 +66,7 @@ try {
   await section("slack", async () => (await import("./slack")).benchSlack(repoRoot, tmpDir));
   await section("ops", async () => (await import("./ops")).benchOps(tmpDir));
   await section("automations", async () => (await import("./automations")).benchAutomations());
+  await section("automation grace", async () => (await import("./automations")).benchAutomationIdleGrace());
   await section("clients", async () => (await import("./clients")).benchClients(repoRoot, tmpDir));
   await section("console", async () => (await import("./console")).benchConsole());
 } finally {

@@ -24,6 +24,7 @@ import { SlackOutbox } from "../../functions/slack/outbox";
 import { DynamoApiTokenStore } from "../../functions/store/dynamo-session-store";
 import { buildLambdaContext } from "../../infra/local/api-gateway-events";
 import { LocalAutomationScheduler } from "../../infra/local/local-automation-scheduler";
+import { settlingNotifications } from "../../functions/automations/settle-notifications";
 import { capturingLogger } from "../support/capturing-logger";
 import { FaultInjectingProvider } from "../support/fault-injecting-provider";
 import { startFlowHarness, TEST_SECRETS_MASTER_KEY, type FlowHarness } from "../support/flow-harness";
@@ -170,6 +171,9 @@ async function startedRun(automation: AutomationRecord): Promise<RunRecord> {
   return run;
 }
 
+/** A Lambda context with `remainingMs` left. */
+const lambdaContext = (remainingMs: number) => ({ ...buildLambdaContext("automation-fired", "req"), getRemainingTimeInMillis: () => remainingMs });
+
 const sign = (secret: string, body: string) => `sha256=${createHmac("sha256", secret).update(body).digest("hex")}`;
 
 describe("run notifications", () => {
@@ -214,6 +218,43 @@ describe("run notifications", () => {
     await automations.notifier.settled();
     expect(receiver.requests.length - before).toBe(4);
     expect(logger.lines.some((l) => l.includes("automation notification failed") && l.includes(run.id))).toBe(true);
+  });
+
+  it("a Lambda handler that ended a run returns only once its notifications are sent (settlingNotifications, as the three entries wear it)", async () => {
+    const { automation } = await createAutomation("settling", { webhookUrl: receiver.url });
+    const run = await startedRun(automation);
+    const before = receiver.requests.length;
+    receiver.next.push("hang");
+    const handler = settlingNotifications(async () => {
+      await endRun(automations.runDeps(h.httpDeps), run, "succeeded", { summary: "ok" });
+      return "done";
+    }, () => automations.notifier);
+    let returned = false;
+    const invocation = handler({}, lambdaContext(60_000)).then((r) => ((returned = true), r));
+    // The POST landed and is held by the receiver: the handler has not returned.
+    await waitFor(() => receiver.requests.length, { until: (n) => n > before, timeoutMs: 30_000, message: "the webhook POST never arrived" });
+    expect(returned).toBe(false);
+    // Answered (503, then the retry's 200): the handler returns once the notification is delivered.
+    receiver.release();
+    expect(await invocation).toBe("done");
+    expect(receiver.requests.length - before).toBe(2);
+  });
+
+  it("...but no longer than the invocation's remaining time less 2 s", async () => {
+    const { automation } = await createAutomation("capped", { webhookUrl: receiver.url });
+    const run = await startedRun(automation);
+    const before = receiver.requests.length;
+    receiver.next.push("hang");
+    const handler = settlingNotifications(async () => {
+      await endRun(automations.runDeps(h.httpDeps), run, "succeeded", { summary: "ok" });
+      await waitFor(() => receiver.requests.length, { until: (n) => n > before, timeoutMs: 30_000, message: "the webhook POST never arrived" });
+      return "done";
+    }, () => automations.notifier);
+    // 2.2 s left: 200 ms for the notifications, and the receiver holds the POST until released.
+    expect(await handler({}, lambdaContext(2_200))).toBe("done");
+    expect(receiver.requests.length - before).toBe(1);
+    receiver.release();
+    await automations.notifier.settled();
   });
 
   it("notify.slackChannel: one chat.postMessage through the Slack outbox, keyed by the run", async () => {
@@ -294,6 +335,51 @@ describe("the inbound webhook trigger", () => {
     await waitFor(() => h.session(run.sessionId), { until: (s) => s.status === "running", timeoutMs: 60_000, message: "the webhook run's session never reached running" });
     expect((await automations.store.get(ORG, automation.id, true))?.activeRun?.runId).toBe(run.id);
   });
+  it("409 while a run is in progress, then a retry with the same idempotencyKey starts a run (the refused call claimed nothing)", async () => {
+    const { automation, secret } = await createAutomation("busy");
+    const manual = await startedRun(automation);
+    const body = JSON.stringify({ idempotencyKey: "retry-after-409", ref: "main" });
+    const headers = { "x-automation-org": ORG, "x-signature": sign(secret, body) };
+    const refused = await webhook(automation.id, body, headers);
+    expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+    expect((refused.body.error as { message: string }).message).toContain(manual.id);
+    await endRun(automations.runDeps(h.httpDeps), manual, "succeeded", { summary: "done" });
+    const retried = await webhook(automation.id, body, headers);
+    expect(retried.status, JSON.stringify(retried.body)).toBe(202);
+    expect(retried.body.duplicate).toBeUndefined();
+    const run = retried.body.run as { id: string; trigger: string; status: string; sessionId: string };
+    expect(run).toMatchObject({ trigger: "webhook", status: "running", sessionId: expect.stringMatching(/^ses_/) as string });
+    // Once started, the key is bound to that run: a third call is the same run, read through the key.
+    const third = await webhook(automation.id, body, headers);
+    expect(third.body).toMatchObject({ run: { id: run.id, status: "running", sessionId: run.sessionId }, duplicate: true });
+    expect((await automations.store.listRuns(automation.id, { limit: 10 })).items.map((r) => r.id).sort()).toEqual([manual.id, run.id].sort());
+    // Its session provisioned before the next test injects a provider fault.
+    await waitFor(() => h.session(run.sessionId), { until: (s) => s.status === "running", timeoutMs: 60_000, message: "the retried run's session never reached running" });
+  });
+
+  it("a run that fails to start with an error releases its key: the retry starts a run", async () => {
+    const { automation, secret } = await createAutomation("flaky start");
+    const body = JSON.stringify({ idempotencyKey: "retry-after-500" });
+    const headers = { "x-automation-org": ORG, "x-signature": sign(secret, body) };
+    // The run's timeout cannot be armed once (the scheduler's API failing): startRun throws.
+    const armTimeout = timers.armTimeout.bind(timers);
+    timers.armTimeout = () => {
+      timers.armTimeout = armTimeout;
+      return Promise.reject(new Error("scheduler unavailable (test)"));
+    };
+    const failed = await webhook(automation.id, body, headers);
+    expect(failed.status).toBe(500);
+    expect(timers.armTimeout).toBe(armTimeout);
+    // That run ended failed (a run without its timeout is never left active).
+    const [first] = (await automations.store.listRuns(automation.id, { limit: 10 })).items;
+    expect(first).toMatchObject({ trigger: "webhook", status: "failed", error: expect.stringContaining("timeout could not be scheduled") as string });
+    const retried = await webhook(automation.id, body, headers);
+    expect(retried.status, JSON.stringify(retried.body)).toBe(202);
+    expect(retried.body.duplicate).toBeUndefined();
+    expect(retried.body.run).toMatchObject({ trigger: "webhook", status: "running" });
+    const sessionId = (retried.body.run as { sessionId: string }).sessionId;
+    await waitFor(() => h.session(sessionId), { until: (s) => s.status === "running", timeoutMs: 60_000, message: "the retried run's session never reached running" });
+  });
 });
 
 describe("a run whose session fails", () => {
@@ -318,5 +404,28 @@ describe("a run whose session fails", () => {
     const notified = (r: Receiver["requests"][number]) => (JSON.parse(r.body) as { run: { id: string; status: string } }).run;
     await waitFor(() => receiver.requests.map(notified), { until: (runs) => runs.some((r) => r.id === run.id), timeoutMs: 30_000, message: "the failed run was never notified" });
     expect(receiver.requests.map(notified).find((r) => r.id === run.id)?.status).toBe("failed");
+  });
+});
+
+describe("a run whose org has no credits left", () => {
+  it("fails with the session create's 402 credits_exhausted: the streak counts 1, the run is notified", async () => {
+    const { automation } = await createAutomation("broke", { webhookUrl: receiver.url });
+    // API.md "Usage, limits and credits": a spent budget (here none at all) refuses the session create.
+    await h.deps.usage.putLimits(ORG, { monthlyActiveSeconds: 0 }, new Date());
+    try {
+      const scheduledAt = new Date().toISOString();
+      const out = await handleAutomationFired(automations.runDeps(h.httpDeps), { kind: "fire", orgId: ORG, automationId: automation.id, scheduledAt });
+      expect(out.outcome).toBe("failed");
+      expect(out.run).toMatchObject({ status: "failed", trigger: "schedule", scheduledAt, sessionId: null, error: expect.stringContaining("402 credits_exhausted") as string });
+      const stored = await automations.store.getRun(automation.id, scheduledAt, out.run?.id ?? "");
+      expect(stored?.status).toBe("failed");
+      expect(await automations.store.get(ORG, automation.id, true)).toMatchObject({ consecutiveFailures: 1, enabled: true, activeRun: null });
+      // Notified as failed, with the reason.
+      await automations.notifier.settled();
+      const notified = receiver.requests.map((r) => (JSON.parse(r.body) as { run: { id: string; status: string; error: string } }).run).find((r) => r.id === out.run?.id);
+      expect(notified).toMatchObject({ status: "failed", error: expect.stringContaining("credits_exhausted") as string });
+    } finally {
+      await h.deps.usage.putLimits(ORG, { monthlyActiveSeconds: null }, new Date());
+    }
   });
 });

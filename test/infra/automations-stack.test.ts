@@ -48,6 +48,7 @@ describe("the automations nested stack", () => {
     const roleId = synth.stack.automations.getLogicalId(synth.stack.automations.schedulerRole.node.defaultChild as never);
     expect(JSON.stringify(resources[roleId]?.Properties.AssumeRolePolicyDocument)).toContain("scheduler.amazonaws.com");
     expect(JSON.stringify(resources[roleId]?.Properties.AssumeRolePolicyDocument)).toContain("aws:SourceAccount");
+    expect(JSON.stringify(resources[roleId]?.Properties.AssumeRolePolicyDocument)).toContain(":schedule-group/SandboxControlPlane-automations");
     const policies = Object.values(resources).filter((r) => r.Type === "AWS::IAM::Policy" && JSON.stringify(r.Properties.Roles).includes(roleId));
     const statements = policies.flatMap((r) => (r.Properties.PolicyDocument as { Statement: Statement[] }).Statement);
     expect(actionsOf(statements)).toEqual(["lambda:InvokeFunction"]);
@@ -76,6 +77,20 @@ describe("the automations nested stack", () => {
       for (const flow of ["ensure-runtime", "stop"]) expect(started.some((r) => r.includes(`:stateMachine:SandboxControlPlane-${flow}"`))).toBe(true);
       const env = envOf(fn);
       for (const name of ["AUTOMATIONS_SCHEDULE_GROUP", "AUTOMATION_FIRED_ARN", "AUTOMATIONS_SCHEDULER_ROLE_ARN", "TABLE_NAME", "STATE_MACHINE_ARN_ENSURE_RUNTIME", "STATE_MACHINE_ARN_STOP", "SECRETS_KMS_KEY_ARN"]) expect(env, name).toHaveProperty(name);
+    }
+  });
+
+  it("both functions read the Slack secret (run notifications to notify.slackChannel from timed-out runs and failed starts), and nothing a sandbox or the relay needs", () => {
+    for (const fn of [synth.stack.automations.fired, synth.stack.automations.routes]) {
+      const env = envOf(fn);
+      expect(env, fn.node.id).toHaveProperty("SLACK_SECRET_ARN");
+      // Least privilege: the session routes they call in process start flows; they reach no sandbox or agent.
+      for (const name of ["PROVIDER_SECRET_ARN", "SANDBOX_ACCESS_KEY_SECRET_ARN", "RELAY_NUDGE_QUEUE_URL"]) expect(env, `${fn.node.id} ${name}`).not.toHaveProperty(name);
+      const statements = statementsOf(fn);
+      const reads = statements.filter((s) => actionsOf([s]).includes("secretsmanager:GetSecretValue"));
+      // One secret: the Slack app's (a parameter from the Slack nested stack, as its ARN in the environment).
+      expect(reads.map((s) => JSON.stringify(s.Resource)), fn.node.id).toEqual([JSON.stringify(env.SLACK_SECRET_ARN)]);
+      expect(actionsOf(statements).filter((a) => a.startsWith("sqs:")), fn.node.id).toEqual([]);
     }
   });
 
