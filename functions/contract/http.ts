@@ -149,13 +149,12 @@ export interface ContractOperation {
 const op = (o: ContractOperation): ContractOperation => o;
 
 /**
- * Every route of the public contract. Automations (API.md "Automations", issue 18) have their
- * place at the end: their entries appear in the OpenAPI document once their routes are in the
- * route table (the document holds exactly the served routes).
+ * Every route of the public contract, once each (`method path`), under its route table's id.
+ * The OpenAPI document holds the entries whose routes are served.
  */
 export const CONTRACT_OPERATIONS: readonly ContractOperation[] = [
   op({ method: "GET", path: "/v1/health", operationId: "Health", summary: "Liveness and the WebSocket URL", tag: "meta", auth: "none", status: 200, response: Health }),
-  op({ method: "GET", path: "/v1/openapi.json", operationId: "OpenApiDocument", summary: "This OpenAPI 3.1 document", tag: "meta", auth: "none", status: 200, response: AnyObject }),
+  op({ method: "GET", path: "/v1/openapi.json", operationId: "GetOpenApiDocument", summary: "This OpenAPI 3.1 document", tag: "meta", auth: "none", status: 200, response: AnyObject }),
   // Sessions
   op({ method: "POST", path: "/v1/sessions", operationId: "CreateSession", summary: "Create a session (no sandbox yet)", tag: "sessions", auth: "bearer", body: CreateSessionBody, status: 201, response: SessionBody }),
   op({ method: "GET", path: "/v1/sessions", operationId: "ListSessions", summary: "The org's sessions, newest first", tag: "sessions", auth: "bearer", query: ListSessionsQuery, status: 200, response: SessionPage }),
@@ -222,14 +221,6 @@ export const CONTRACT_OPERATIONS: readonly ContractOperation[] = [
   op({ method: "PUT", path: "/v1/sandbox/env-files", operationId: "SandboxEnvFiles", summary: "The agent sets env files", tag: "sandbox", auth: "sandbox", body: AnyObject, status: 200, response: AnyObject }),
   op({ method: "POST", path: "/v1/sandbox/env-requests", operationId: "SandboxEnvRequest", summary: "The agent asks the user for env values", tag: "sandbox", auth: "sandbox", body: AnyObject, status: 202, response: AnyObject }),
   op({ method: "POST", path: "/v1/sandbox/verifications", operationId: "SandboxVerification", summary: "The agent reports a verification", tag: "sandbox", auth: "sandbox", body: AnyObject, status: 200, response: AnyObject }),
-  // Automations (API.md "Automations", issue 18): bodies are open here until that work brings its schemas.
-  op({ method: "POST", path: "/v1/automations", operationId: "CreateAutomation", summary: "Create an automation", tag: "automations", auth: "bearer", body: AnyObject, status: 201, response: z.looseObject({ automation: AnyObject }) }),
-  op({ method: "GET", path: "/v1/automations", operationId: "ListAutomations", summary: "The org's automations", tag: "automations", auth: "bearer", status: 200, response: z.looseObject({ items: z.array(AnyObject) }) }),
-  op({ method: "GET", path: "/v1/automations/{id}", operationId: "GetAutomation", summary: "One automation", tag: "automations", auth: "bearer", status: 200, response: z.looseObject({ automation: AnyObject }) }),
-  op({ method: "PATCH", path: "/v1/automations/{id}", operationId: "PatchAutomation", summary: "Change an automation", tag: "automations", auth: "bearer", body: AnyObject, status: 200, response: z.looseObject({ automation: AnyObject }) }),
-  op({ method: "DELETE", path: "/v1/automations/{id}", operationId: "DeleteAutomation", summary: "Delete an automation", tag: "automations", auth: "bearer", status: 204, response: null }),
-  op({ method: "POST", path: "/v1/automations/{id}/runs", operationId: "CreateAutomationRun", summary: "Run an automation now", tag: "automations", auth: "bearer", status: 202, response: z.looseObject({ run: AnyObject }) }),
-  op({ method: "GET", path: "/v1/automations/{id}/runs", operationId: "ListAutomationRuns", summary: "An automation's runs, newest first", tag: "automations", auth: "bearer", status: 200, response: page(AnyObject) }),
 ];
 
 /** Request body types as callers write them (defaults optional). */
