@@ -129,6 +129,12 @@ async function waitForStatus(api: ApiClient, io: CliIo, id: string, want: string
   }
 }
 
+/**
+ * How long `prompt --wait` waits after its answer finished empty for that answer to be reopened
+ * with its text, or for the prompt to be answered again, before it ends with the empty answer.
+ */
+const EMPTY_ANSWER_GRACE_MS = 10_000;
+
 interface AttachOptions {
   /** Return once the turn following this prompt finished (prompt --wait); otherwise until Ctrl-C. */
   untilTurnEnds?: boolean;
@@ -153,6 +159,7 @@ async function attach(api: ApiClient, io: CliIo, id: string, options: AttachOpti
   let sawInit = false;
   let resolveDone: (code: number) => void = () => undefined;
   const done = new Promise<number>((r) => (resolveDone = r));
+  let emptyAnswerWait: ReturnType<typeof setTimeout> | null = null;
 
   socket.on("frame", (frame: ServerFrame) => {
     if (frame.type === "status") {
@@ -194,10 +201,19 @@ async function attach(api: ApiClient, io: CliIo, id: string, options: AttachOpti
       io.stdout.write(m.text.slice(before));
       printed.set(m.messageId, m.text.length);
     }
-    if (change.finished) {
+    if (emptyAnswerWait) clearTimeout(emptyAnswerWait);
+    emptyAnswerWait = null;
+    if (change.finished || change.revised) {
       io.stdout.write("\n");
       if (m.error) io.stderr.write(`agent error: ${m.error.code}: ${m.error.message}\n`);
-      if (options.untilTurnEnds && options.prompt !== undefined) void answeredSoon(api, id, options.prompt).then((ok) => ok && resolveDone(m.error ? 1 : 0));
+      if (options.untilTurnEnds && options.prompt !== undefined) {
+        const prompt = options.prompt;
+        const end = () => void answeredSoon(api, id, prompt).then((ok) => ok && resolveDone(m.error ? 1 : 0));
+        // An answer finished with nothing in it may still be reopened with its text, or asked
+        // again (functions/relay: the server sends no turn-end frame): wait a while for either.
+        if (m.text === "" && !m.error && !m.parts.some((p) => p.kind === "tool")) emptyAnswerWait = setTimeout(end, EMPTY_ANSWER_GRACE_MS);
+        else end();
+      }
     }
   });
 
@@ -224,6 +240,7 @@ async function attach(api: ApiClient, io: CliIo, id: string, options: AttachOpti
   }
   process.on("SIGINT", detach);
   const code = await done;
+  if (emptyAnswerWait) clearTimeout(emptyAnswerWait);
   process.off("SIGINT", detach);
   rl?.close();
   socket.close();
