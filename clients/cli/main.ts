@@ -248,10 +248,13 @@ async function attach(api: ApiClient, io: CliIo, id: string, options: AttachOpti
 }
 
 /**
- * Whether the prompt's own turn has finished: in the stored transcript, an assistant message
- * completed after the last user message with this text (turns queued before it finish first).
+ * Whether the prompt's own turn has finished: the agent is idle (a turn of several steps
+ * finishes a message per step; the relay records the agent idle at the turn's end) and the
+ * stored transcript has an assistant message completed after the last user message with this
+ * text (turns queued before it finish first).
  */
 async function answered(api: ApiClient, id: string, prompt: string): Promise<boolean> {
+  if ((await api.getSession(id)).agentBusy) return false;
   const messages: Awaited<ReturnType<ApiClient["listMessages"]>>["items"] = [];
   let cursor: string | undefined;
   do {
