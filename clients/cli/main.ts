@@ -24,8 +24,8 @@ const USAGE = `usage: sbxctl <command> [options]
   attach <id>                              stream the agent's turns live; type a line to prompt; Ctrl-C detaches
   prompt <id> <text> [--wait]              queue a prompt (--wait: stream the answer until the turn ends)
   pause <id> | resume <id> | stop <id>     lifecycle actions (waits for the result; --no-wait to return at once)
-  events <id>                              the lifecycle audit with step timings
-  logs <id>                                the session's transcript
+  events <id> [--limit N]                  the lifecycle audit with step timings (every page; --limit: the first N)
+  logs <id> [--limit N]                    the session's transcript (every page; --limit: the first N)
 
   --json on every read command prints JSON. Exit codes: 0 ok, 1 error, 2 usage.
   Environment: SBXCTL_API_URL and SBXCTL_TOKEN override the stored login; XDG_CONFIG_HOME is respected.`;
@@ -248,6 +248,22 @@ async function attach(api: ApiClient, io: CliIo, id: string, options: AttachOpti
 }
 
 /**
+ * A listing's pages, following `nextCursor` until the end or until `limit` items: the items, and
+ * the cursor to go on from (null: nothing more).
+ */
+async function allPages<T>(list: (query: { limit: number; cursor?: string }) => Promise<{ items: T[]; nextCursor: string | null }>, pageSize: number, limit?: number): Promise<{ items: T[]; nextCursor: string | null }> {
+  const items: T[] = [];
+  let cursor: string | null = null;
+  do {
+    const want = limit === undefined ? pageSize : Math.min(pageSize, limit - items.length);
+    const page = await list({ limit: want, ...(cursor ? { cursor } : {}) });
+    items.push(...page.items);
+    cursor = page.nextCursor;
+  } while (cursor && (limit === undefined || items.length < limit));
+  return { items, nextCursor: cursor };
+}
+
+/**
  * Whether the prompt's own turn has finished: the agent is idle (a turn of several steps
  * finishes a message per step; the relay records the agent idle at the turn's end) and the
  * stored transcript has an assistant message completed after the last user message with this
@@ -255,13 +271,7 @@ async function attach(api: ApiClient, io: CliIo, id: string, options: AttachOpti
  */
 async function answered(api: ApiClient, id: string, prompt: string): Promise<boolean> {
   if ((await api.getSession(id)).agentBusy) return false;
-  const messages: Awaited<ReturnType<ApiClient["listMessages"]>>["items"] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await api.listMessages(id, { limit: 200, ...(cursor ? { cursor } : {}) });
-    messages.push(...page.items);
-    cursor = page.nextCursor ?? undefined;
-  } while (cursor);
+  const { items: messages } = await allPages((q) => api.listMessages(id, q), 200);
   let asked = -1;
   messages.forEach((m, i) => {
     if (m.role === "user" && m.text.trim() === prompt.trim()) asked = i;
@@ -422,7 +432,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     case "stop":
       return lifecycle(io, command, need(rest, 0, "session id"), flags);
     case "events": {
-      const page = await clientFor(io).listEvents(need(rest, 0, "session id"), { limit: 100 });
+      const id = need(rest, 0, "session id");
+      const api = clientFor(io);
+      const page = await allPages((q) => api.listEvents(id, q), 100, intFlag(flags.limit, "limit"));
       if (flags.json) printJson(io, page);
       else
         for (const e of page.items) {
@@ -433,7 +445,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       return 0;
     }
     case "logs": {
-      const page = await clientFor(io).listMessages(need(rest, 0, "session id"), { limit: 200 });
+      const id = need(rest, 0, "session id");
+      const api = clientFor(io);
+      const page = await allPages((q) => api.listMessages(id, q), 200, intFlag(flags.limit, "limit"));
       if (flags.json) printJson(io, page);
       else
         for (const m of page.items) {
