@@ -170,8 +170,8 @@ export class Transcript {
         const m = this.ensure(frame.messageId);
         if (m.done && m.text === frame.text) return { kind: "none" };
         const previous = m.done ? m.text : m.finishedText;
-        if (previous !== undefined && m.text !== frame.text) {
-          // The full text replaces what was shown (the deltas of a reopened message, or nothing: a missed create).
+        if (m.text !== frame.text) {
+          // The full text wins over what the deltas built (a reconnect may have missed some; a reopened message's earlier finalize).
           m.parts = [...m.parts.filter((p) => p.kind === "tool"), ...(frame.text === "" ? [] : [{ kind: "text" as const, partId: `${m.messageId}:final`, text: frame.text }])];
         }
         m.done = true;

@@ -110,6 +110,14 @@ describe("Transcript", () => {
     expect(t.get("m1")?.text).toBe("done: ok");
   });
 
+  it("a finalize's full text wins over the deltas a reconnect missed", () => {
+    const t = new Transcript();
+    t.apply({ type: "message.create", messageId: "m1", role: "assistant" });
+    t.apply({ type: "message.part.text-delta", messageId: "m1", partId: "p1", delta: "echo: " });
+    expect(t.apply({ type: "message.finalize", messageId: "m1", text: "echo: all of it", reason: "end_turn" })).toMatchObject({ finished: true });
+    expect(t.get("m1")?.parts).toEqual([{ kind: "text", partId: "m1:final", text: "echo: all of it" }]);
+  });
+
   it("init after a reconnect replaces the transcript with the stored one and keeps a turn still streaming", () => {
     const t = new Transcript();
     t.apply({ type: "message.create", messageId: "m1", role: "assistant" });
