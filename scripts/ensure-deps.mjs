@@ -55,7 +55,8 @@ function ensureNodeModules() {
 }
 
 function ensureChromium() {
-  if (existsSync("/usr/bin/chromium") || works("chromium", ["--version"])) return;
+  // The same places test/support/chromium.ts looks: CHROMIUM_PATH, `chromium` on the PATH, /usr/bin/chromium.
+  if ((process.env.CHROMIUM_PATH && existsSync(process.env.CHROMIUM_PATH)) || existsSync("/usr/bin/chromium") || works("chromium", ["--version"])) return;
   aptInstall("chromium");
 }
 

@@ -136,8 +136,9 @@ export class ApiClient {
   createWsTicket(id: string): Promise<C.WsTicket> {
     return this.request("POST", `/v1/sessions/${seg(id)}/ws-ticket`);
   }
-  createSidecarAccess(id: string, body: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
-    return this.request("POST", `/v1/sessions/${seg(id)}/sidecar-access`, { body });
+  /** A sidecar access token (terminal, editor, preview) for a running session. */
+  async createSidecarAccess(id: string, body: C.SidecarAccessInput = {}): Promise<C.SidecarAccessView["sidecarAccess"]> {
+    return (await this.request<C.SidecarAccessView>("POST", `/v1/sessions/${seg(id)}/sidecar-access`, { body })).sidecarAccess;
   }
 
   // Org, usage, limits
@@ -149,6 +150,14 @@ export class ApiClient {
   }
   getUsage(query: C.UsageInput = {}): Promise<C.UsageView> {
     return this.request("GET", "/v1/usage", { query });
+  }
+  /** The org's default model chain. */
+  getOrgModel(): Promise<C.OrgModelView> {
+    return this.request("GET", "/v1/org/model");
+  }
+  /** Set the org's default model chain (admin). */
+  putOrgModel(body: C.OrgModelInput): Promise<C.OrgModelView> {
+    return this.request("PUT", "/v1/org/model", { body });
   }
 
   // Secrets (values go in, never come out)
@@ -169,8 +178,8 @@ export class ApiClient {
   async createRepo(body: C.CreateRepoInput): Promise<C.RepoView> {
     return (await this.request<{ repo: C.RepoView }>("POST", "/v1/repos", { body })).repo;
   }
-  async listRepos(): Promise<C.RepoView[]> {
-    return (await this.request<{ items: C.RepoView[] }>("GET", "/v1/repos")).items;
+  listRepos(): Promise<{ items: C.RepoView[]; nextCursor: string | null }> {
+    return this.request("GET", "/v1/repos");
   }
   async getRepo(id: string): Promise<C.RepoView> {
     return (await this.request<{ repo: C.RepoView }>("GET", `/v1/repos/${seg(id)}`)).repo;
@@ -187,8 +196,8 @@ export class ApiClient {
   async createPrebuild(body: C.CreatePrebuildInput): Promise<C.PrebuildView> {
     return (await this.request<{ prebuild: C.PrebuildView }>("POST", "/v1/prebuilds", { body })).prebuild;
   }
-  async listPrebuilds(): Promise<C.PrebuildView[]> {
-    return (await this.request<{ items: C.PrebuildView[] }>("GET", "/v1/prebuilds")).items;
+  listPrebuilds(): Promise<{ items: C.PrebuildView[]; nextCursor: string | null }> {
+    return this.request("GET", "/v1/prebuilds");
   }
   async getPrebuild(id: string): Promise<C.PrebuildView> {
     return (await this.request<{ prebuild: C.PrebuildView }>("GET", `/v1/prebuilds/${seg(id)}`)).prebuild;
@@ -217,27 +226,28 @@ export class ApiClient {
     await this.request("DELETE", "/v1/slack/workspace");
   }
 
-  // Automations (API.md "Automations"; issue 18 brings their schemas: these methods take and
-  // return open objects until then, and get typed from functions/contract/http.ts with it).
-  async createAutomation(body: Record<string, unknown>): Promise<Record<string, unknown>> {
-    return (await this.request<{ automation: Record<string, unknown> }>("POST", "/v1/automations", { body })).automation;
+  // Automations (API.md "Automations")
+  /** The answer holds the automation's webhook secret, this once. */
+  async createAutomation(body: C.CreateAutomationInput): Promise<C.CreatedAutomationView> {
+    return (await this.request<{ automation: C.CreatedAutomationView }>("POST", "/v1/automations", { body })).automation;
   }
-  listAutomations(query: C.PageInput = {}): Promise<{ items: Record<string, unknown>[]; nextCursor?: string | null }> {
+  listAutomations(query: C.PageInput = {}): Promise<{ items: C.AutomationView[]; nextCursor: string | null }> {
     return this.request("GET", "/v1/automations", { query });
   }
-  async getAutomation(id: string): Promise<Record<string, unknown>> {
-    return (await this.request<{ automation: Record<string, unknown> }>("GET", `/v1/automations/${seg(id)}`)).automation;
+  async getAutomation(id: string): Promise<C.AutomationView> {
+    return (await this.request<{ automation: C.AutomationView }>("GET", `/v1/automations/${seg(id)}`)).automation;
   }
-  async patchAutomation(id: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
-    return (await this.request<{ automation: Record<string, unknown> }>("PATCH", `/v1/automations/${seg(id)}`, { body })).automation;
+  async patchAutomation(id: string, body: C.PatchAutomationInput): Promise<C.AutomationView> {
+    return (await this.request<{ automation: C.AutomationView }>("PATCH", `/v1/automations/${seg(id)}`, { body })).automation;
   }
   async deleteAutomation(id: string): Promise<void> {
     await this.request("DELETE", `/v1/automations/${seg(id)}`);
   }
-  async runAutomation(id: string): Promise<Record<string, unknown>> {
-    return (await this.request<{ run: Record<string, unknown> }>("POST", `/v1/automations/${seg(id)}/runs`)).run;
+  /** Run now. */
+  async runAutomation(id: string): Promise<C.AutomationRunView> {
+    return (await this.request<{ run: C.AutomationRunView }>("POST", `/v1/automations/${seg(id)}/runs`)).run;
   }
-  listAutomationRuns(id: string, query: C.PageInput = {}): Promise<{ items: Record<string, unknown>[]; nextCursor: string | null }> {
+  listAutomationRuns(id: string, query: C.PageInput = {}): Promise<{ items: C.AutomationRunView[]; nextCursor: string | null }> {
     return this.request("GET", `/v1/automations/${seg(id)}/runs`, { query });
   }
 }

@@ -1,10 +1,17 @@
 /**
  * A session's transcript as a client shows it, assembled from `init` and the turn frames
- * (API.md "WebSocket"). Idempotent: a repeated `message.create` does not restart a message, a
- * repeated `message.finalize` (a relay takeover, a reconnect) changes nothing and is reported
- * as no change, deltas after a finalize are ignored (the finalize's text is the full text),
- * and an `init` after a reconnect re-syncs from the stored transcript while keeping a turn still
- * streaming that the store has not caught up with.
+ * (API.md "WebSocket"). Idempotent: a repeated `message.create` does not restart a message still
+ * streaming, a repeated `message.finalize` with the same text (a relay takeover, a reconnect)
+ * changes nothing and is reported as no change, deltas after a finalize are ignored (the
+ * finalize's text is the full text), and an `init` after a reconnect re-syncs from the stored
+ * transcript while keeping a turn still streaming that the store has not caught up with.
+ *
+ * A finished answer can be reopened (functions/relay/event-translator.ts `cutShort`: OpenCode
+ * finished it, or went idle, before its text arrived): the server sends `message.create` again
+ * for it, its content so far as deltas, and a second `message.finalize` with the full text. A
+ * `message.create` for a finished message opens it again (its content is streamed anew), and a
+ * `message.finalize` for a message finished before is a revision (`revised`), never a second
+ * finish: `finished` is reported once per message.
  */
 import type { ServerFrame, TranscriptMessageView } from "../../functions/contract/frames";
 
@@ -35,13 +42,19 @@ export interface TurnMessage {
   parts: TurnPart[];
   /** Finished: `message.finalize` seen, or stored as completed. */
   done: boolean;
+  /** The text of its last finalize, once finished (a reopened message's next finalize with other text is a revision). */
+  finishedText?: string;
   reason?: string;
   error?: { code: string; message: string };
   createdAt?: string;
 }
 
-/** What applying a frame changed: nothing (a repeat), or the message it touched. */
-export type TranscriptChange = { kind: "none" } | { kind: "reset" } | { kind: "message"; message: TurnMessage; finished: boolean };
+/**
+ * What applying a frame changed: nothing (a repeat), a re-sync (`init`), or the message it
+ * touched. `finished`: its first finalize; `revised`: a later finalize that changed its text
+ * (a reopened answer: API.md "WebSocket").
+ */
+export type TranscriptChange = { kind: "none" } | { kind: "reset" } | { kind: "message"; message: TurnMessage; finished: boolean; revised?: boolean };
 
 function fromStored(m: TranscriptMessageView): TurnMessage {
   const parts: TurnPart[] = m.parts.map((p, i) =>
@@ -113,8 +126,15 @@ export class Transcript {
         return { kind: "reset" };
       }
       case "message.create": {
-        if (this.byId.has(frame.messageId)) return { kind: "none" };
-        return { kind: "message", message: this.ensure(frame.messageId, frame.role), finished: false };
+        const known = this.byId.get(frame.messageId);
+        if (known && !known.done) return { kind: "none" };
+        if (!known) return { kind: "message", message: this.ensure(frame.messageId, frame.role), finished: false };
+        // Reopened (see the file comment): its content so far follows as deltas and tool updates.
+        known.done = false;
+        known.finishedText ??= known.text;
+        known.text = "";
+        known.parts = [];
+        return { kind: "message", message: known, finished: false };
       }
       case "message.part.text-delta": {
         const m = this.ensure(frame.messageId);
@@ -148,12 +168,18 @@ export class Transcript {
       }
       case "message.finalize": {
         const m = this.ensure(frame.messageId);
-        if (m.done) return { kind: "none" };
+        if (m.done && m.text === frame.text) return { kind: "none" };
+        const previous = m.done ? m.text : m.finishedText;
+        if (m.text !== frame.text) {
+          // The full text wins over what the deltas built (a reconnect may have missed some; a reopened message's earlier finalize).
+          m.parts = [...m.parts.filter((p) => p.kind === "tool"), ...(frame.text === "" ? [] : [{ kind: "text" as const, partId: `${m.messageId}:final`, text: frame.text }])];
+        }
         m.done = true;
+        m.finishedText = frame.text;
         m.text = frame.text;
         m.reason = frame.reason;
         if (frame.error) m.error = { code: frame.error.code, message: frame.error.message };
-        return { kind: "message", message: m, finished: true };
+        return previous !== undefined ? { kind: "message", message: m, finished: false, revised: previous !== frame.text } : { kind: "message", message: m, finished: true };
       }
       default:
         return { kind: "none" };

@@ -24,8 +24,8 @@ const USAGE = `usage: sbxctl <command> [options]
   attach <id>                              stream the agent's turns live; type a line to prompt; Ctrl-C detaches
   prompt <id> <text> [--wait]              queue a prompt (--wait: stream the answer until the turn ends)
   pause <id> | resume <id> | stop <id>     lifecycle actions (waits for the result; --no-wait to return at once)
-  events <id>                              the lifecycle audit with step timings
-  logs <id>                                the session's transcript
+  events <id> [--limit N]                  the lifecycle audit with step timings (every page; --limit: the first N)
+  logs <id> [--limit N]                    the session's transcript (every page; --limit: the first N)
 
   --json on every read command prints JSON. Exit codes: 0 ok, 1 error, 2 usage.
   Environment: SBXCTL_API_URL and SBXCTL_TOKEN override the stored login; XDG_CONFIG_HOME is respected.`;
@@ -129,6 +129,12 @@ async function waitForStatus(api: ApiClient, io: CliIo, id: string, want: string
   }
 }
 
+/**
+ * How long `prompt --wait` waits after its answer finished empty for that answer to be reopened
+ * with its text, or for the prompt to be answered again, before it ends with the empty answer.
+ */
+const EMPTY_ANSWER_GRACE_MS = 10_000;
+
 interface AttachOptions {
   /** Return once the turn following this prompt finished (prompt --wait); otherwise until Ctrl-C. */
   untilTurnEnds?: boolean;
@@ -153,6 +159,7 @@ async function attach(api: ApiClient, io: CliIo, id: string, options: AttachOpti
   let sawInit = false;
   let resolveDone: (code: number) => void = () => undefined;
   const done = new Promise<number>((r) => (resolveDone = r));
+  let emptyAnswerWait: ReturnType<typeof setTimeout> | null = null;
 
   socket.on("frame", (frame: ServerFrame) => {
     if (frame.type === "status") {
@@ -194,10 +201,19 @@ async function attach(api: ApiClient, io: CliIo, id: string, options: AttachOpti
       io.stdout.write(m.text.slice(before));
       printed.set(m.messageId, m.text.length);
     }
-    if (change.finished) {
+    if (emptyAnswerWait) clearTimeout(emptyAnswerWait);
+    emptyAnswerWait = null;
+    if (change.finished || change.revised) {
       io.stdout.write("\n");
       if (m.error) io.stderr.write(`agent error: ${m.error.code}: ${m.error.message}\n`);
-      if (options.untilTurnEnds && options.prompt !== undefined) void answeredSoon(api, id, options.prompt).then((ok) => ok && resolveDone(m.error ? 1 : 0));
+      if (options.untilTurnEnds && options.prompt !== undefined) {
+        const prompt = options.prompt;
+        const end = () => void answeredSoon(api, id, prompt).then((ok) => ok && resolveDone(m.error ? 1 : 0));
+        // An answer finished with nothing in it may still be reopened with its text, or asked
+        // again (functions/relay: the server sends no turn-end frame): wait a while for either.
+        if (m.text === "" && !m.error && !m.parts.some((p) => p.kind === "tool")) emptyAnswerWait = setTimeout(end, EMPTY_ANSWER_GRACE_MS);
+        else end();
+      }
     }
   });
 
@@ -224,6 +240,7 @@ async function attach(api: ApiClient, io: CliIo, id: string, options: AttachOpti
   }
   process.on("SIGINT", detach);
   const code = await done;
+  if (emptyAnswerWait) clearTimeout(emptyAnswerWait);
   process.off("SIGINT", detach);
   rl?.close();
   socket.close();
@@ -231,17 +248,30 @@ async function attach(api: ApiClient, io: CliIo, id: string, options: AttachOpti
 }
 
 /**
- * Whether the prompt's own turn has finished: in the stored transcript, an assistant message
- * completed after the last user message with this text (turns queued before it finish first).
+ * A listing's pages, following `nextCursor` until the end or until `limit` items: the items, and
+ * the cursor to go on from (null: nothing more).
+ */
+async function allPages<T>(list: (query: { limit: number; cursor?: string }) => Promise<{ items: T[]; nextCursor: string | null }>, pageSize: number, limit?: number): Promise<{ items: T[]; nextCursor: string | null }> {
+  const items: T[] = [];
+  let cursor: string | null = null;
+  do {
+    const want = limit === undefined ? pageSize : Math.min(pageSize, limit - items.length);
+    const page = await list({ limit: want, ...(cursor ? { cursor } : {}) });
+    items.push(...page.items);
+    cursor = page.nextCursor;
+  } while (cursor && (limit === undefined || items.length < limit));
+  return { items, nextCursor: cursor };
+}
+
+/**
+ * Whether the prompt's own turn has finished: the agent is idle (a turn of several steps
+ * finishes a message per step; the relay records the agent idle at the turn's end) and the
+ * stored transcript has an assistant message completed after the last user message with this
+ * text (turns queued before it finish first).
  */
 async function answered(api: ApiClient, id: string, prompt: string): Promise<boolean> {
-  const messages: Awaited<ReturnType<ApiClient["listMessages"]>>["items"] = [];
-  let cursor: string | undefined;
-  do {
-    const page = await api.listMessages(id, { limit: 200, ...(cursor ? { cursor } : {}) });
-    messages.push(...page.items);
-    cursor = page.nextCursor ?? undefined;
-  } while (cursor);
+  if ((await api.getSession(id)).agentBusy) return false;
+  const { items: messages } = await allPages((q) => api.listMessages(id, q), 200);
   let asked = -1;
   messages.forEach((m, i) => {
     if (m.role === "user" && m.text.trim() === prompt.trim()) asked = i;
@@ -402,7 +432,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
     case "stop":
       return lifecycle(io, command, need(rest, 0, "session id"), flags);
     case "events": {
-      const page = await clientFor(io).listEvents(need(rest, 0, "session id"), { limit: 100 });
+      const id = need(rest, 0, "session id");
+      const api = clientFor(io);
+      const page = await allPages((q) => api.listEvents(id, q), 100, intFlag(flags.limit, "limit"));
       if (flags.json) printJson(io, page);
       else
         for (const e of page.items) {
@@ -413,7 +445,9 @@ export async function run(argv: string[], io: CliIo): Promise<number> {
       return 0;
     }
     case "logs": {
-      const page = await clientFor(io).listMessages(need(rest, 0, "session id"), { limit: 200 });
+      const id = need(rest, 0, "session id");
+      const api = clientFor(io);
+      const page = await allPages((q) => api.listMessages(id, q), 200, intFlag(flags.limit, "limit"));
       if (flags.json) printJson(io, page);
       else
         for (const m of page.items) {

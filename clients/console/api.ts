@@ -10,12 +10,7 @@ import { ApiClient, ApiError, SessionSocket, type Contract, type ServerFrame, ty
 export { ApiError, type ServerFrame, type SessionView };
 export type LifecycleEventView = Contract.EventPage["items"][number];
 
-export interface SidecarAccess {
-  url: string;
-  terminalUrl: string;
-  token: string;
-  expiresAt: string;
-}
+export type SidecarAccess = Contract.SidecarAccessView["sidecarAccess"];
 
 export class ConsoleApi {
   readonly client: ApiClient;
@@ -48,8 +43,8 @@ export class ConsoleApi {
     return (await this.client.listEvents(id, { limit: 100 })).items;
   }
 
-  async sidecarAccess(id: string): Promise<SidecarAccess> {
-    return ((await this.client.createSidecarAccess(id, { ttlSeconds: 900 })) as { sidecarAccess: SidecarAccess }).sidecarAccess;
+  sidecarAccess(id: string): Promise<SidecarAccess> {
+    return this.client.createSidecarAccess(id, { ttlSeconds: 900 });
   }
 
   /** The session's WebSocket, open (ticket auth); `wsUrl` null: `GET /v1/health` tells it. */

@@ -6,7 +6,7 @@
  */
 import { h, render, type ComponentChildren } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
-import type { SessionSocket, ToolPart } from "../api-client";
+import type { SessionSocket, ToolPart, TranscriptChange, TurnMessage, TurnPart } from "../api-client";
 import { ApiError, ConsoleApi, type LifecycleEventView, type ServerFrame, type SessionView } from "./api";
 import type { MountedTerminal } from "./terminal";
 
@@ -187,75 +187,29 @@ interface MessageView {
   id: string;
   role: string;
   /** Text and tool parts in arrival order. */
-  parts: ({ kind: "text"; partId: string; text: string } | ({ kind: "tool" } & ToolView))[];
+  parts: TurnPart[];
   done: boolean;
   reason?: string;
   error?: string;
 }
 
-interface TranscriptLike {
-  messageId: string;
-  role: string;
-  text: string;
-  parts?: { partId: string; type: string; text?: string; tool?: string; status?: string; input?: Record<string, unknown>; output?: string; error?: string }[];
-  reason?: string;
-  error?: { message: string };
-}
-
-function fromTranscript(m: TranscriptLike): MessageView {
-  const parts: MessageView["parts"] = (m.parts ?? []).map((p) =>
-    p.type === "tool" ? { kind: "tool" as const, partId: p.partId, tool: p.tool ?? "tool", status: p.status ?? "completed", input: p.input, output: p.output, error: p.error } : { kind: "text" as const, partId: p.partId, text: p.text ?? "" },
-  );
+/**
+ * A message of the typed client's transcript (clients/api-client/transcript.ts: the one place
+ * turn frames are assembled, idempotently, reopened answers included), copied for rendering.
+ */
+function toView(m: TurnMessage): MessageView {
+  const parts: TurnPart[] = m.parts.map((p) => ({ ...p }));
   if (parts.length === 0 && m.text) parts.push({ kind: "text", partId: "text", text: m.text });
-  return { id: m.messageId, role: m.role, parts, done: true, reason: m.reason, error: m.error?.message };
+  return { id: m.messageId, role: m.role, parts, done: m.done, ...(m.reason !== undefined ? { reason: m.reason } : {}), ...(m.error ? { error: m.error.message } : {}) };
 }
 
-/** Applies one turn frame; repeated `message.create` / `message.finalize` are idempotent (README "Over the WebSocket"). */
-function applyFrame(messages: MessageView[], frame: ServerFrame): MessageView[] {
-  const id = frame.messageId as string;
-  const index = messages.findIndex((m) => m.id === id);
-  const current = index >= 0 ? messages[index] : undefined;
-  const replace = (next: MessageView) => (index >= 0 ? messages.map((m, i) => (i === index ? next : m)) : [...messages, next]);
-  switch (frame.type) {
-    case "message.create":
-      return current ? messages : [...messages, { id, role: (frame.role as string) ?? "assistant", parts: [], done: false }];
-    case "message.part.text-delta": {
-      const base = current ?? { id, role: "assistant", parts: [], done: false };
-      if (base.done) return messages;
-      const partId = frame.partId as string;
-      const existing = base.parts.find((p) => p.partId === partId && p.kind === "text");
-      const parts = existing
-        ? base.parts.map((p) => (p === existing && p.kind === "text" ? { ...p, text: p.text + (frame.delta as string) } : p))
-        : [...base.parts, { kind: "text" as const, partId, text: frame.delta as string }];
-      return replace({ ...base, parts });
-    }
-    case "message.part.tool-update": {
-      const base = current ?? { id, role: "assistant", parts: [], done: false };
-      const tool: { kind: "tool" } & ToolView = {
-        kind: "tool",
-        partId: frame.partId as string,
-        tool: frame.tool as string,
-        status: frame.status as string,
-        title: frame.title as string | undefined,
-        input: frame.input as Record<string, unknown> | undefined,
-        output: frame.output as string | undefined,
-        error: frame.error as string | undefined,
-      };
-      const has = base.parts.some((p) => p.partId === tool.partId);
-      return replace({ ...base, parts: has ? base.parts.map((p) => (p.partId === tool.partId ? tool : p)) : [...base.parts, tool] });
-    }
-    case "message.finalize": {
-      const base = current ?? { id, role: "assistant", parts: [], done: false };
-      const text = (frame.text as string) ?? "";
-      // The finalize carries the full text: it wins over what the deltas built (a reconnect may have missed some).
-      const tools = base.parts.filter((p) => p.kind === "tool");
-      const parts: MessageView["parts"] = text ? [...tools, { kind: "text", partId: "final", text }] : tools;
-      const error = (frame.error as { message?: string } | undefined)?.message;
-      return replace({ ...base, parts, done: true, reason: frame.reason as string | undefined, error });
-    }
-    default:
-      return messages;
-  }
+/** The page's messages after a transcript change: the socket's transcript, plus prompts this page showed as they were sent. */
+function applyChange(messages: MessageView[], change: TranscriptChange, all: () => TurnMessage[]): MessageView[] {
+  if (change.kind === "reset") return all().map(toView);
+  if (change.kind !== "message") return messages;
+  const next = toView(change.message);
+  const index = messages.findIndex((m) => m.id === next.id);
+  return index >= 0 ? messages.map((m, i) => (i === index ? next : m)) : [...messages, next];
 }
 
 function ToolCall({ tool }: { tool: ToolView }) {
@@ -382,7 +336,6 @@ function SessionPage({ api, config, sessionId }: { api: ConsoleApi; config: Cons
           setSession(s);
           setLiveStatus(s.status);
           statusRef.current = s.status;
-          setMessages(((frame.messages as TranscriptLike[]) ?? []).map(fromTranscript));
           const data = (frame.data ?? {}) as { connectedClients?: number; connectedUsers?: { userId: string }[]; promptsQueued?: number };
           setPresence({ connectedClients: data.connectedClients ?? 1, users: (data.connectedUsers ?? []).map((u) => u.userId) });
           if (data.promptsQueued) setQueue(`${data.promptsQueued} prompt(s) queued`);
@@ -411,13 +364,7 @@ function SessionPage({ api, config, sessionId }: { api: ConsoleApi; config: Cons
           break;
         }
         case "message.finalize":
-          setMessages((m) => applyFrame(m, frame));
           setQueue(null);
-          break;
-        case "message.create":
-        case "message.part.text-delta":
-        case "message.part.tool-update":
-          setMessages((m) => applyFrame(m, frame));
           break;
         case "error":
           setError(`${frame.code as string}: ${frame.message as string}`);
@@ -442,6 +389,7 @@ function SessionPage({ api, config, sessionId }: { api: ConsoleApi; config: Cons
       ws.current = socket;
       setConnection("open");
       socket.on("frame", onFrame);
+      socket.on("transcript", (change) => setMessages((m) => applyChange(m, change, () => socket.transcript.messages)));
       socket.on("state", (state) => {
         if (state !== "closed") return;
         if (ws.current === socket) ws.current = null;

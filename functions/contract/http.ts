@@ -19,6 +19,7 @@ import { SidecarAccessBody } from "../http/handlers/sidecar-access";
 import { PutWorkspaceBody } from "../../functions/slack/workspace-routes";
 import { CreateAutomationBody, PatchAutomationBody } from "../automations/automation";
 import { SessionView, TranscriptMessageView } from "./frames";
+import { AgentModel } from "../domain/agent-settings";
 
 export {
   CreateSessionBody,
@@ -96,7 +97,15 @@ export const OrgView = z.looseObject({
 export type OrgView = z.infer<typeof OrgView>;
 export const UsageView = z.looseObject({ items: z.array(z.looseObject({ day: z.string(), activeSeconds: z.number(), sessions: z.number() })), total: z.unknown() });
 export type UsageView = z.infer<typeof UsageView>;
-export const OrgModelView = z.looseObject({ model: z.unknown(), fallbackModels: z.array(z.unknown()) });
+/** The org's default model chain (`GET/PUT /v1/org/model`): a model and its secret's name, never a key. */
+export const OrgModelView = z.looseObject({ model: AgentModel.nullable(), fallbackModels: z.array(AgentModel) });
+export type OrgModelView = z.infer<typeof OrgModelView>;
+
+/** A sidecar access token (terminal, editor, preview), answered once and never stored. */
+export const SidecarAccessView = z.looseObject({
+  sidecarAccess: z.looseObject({ sandboxId: z.string(), url: z.string(), terminalUrl: z.string(), token: z.string(), expiresAt: z.string() }),
+});
+export type SidecarAccessView = z.infer<typeof SidecarAccessView>;
 
 export const RepoView = z.looseObject({ id: z.string(), url: z.string() });
 export type RepoView = z.infer<typeof RepoView>;
@@ -111,6 +120,9 @@ const AnyObject = z.record(z.string(), z.unknown());
 
 export const AutomationView = z.looseObject({ id: z.string(), name: z.string(), schedule: z.string(), timezone: z.string(), enabled: z.boolean(), nextRunAt: z.string().nullable() });
 export type AutomationView = z.infer<typeof AutomationView>;
+/** `POST /v1/automations` answers the webhook secret this once. */
+export const CreatedAutomationView = AutomationView.extend({ webhookSecret: z.string() });
+export type CreatedAutomationView = z.infer<typeof CreatedAutomationView>;
 export const AutomationRunView = z.looseObject({
   id: z.string(),
   automationId: z.string(),
@@ -149,18 +161,17 @@ export interface ContractOperation {
 const op = (o: ContractOperation): ContractOperation => o;
 
 /**
- * Every route of the public contract. Automations (API.md "Automations", issue 18) have their
- * place at the end: their entries appear in the OpenAPI document once their routes are in the
- * route table (the document holds exactly the served routes).
+ * Every route of the public contract, once each (`method path`), under its route table's id.
+ * The OpenAPI document holds the entries whose routes are served.
  */
 export const CONTRACT_OPERATIONS: readonly ContractOperation[] = [
   op({ method: "GET", path: "/v1/health", operationId: "Health", summary: "Liveness and the WebSocket URL", tag: "meta", auth: "none", status: 200, response: Health }),
-  op({ method: "GET", path: "/v1/openapi.json", operationId: "OpenApiDocument", summary: "This OpenAPI 3.1 document", tag: "meta", auth: "none", status: 200, response: AnyObject }),
+  op({ method: "GET", path: "/v1/openapi.json", operationId: "GetOpenApiDocument", summary: "This OpenAPI 3.1 document", tag: "meta", auth: "none", status: 200, response: AnyObject }),
   // Sessions
   op({ method: "POST", path: "/v1/sessions", operationId: "CreateSession", summary: "Create a session (no sandbox yet)", tag: "sessions", auth: "bearer", body: CreateSessionBody, status: 201, response: SessionBody }),
   op({ method: "GET", path: "/v1/sessions", operationId: "ListSessions", summary: "The org's sessions, newest first", tag: "sessions", auth: "bearer", query: ListSessionsQuery, status: 200, response: SessionPage }),
   op({ method: "GET", path: "/v1/sessions/{id}", operationId: "GetSession", summary: "One session", tag: "sessions", auth: "bearer", status: 200, response: SessionBody }),
-  op({ method: "DELETE", path: "/v1/sessions/{id}", operationId: "StopSession", summary: "Terminate the sandbox: stopped", tag: "sessions", auth: "bearer", status: 202, response: SessionBody }),
+  op({ method: "DELETE", path: "/v1/sessions/{id}", operationId: "StopSession", summary: "Terminate the sandbox: stopped for good; deletes all the session's snapshots (the transcript stays)", tag: "sessions", auth: "bearer", status: 202, response: SessionBody }),
   op({ method: "POST", path: "/v1/sessions/{id}/resume", operationId: "ResumeSession", summary: "Provision or restore the sandbox", tag: "sessions", auth: "bearer", status: 202, response: SessionBody }),
   op({ method: "POST", path: "/v1/sessions/{id}/pause", operationId: "PauseSession", summary: "Snapshot, terminate, paused (user)", tag: "sessions", auth: "bearer", status: 202, response: SessionBody }),
   op({ method: "POST", path: "/v1/sessions/{id}/snapshot", operationId: "SnapshotSession", summary: "Snapshot without stopping", tag: "sessions", auth: "bearer", status: 202, response: SessionBody }),
@@ -169,7 +180,7 @@ export const CONTRACT_OPERATIONS: readonly ContractOperation[] = [
   op({ method: "GET", path: "/v1/sessions/{id}/messages", operationId: "ListMessages", summary: "The transcript, oldest first", tag: "sessions", auth: "bearer", query: ListMessagesQuery, status: 200, response: MessagePage }),
   op({ method: "GET", path: "/v1/sessions/{id}/events", operationId: "ListEvents", summary: "Lifecycle audit with step timings", tag: "sessions", auth: "bearer", query: ListEventsQuery, status: 200, response: EventPage }),
   op({ method: "POST", path: "/v1/sessions/{id}/ws-ticket", operationId: "CreateWsTicket", summary: "A single-use WebSocket connect ticket", tag: "sessions", auth: "bearer", status: 201, response: WsTicket }),
-  op({ method: "POST", path: "/v1/sessions/{id}/sidecar-access", operationId: "CreateSidecarAccess", summary: "A sidecar access token (terminal, editor, preview)", tag: "sessions", auth: "bearer", body: SidecarAccessBody, status: 201, response: AnyObject }),
+  op({ method: "POST", path: "/v1/sessions/{id}/sidecar-access", operationId: "CreateSidecarAccess", summary: "A sidecar access token (terminal, editor, preview)", tag: "sessions", auth: "bearer", body: SidecarAccessBody, status: 201, response: SidecarAccessView }),
   op({ method: "PUT", path: "/v1/sessions/{id}/proxy-connections/{proxyId}", operationId: "PutProxyConnection", summary: "Register a proxied connection (sidecar)", tag: "sessions", auth: "bearer", body: ProxyConnectionBody, status: 200, response: AnyObject }),
   op({ method: "DELETE", path: "/v1/sessions/{id}/proxy-connections/{proxyId}", operationId: "DeleteProxyConnection", summary: "Unregister a proxied connection", tag: "sessions", auth: "bearer", status: 204, response: null }),
   // Secrets
@@ -198,7 +209,7 @@ export const CONTRACT_OPERATIONS: readonly ContractOperation[] = [
   op({ method: "POST", path: "/v1/prebuilds/{id}/builds", operationId: "CreatePrebuildBuild", summary: "Build the prebuild's snapshot", tag: "prebuilds", auth: "bearer", status: 202, response: z.looseObject({ build: BuildView }) }),
   op({ method: "GET", path: "/v1/prebuilds/{id}/builds", operationId: "ListPrebuildBuilds", summary: "The prebuild's builds", tag: "prebuilds", auth: "bearer", query: ListBuildsQuery, status: 200, response: page(BuildView) }),
   // Automations (API.md "Automations")
-  op({ method: "POST", path: "/v1/automations", operationId: "CreateAutomation", summary: "Define an automation (its webhook secret is in this answer only)", tag: "automations", auth: "bearer", body: CreateAutomationBody, status: 201, response: z.looseObject({ automation: AutomationView }) }),
+  op({ method: "POST", path: "/v1/automations", operationId: "CreateAutomation", summary: "Define an automation (its webhook secret is in this answer only)", tag: "automations", auth: "bearer", body: CreateAutomationBody, status: 201, response: z.looseObject({ automation: CreatedAutomationView }) }),
   op({ method: "GET", path: "/v1/automations", operationId: "ListAutomations", summary: "The org's automations", tag: "automations", auth: "bearer", query: AutomationListQuery, status: 200, response: page(AutomationView) }),
   op({ method: "GET", path: "/v1/automations/{id}", operationId: "GetAutomation", summary: "One automation", tag: "automations", auth: "bearer", status: 200, response: z.looseObject({ automation: AutomationView }) }),
   op({ method: "PATCH", path: "/v1/automations/{id}", operationId: "PatchAutomation", summary: "Change an automation", tag: "automations", auth: "bearer", body: PatchAutomationBody, status: 200, response: z.looseObject({ automation: AutomationView }) }),
@@ -222,14 +233,6 @@ export const CONTRACT_OPERATIONS: readonly ContractOperation[] = [
   op({ method: "PUT", path: "/v1/sandbox/env-files", operationId: "SandboxEnvFiles", summary: "The agent sets env files", tag: "sandbox", auth: "sandbox", body: AnyObject, status: 200, response: AnyObject }),
   op({ method: "POST", path: "/v1/sandbox/env-requests", operationId: "SandboxEnvRequest", summary: "The agent asks the user for env values", tag: "sandbox", auth: "sandbox", body: AnyObject, status: 202, response: AnyObject }),
   op({ method: "POST", path: "/v1/sandbox/verifications", operationId: "SandboxVerification", summary: "The agent reports a verification", tag: "sandbox", auth: "sandbox", body: AnyObject, status: 200, response: AnyObject }),
-  // Automations (API.md "Automations", issue 18): bodies are open here until that work brings its schemas.
-  op({ method: "POST", path: "/v1/automations", operationId: "CreateAutomation", summary: "Create an automation", tag: "automations", auth: "bearer", body: AnyObject, status: 201, response: z.looseObject({ automation: AnyObject }) }),
-  op({ method: "GET", path: "/v1/automations", operationId: "ListAutomations", summary: "The org's automations", tag: "automations", auth: "bearer", status: 200, response: z.looseObject({ items: z.array(AnyObject) }) }),
-  op({ method: "GET", path: "/v1/automations/{id}", operationId: "GetAutomation", summary: "One automation", tag: "automations", auth: "bearer", status: 200, response: z.looseObject({ automation: AnyObject }) }),
-  op({ method: "PATCH", path: "/v1/automations/{id}", operationId: "PatchAutomation", summary: "Change an automation", tag: "automations", auth: "bearer", body: AnyObject, status: 200, response: z.looseObject({ automation: AnyObject }) }),
-  op({ method: "DELETE", path: "/v1/automations/{id}", operationId: "DeleteAutomation", summary: "Delete an automation", tag: "automations", auth: "bearer", status: 204, response: null }),
-  op({ method: "POST", path: "/v1/automations/{id}/runs", operationId: "CreateAutomationRun", summary: "Run an automation now", tag: "automations", auth: "bearer", status: 202, response: z.looseObject({ run: AnyObject }) }),
-  op({ method: "GET", path: "/v1/automations/{id}/runs", operationId: "ListAutomationRuns", summary: "An automation's runs, newest first", tag: "automations", auth: "bearer", status: 200, response: page(AnyObject) }),
 ];
 
 /** Request body types as callers write them (defaults optional). */
@@ -244,4 +247,8 @@ export type PatchRepoInput = z.input<typeof PatchRepoBody>;
 export type CreatePrebuildInput = z.input<typeof CreatePrebuildBody>;
 export type PatchPrebuildInput = z.input<typeof PatchPrebuildBody>;
 export type PutSlackWorkspaceInput = z.input<typeof PutWorkspaceBody>;
+export type OrgModelInput = z.input<typeof OrgModelBody>;
+export type SidecarAccessInput = z.input<typeof SidecarAccessBody>;
+export type CreateAutomationInput = z.input<typeof CreateAutomationBody>;
+export type PatchAutomationInput = z.input<typeof PatchAutomationBody>;
 export type SessionBody = z.infer<typeof SessionBody>;

@@ -185,3 +185,9 @@ describe("the setup-only tools, called by the real OpenCode agent (one setup ses
     expect(readFileSync(join(sandbox.workspace, ".env"), "utf8")).toContain(`DATABASE_URL=${DATABASE_URL}`);
   }, STEP_TIMEOUT_MS);
 });
+
+describe("the contract", () => {
+  it("describes every frame the server sent in this file's tests (env.requested, verification.reported), field for field", () => {
+    expect(TestWsClient.contractIssues).toEqual([]);
+  });
+});

@@ -228,3 +228,9 @@ describe("presence (issue 25 §6)", () => {
     expect(client.received.filter((m: ServerMessage) => m.type === "user.joined")).toHaveLength(1);
   });
 });
+
+describe("the contract", () => {
+  it("describes every frame the server sent in this file's tests (agent.failover, permission.asked/replied, agent errors), field for field", () => {
+    expect(TestWsClient.contractIssues).toEqual([]);
+  });
+});

@@ -21,6 +21,7 @@ import type { LocalRuntime } from "../../infra/local/runtime";
 import { gitOrigin, type GitOrigin } from "../support/git-origin";
 import { startRuntimeForTest, waitFor } from "../support/local-runtime";
 import { runtimeDiagnostics } from "../support/runtime-diagnostics";
+import { serverFrameIssues } from "../support/contract-frames";
 
 const ROOT = path.resolve(__dirname, "../..");
 const BIN = path.join(ROOT, "clients/cli/bin.mjs");
@@ -84,6 +85,21 @@ describe("typed client", () => {
     await api.stopSession(session.id);
   });
 
+  it("HTTP: the org's model chain round-trips (GET/PUT /v1/org/model); repository and prebuild lists carry nextCursor", async () => {
+    expect(await api.getOrgModel()).toEqual({ model: null, fallbackModels: [] });
+    const chain = { model: { id: "openai/gpt-4o" }, fallbackModels: [{ id: "anthropic/claude-sonnet-4-5" }] };
+    expect(await api.putOrgModel(chain)).toEqual(chain);
+    expect(await api.getOrgModel()).toEqual(chain);
+    // Back to the deployment's model: the sessions after this one answer with the development model.
+    expect(await api.putOrgModel({ model: null, fallbackModels: [] })).toEqual({ model: null, fallbackModels: [] });
+    const repo = await api.createRepo({ url: origin.url });
+    const repos = await api.listRepos();
+    expect(repos.items.map((r) => r.id)).toContain(repo.id);
+    expect(repos.nextCursor).toBeNull();
+    const prebuilds = await api.listPrebuilds();
+    expect(prebuilds).toEqual({ items: [], nextCursor: null });
+  });
+
   it("WebSocket with tickets: streams a turn, reconnects after a drop with a new ticket and a fresh init, finishes each turn once", async () => {
     const session = await api.createSession({ clientType: "web" });
     const socket = await openSessionSocket(api, runtime.devApiToken, session.id, { WebSocket: WebSocket as unknown as WebSocketConstructor, reconnect: { initialDelayMs: 50, maxDelayMs: 200 } });
@@ -109,6 +125,8 @@ describe("typed client", () => {
     });
     expect(finished.filter((id) => id === second.messageId)).toHaveLength(1);
     expect(new Set(finished).size).toBe(finished.length);
+    // Every frame the server sent is one the contract describes, field for field.
+    expect(frames.flatMap((f) => serverFrameIssues(f))).toEqual([]);
     socket.close();
     await api.stopSession(session.id);
   });
@@ -176,6 +194,13 @@ describe("sbxctl", () => {
       await waitFor("the terminal to echo the typed line", () => screen.includes("typed in attach"), 5_000).catch(() => undefined);
     }
     await waitFor(`the typed prompt's answer streamed (got ${JSON.stringify(screen.slice(-500))})`, () => screen.includes("echo: typed in attach"), 60_000);
+    // A turn with a tool call (the development model runs a real bash `sleep`): one compact line per state.
+    for (let attempt = 0; attempt < 3 && !screen.includes("sleep 1s in attach"); attempt++) {
+      pty.write("sleep 1s in attach\r");
+      await waitFor("the terminal to echo the typed line", () => screen.includes("sleep 1s in attach"), 5_000).catch(() => undefined);
+    }
+    await waitFor(`the tool call's compact line (got ${JSON.stringify(screen.slice(-800))})`, () => /⚙ bash: [^\n]*sleep 1[^\n]* ✓/.test(screen), 90_000);
+    await waitFor(`the answer after the tool call (got ${JSON.stringify(screen.slice(-500))})`, () => screen.includes("echo: sleep 1s in attach"), 60_000);
     pty.write("\x03");
     await waitFor(`attach to exit on Ctrl-C (got ${JSON.stringify(screen.slice(-300))})`, () => exitCode !== null, 30_000);
     expect(exitCode).toBe(0);
@@ -198,6 +223,13 @@ describe("sbxctl", () => {
     const events = json<{ items: { flow: string; outcome: string }[] }>(await cli(["events", sessionId, "--json"]));
     expect(events.items.map((e) => `${e.flow} ${e.outcome}`)).toEqual(expect.arrayContaining(["pause committed"]));
     expect((await cli(["events", sessionId])).stdout).toMatch(/pause\s+committed/);
+    // logs and events follow the cursor to the end; --limit takes the first N and tells where to go on.
+    const allLogs = json<{ items: unknown[]; nextCursor: string | null }>(await cli(["logs", sessionId, "--json"]));
+    expect(allLogs.nextCursor).toBeNull();
+    const firstLogs = json<{ items: unknown[]; nextCursor: string | null }>(await cli(["logs", sessionId, "--json", "--limit", "2"]));
+    expect(firstLogs.items).toEqual(allLogs.items.slice(0, 2));
+    expect(firstLogs.nextCursor).not.toBeNull();
+    expect((await cli(["events", sessionId, "--limit", "0"])).code).toBe(2);
     const stopped = json<{ session: { status: string } }>(await cli(["sessions", "rm", sessionId, "--json"]));
     expect(stopped.session.status).toBe("stopped");
   }, 200_000);

@@ -1,5 +1,10 @@
-/** A WebSocket test client over a real socket: records every server message and waits on them. */
+/**
+ * A WebSocket test client over a real socket: records every server message and waits on them,
+ * and checks each against the contract (test/support/contract-frames.ts): what does not match
+ * is collected in `TestWsClient.contractIssues` for a test to assert on.
+ */
 import WebSocket from "ws";
+import { serverFrameIssues } from "./contract-frames";
 
 export interface ServerMessage {
   type: string;
@@ -7,6 +12,8 @@ export interface ServerMessage {
 }
 
 export class TestWsClient {
+  /** Every way a frame any client of this process received differs from the contract. */
+  static readonly contractIssues: string[] = [];
   readonly received: ServerMessage[] = [];
   private waiters: { predicate: (m: ServerMessage) => boolean; resolve: (m: ServerMessage) => void }[] = [];
   closed = false;
@@ -15,6 +22,7 @@ export class TestWsClient {
     socket.on("message", (data) => {
       const message = JSON.parse(data.toString()) as ServerMessage;
       this.received.push(message);
+      for (const issue of serverFrameIssues(message)) TestWsClient.contractIssues.push(`${issue}: ${JSON.stringify(message).slice(0, 300)}`);
       this.waiters = this.waiters.filter((w) => {
         if (!w.predicate(message)) return true;
         w.resolve(message);

@@ -83,6 +83,41 @@ describe("Transcript", () => {
     expect(t.messages.map((m) => [m.messageId, m.text, m.done])).toEqual([["m1", "echo: hi", true]]);
   });
 
+  it("a reopened answer (finalized empty, then created again, streamed, finalized with its text) is revised, not finished twice", () => {
+    const t = new Transcript();
+    t.apply({ type: "message.create", messageId: "m1", role: "assistant" });
+    expect(t.apply({ type: "message.finalize", messageId: "m1", text: "", reason: "end_turn" })).toMatchObject({ kind: "message", finished: true });
+    const reopened = t.apply({ type: "message.create", messageId: "m1", role: "assistant" });
+    expect(reopened).toMatchObject({ kind: "message", finished: false });
+    expect(t.get("m1")?.done).toBe(false);
+    t.apply({ type: "message.part.text-delta", messageId: "m1", partId: "p1", delta: "echo: " });
+    expect(t.apply({ type: "message.part.text-delta", messageId: "m1", partId: "p1", delta: "late" })).toMatchObject({ kind: "message", finished: false });
+    expect(t.get("m1")?.text).toBe("echo: late");
+    const last = t.apply({ type: "message.finalize", messageId: "m1", text: "echo: late", reason: "end_turn" });
+    expect(last).toMatchObject({ kind: "message", finished: false, revised: true });
+    expect(t.messages.map((m) => [m.messageId, m.text, m.done, m.parts.map((p) => (p.kind === "text" ? p.text : p.tool))])).toEqual([["m1", "echo: late", true, ["echo: late"]]]);
+    // The revision repeated (a takeover) changes nothing.
+    expect(t.apply({ type: "message.finalize", messageId: "m1", text: "echo: late", reason: "end_turn" }).kind).toBe("none");
+  });
+
+  it("a finalize with other text for a finished message (its create and deltas missed) replaces the text as a revision", () => {
+    const t = new Transcript();
+    t.apply({ type: "message.create", messageId: "m1", role: "assistant" });
+    t.apply({ type: "message.part.tool-update", messageId: "m1", partId: "t1", tool: "bash", status: "completed" });
+    t.apply({ type: "message.finalize", messageId: "m1", text: "", reason: "end_turn" });
+    expect(t.apply({ type: "message.finalize", messageId: "m1", text: "done: ok", reason: "end_turn" })).toMatchObject({ kind: "message", finished: false, revised: true });
+    expect(t.get("m1")?.parts.map((p) => (p.kind === "text" ? p.text : p.tool))).toEqual(["bash", "done: ok"]);
+    expect(t.get("m1")?.text).toBe("done: ok");
+  });
+
+  it("a finalize's full text wins over the deltas a reconnect missed", () => {
+    const t = new Transcript();
+    t.apply({ type: "message.create", messageId: "m1", role: "assistant" });
+    t.apply({ type: "message.part.text-delta", messageId: "m1", partId: "p1", delta: "echo: " });
+    expect(t.apply({ type: "message.finalize", messageId: "m1", text: "echo: all of it", reason: "end_turn" })).toMatchObject({ finished: true });
+    expect(t.get("m1")?.parts).toEqual([{ kind: "text", partId: "m1:final", text: "echo: all of it" }]);
+  });
+
   it("init after a reconnect replaces the transcript with the stored one and keeps a turn still streaming", () => {
     const t = new Transcript();
     t.apply({ type: "message.create", messageId: "m1", role: "assistant" });

@@ -12,6 +12,10 @@ import { afterAll, describe, expect, it } from "vitest";
 import { openApiDocument, undocumentedRoutes } from "../../functions/contract/openapi";
 import { servedRoutes } from "../../functions/api-docs/served-routes";
 import { HTTP_ROUTES } from "../../functions/http/routes";
+import { CONTRACT_OPERATIONS } from "../../functions/contract/http";
+import { AUTOMATION_ROUTES } from "../../functions/automations/route-table";
+import { SLACK_ACK_ROUTES, SLACK_WORKSPACE_ROUTES } from "../../functions/slack/routes";
+import { API_DOC_ROUTES } from "../../functions/api-docs/routes";
 import { MAX_REPOS } from "../../functions/http/request-fields";
 
 const ROOT = path.resolve(__dirname, "../..");
@@ -30,6 +34,19 @@ describe("OpenAPI document", () => {
     for (const r of HTTP_ROUTES) expect(inDoc, r.id).toContain(`${r.method} ${r.path}`);
     expect(inDoc).toContain("GET /v1/openapi.json");
     expect(undocumentedRoutes(servedRoutes())).toEqual([]);
+  });
+
+  it("describes each route once, under the route table's id", () => {
+    const keys = CONTRACT_OPERATIONS.map((o) => `${o.method} ${o.path}`);
+    expect(keys.filter((k, i) => keys.indexOf(k) !== i)).toEqual([]);
+    const tables: readonly { id: string; method: string; path: string }[] = [...HTTP_ROUTES, ...SLACK_ACK_ROUTES, ...SLACK_WORKSPACE_ROUTES, ...AUTOMATION_ROUTES, ...API_DOC_ROUTES];
+    const idOf = new Map(tables.map((r) => [`${r.method} ${r.path}`, r.id]));
+    const mismatched = CONTRACT_OPERATIONS.filter((o) => idOf.has(`${o.method} ${o.path}`) && idOf.get(`${o.method} ${o.path}`) !== o.operationId).map((o) => `${o.method} ${o.path}: ${o.operationId} != ${idOf.get(`${o.method} ${o.path}`)}`);
+    expect(mismatched).toEqual([]);
+    const runNow = doc.paths["/v1/automations/{id}/runs"]?.post as { operationId?: string } | undefined;
+    expect(runNow?.operationId).toBe("RunAutomation");
+    const create = doc.paths["/v1/automations"]?.post?.requestBody?.content["application/json"]?.schema as { properties?: Record<string, unknown> };
+    expect(Object.keys(create.properties ?? {})).toEqual(expect.arrayContaining(["name", "schedule"]));
   });
 
   it("names a served route the contract does not describe", () => {
