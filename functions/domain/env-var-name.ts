@@ -4,14 +4,9 @@
  * (its SDK's `validateEnvVarKeys`), and a POSIX shell could not export it; E2B and the local
  * provider follow the same rule so a session behaves alike on every provider.
  */
-import * as z from "zod";
-
 export const ENV_VAR_NAME_PATTERN = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 
 export const ENV_VAR_NAME_RULE = "letters, digits and '_', not starting with a digit";
-
-/** For request bodies: a 400 names the field and this rule. */
-export const EnvVarName = z.string().max(256).regex(ENV_VAR_NAME_PATTERN, `must be an environment variable name (${ENV_VAR_NAME_RULE})`);
 
 /** The names in `env` that break the rule (empty when all are valid). */
 export function invalidEnvVarNames(env: Readonly<Record<string, unknown>>): string[] {

@@ -38,9 +38,6 @@ describeProviderConformance({
     await res.body?.cancel();
     return { status: res.status };
   },
-  dropSnapshot: async (snapshotId) => {
-    await rm(join(dataDir, "snapshots", snapshotId), { recursive: true, force: true });
-  },
   expiry: {
     make: () => new LocalSandboxProvider({ dataDir, readyTimeoutMs: 90_000, sandboxTimeoutSeconds: SHORT_TIMEOUT_SECONDS }),
     // The local sandbox ends itself at its timeout (its boot SIGTERMs its own group).

@@ -10,14 +10,20 @@
  *   Modal: MODAL_TOKEN_ID, MODAL_TOKEN_SECRET, MODAL_BASE_IMAGE or MODAL_BASE_SNAPSHOT_ID
  *          (optional: MODAL_APP_NAME, MODAL_SANDBOX_BACKEND)
  *
- * Not run live: the expiry case (it would wait out a real timeout). The not-found and
- * deleteSnapshot cases delete the snapshot through the provider's own `deleteSnapshot`.
+ * Not run live: the expiry case (it would wait out a real timeout). The not-found case restores
+ * from snapshots that are really gone, as on the stand-ins: a filesystem snapshot deleted with the
+ * provider's own `deleteSnapshot`, and for a Modal memory snapshot (which the SDK cannot delete) a
+ * well-formed id that was never issued.
+ *
+ * Modal also gets a measurement (issue 22 §3): one sandbox's memory snapshot and filesystem
+ * snapshot, timed and printed, the figures behind taking a durable filesystem snapshot at every
+ * pause (README, "Paused sessions never expire").
  */
-import { describe, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { ProviderType } from "../../functions/domain/session";
 import type { SandboxProvider } from "../../functions/ports/sandbox-provider";
 import { createSandboxProvider } from "../../functions/providers/provider-factory";
-import { describeProviderConformance } from "../support/provider-conformance";
+import { CONFORMANCE_SANDBOX_KEY, describeProviderConformance } from "../support/provider-conformance";
 
 const env = process.env;
 const LIVE = env.PROVIDERS_LIVE === "1";
@@ -62,5 +68,32 @@ for (const type of ["e2b", "modal"] as const) {
       return { status: res.status };
     },
     timeoutMs: 900_000,
+  });
+  if (type === "modal") describeModalSnapshotTiming();
+}
+
+/** Times both snapshot kinds on one running sandbox and prints the durations (not asserted: a figure, not a test of speed). */
+function describeModalSnapshotTiming(): void {
+  describe("modal (live): memory vs filesystem snapshot, measured", () => {
+    it("takes both snapshots of one sandbox and prints how long each took", async () => {
+      const provider = createSandboxProvider("modal", { sandboxTimeoutSeconds: 900, env: { ...env } });
+      const sessionId = `ses_conftiming${"0".repeat(16)}`;
+      try {
+        const created = await provider.createSandbox({ sessionId, repos: [], envVars: { SESSION_ID: sessionId, SIDECAR_TOKEN: CONFORMANCE_SANDBOX_KEY } });
+        const timed = async (take: () => Promise<{ snapshotId: string }>): Promise<{ snapshotId: string; ms: number }> => {
+          const started = performance.now();
+          const { snapshotId } = await take();
+          return { snapshotId, ms: Math.round(performance.now() - started) };
+        };
+        const memory = await timed(() => provider.memorySnapshot(sessionId, created.sandboxId));
+        const filesystem = await timed(() => provider.snapshot(sessionId, created.sandboxId));
+        process.stderr.write(`[providers:live] modal: memory snapshot ${memory.ms} ms, filesystem snapshot ${filesystem.ms} ms (same sandbox, memory first)\n`);
+        expect(provider.keepsProcesses?.(memory.snapshotId)).toBe(true);
+        expect(provider.keepsProcesses?.(filesystem.snapshotId)).toBe(false);
+        await provider.deleteSnapshot(filesystem.snapshotId);
+      } finally {
+        await terminateConformanceSandboxes(provider);
+      }
+    }, 900_000);
   });
 }

@@ -6,8 +6,10 @@
  * their keys are set (`npm run test:providers:live`, test/live).
  *
  * A harness supplies what the port cannot: how the control plane reaches a sandbox's tunnel
- * (`fetch`), how to make time pass (`expire`, absent live), and how to lose a snapshot
- * (`dropSnapshot`, else the provider's own `deleteSnapshot`).
+ * (`fetch`) and how to make time pass (`expire`, absent live). Snapshots are lost only as they
+ * can be on the real service, so every harness (stand-in, local, live) runs the same not-found
+ * path: a filesystem snapshot deleted with the provider's `deleteSnapshot`, and for memory
+ * snapshots (which Modal cannot delete) a well-formed id that was never issued.
  * It also runs the older contract cases (provider-contract.ts).
  */
 import { describe, expect, it } from "vitest";
@@ -30,8 +32,6 @@ export interface ConformanceHarness {
    * `make` builds the provider to use for it (the local one needs a short timeout).
    */
   expiry?: { make(): SandboxProvider | Promise<SandboxProvider>; expire(provider: SandboxProvider, sandboxId: string): Promise<void> };
-  /** Makes a snapshot id unrestorable, as deleting it would. Absent: the provider's own `deleteSnapshot`. */
-  dropSnapshot?: (snapshotId: string) => Promise<void>;
   /** Per-test timeout (real sandboxes boot slowly). */
   timeoutMs?: number;
   /** The provider's clock (the stand-ins have their own); default `Date.now`. */
@@ -41,6 +41,16 @@ export interface ConformanceHarness {
 /** The sandbox key every conformance sandbox gets: its OpenCode then requires the derived password. */
 export const CONFORMANCE_SANDBOX_KEY = "conformance-sandbox-key-0123456789abcdef";
 const AUTH = { authorization: agentAuthorization(deriveAgentPassword(CONFORMANCE_SANDBOX_KEY)) };
+
+/**
+ * A well-formed snapshot id that was never issued: `id` with its trailing run of letters and digits
+ * (the unique part of a Modal `sn-...` or a stand-in's counter) replaced by zeros of the same length.
+ */
+export function neverIssued(id: string): string {
+  const other = id.replace(/[A-Za-z0-9]+$/, (run) => "0".repeat(run.length));
+  if (other === id) throw new Error(`cannot derive a never-issued id from ${id}`);
+  return other;
+}
 
 let counter = 0;
 function sessionId(): string {
@@ -76,14 +86,6 @@ export function describeProviderConformance(harness: ConformanceHarness): void {
     const url = `${tunnelUrl.replace(/\/+$/, "")}/session`;
     expect((await harness.fetch(url, AUTH)).status).toBe(200);
     expect((await harness.fetch(url)).status).toBe(401);
-  }
-
-  /**
-   * The harness's own drop first (a snapshot gone behind the provider's back, e.g. a Modal memory
-   * snapshot past its 7 days, which `deleteSnapshot` cannot remove), else the provider's delete.
-   */
-  function dropper(p: SandboxProvider): (id: string) => Promise<void> {
-    return harness.dropSnapshot ?? ((id) => p.deleteSnapshot(id));
   }
 
   const t = harness.timeoutMs;
@@ -175,16 +177,22 @@ export function describeProviderConformance(harness: ConformanceHarness): void {
         await p.terminate(id, resumed.sandboxId);
       }), t);
 
-    it("not found: a restore from a snapshot that no longer exists fails, not retryable, as a restore failure when the snapshot kept processes", () =>
+    it("not found: a restore from a snapshot that is gone fails, not retryable, as a restore failure when the snapshot kept processes", () =>
       withProvider(async (p) => {
-        const drop = dropper(p);
         const id = sessionId();
         const created = await p.createSandbox(opts(id));
-        const kinds: { snapshotId: string }[] = [await p.snapshot(id, created.sandboxId)];
-        if (p.supportsMemorySnapshot) kinds.push(await p.memorySnapshot(id, created.sandboxId));
+        const filesystem = await p.snapshot(id, created.sandboxId);
+        const gone: string[] = [filesystem.snapshotId];
+        if (p.supportsMemorySnapshot) {
+          const memory = await p.memorySnapshot(id, created.sandboxId);
+          // Deleting a memory snapshot succeeds even where the service has no such call (Modal: a no-op,
+          // so the id stays restorable). The gone one is the same id with its unique part replaced.
+          await expect(p.deleteSnapshot(memory.snapshotId)).resolves.toBeUndefined();
+          gone.push(neverIssued(memory.snapshotId));
+        }
         await p.terminate(id, created.sandboxId);
-        for (const { snapshotId } of kinds) {
-          await drop(snapshotId);
+        await p.deleteSnapshot(filesystem.snapshotId);
+        for (const snapshotId of gone) {
           const err = await p.createSandbox(opts(id, { snapshotId })).catch((e: unknown) => e);
           expect(err, snapshotId).toBeInstanceOf(ProviderError);
           expect((err as ProviderError).retryable, snapshotId).toBe(false);

@@ -120,16 +120,6 @@ export class ModalStandIn implements ModalSdk {
     },
   };
 
-  /** Deletes a filesystem image (a snapshot that no longer exists). */
-  dropImage(imageId: string): void {
-    this.imageStore.delete(imageId);
-  }
-
-  /** Deletes a memory snapshot. */
-  dropMemorySnapshot(snapshotId: string): void {
-    this.memorySnapshots.delete(snapshotId);
-  }
-
   sandboxes = {
     create: async (app: ModalAppRef, image: ModalImageRef, params: SandboxCreateParams = {}): Promise<ModalSandboxLike> => {
       if (params.timeoutMs !== undefined && params.timeoutMs <= 0) throw new Error(`timeoutMs must be positive, got ${params.timeoutMs}`);
@@ -177,6 +167,7 @@ export class ModalStandIn implements ModalSdk {
     },
   };
 
+  /** As in modal@0.11: `fromId` only, no call deletes a memory snapshot (it lives until its 7 days pass). */
   sandboxSnapshots = {
     fromId: async (snapshotId: string): Promise<ModalSnapshotRef> => ({ snapshotId }),
   };

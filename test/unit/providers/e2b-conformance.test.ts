@@ -29,9 +29,6 @@ describeProviderConformance({
     if (!current) throw new Error("no stand-in");
     return current.fetch(url, headers ? { headers } : undefined);
   },
-  dropSnapshot: async (snapshotId) => {
-    await current?.deleteSnapshot(snapshotId.replace(/^e2b-snapshot:/, ""));
-  },
   expiry: {
     make,
     expire: async () => {

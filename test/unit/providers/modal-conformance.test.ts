@@ -29,13 +29,9 @@ for (const backend of ["v2", "v1"] as const) {
     name: `modal ${backend} (Modal stand-in)`,
     make,
     now: () => current?.now ?? 0,
-  fetch: async (url, headers) => {
+    fetch: async (url, headers) => {
       if (!current) throw new Error("no stand-in");
       return current.fetch(url, headers ? { headers } : undefined);
-    },
-    dropSnapshot: async (snapshotId) => {
-      if (snapshotId.startsWith("mem:")) current?.dropMemorySnapshot(snapshotId.slice(4));
-      else current?.dropImage(snapshotId);
     },
     expiry: {
       make,
