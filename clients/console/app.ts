@@ -294,6 +294,12 @@ function TerminalPanel({ api, sessionId, status }: { api: ConsoleApi; sessionId:
   );
 }
 
+/** The URL of a session view's or status frame's `preview` (`{url}` or null). */
+function previewUrlOf(preview: unknown): string | null {
+  const url = (preview as { url?: unknown } | null | undefined)?.url;
+  return typeof url === "string" ? url : null;
+}
+
 interface Presence {
   connectedClients: number;
   users: string[];
@@ -302,6 +308,8 @@ interface Presence {
 function SessionPage({ api, config, sessionId }: { api: ConsoleApi; config: ConsoleConfig; sessionId: string }) {
   const [session, setSession] = useState<SessionView | null>(null);
   const [liveStatus, setLiveStatus] = useState<string | null>(null);
+  // The sandbox's preview URL while it runs: from the view (init, HTTP) and the `running` status frame.
+  const [preview, setPreview] = useState<string | null>(null);
   const [messages, setMessages] = useState<MessageView[]>([]);
   const [presence, setPresence] = useState<Presence>({ connectedClients: 0, users: [] });
   const [queue, setQueue] = useState<string | null>(null);
@@ -322,6 +330,7 @@ function SessionPage({ api, config, sessionId }: { api: ConsoleApi; config: Cons
     try {
       const s = await api.getSession(sessionId);
       setSession(s);
+      setPreview(previewUrlOf(s.preview));
       statusRef.current = s.status;
     } catch (err) {
       setError(errorText(err));
@@ -334,6 +343,7 @@ function SessionPage({ api, config, sessionId }: { api: ConsoleApi; config: Cons
         case "init": {
           const s = frame.session as SessionView;
           setSession(s);
+          setPreview(previewUrlOf(s.preview));
           setLiveStatus(s.status);
           statusRef.current = s.status;
           const data = (frame.data ?? {}) as { connectedClients?: number; connectedUsers?: { userId: string }[]; promptsQueued?: number };
@@ -344,6 +354,7 @@ function SessionPage({ api, config, sessionId }: { api: ConsoleApi; config: Cons
         case "status": {
           const status = frame.status as string;
           setLiveStatus(status);
+          setPreview(status === "running" ? previewUrlOf(frame.preview) : null);
           statusRef.current = status;
           refreshEvents();
           void refreshSession();
@@ -450,6 +461,7 @@ function SessionPage({ api, config, sessionId }: { api: ConsoleApi; config: Cons
       { class: "card session-head" },
       h("div", null, h("h2", null, session?.title || sessionId), h("div", { class: "muted small" }, sessionId)),
       h("div", { class: "session-status" }, h(StatusBadge, { status }), session?.pauseReason && status === "paused" ? h("span", { class: "muted small" }, ` (${String(session.pauseReason)})`) : null),
+      preview && status === "running" ? h("div", { class: "preview small" }, "Preview: ", h("a", { href: preview, target: "_blank", rel: "noopener noreferrer" }, preview)) : null,
       h(
         "div",
         { class: "presence", title: presence.users.join(", ") },

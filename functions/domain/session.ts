@@ -257,9 +257,14 @@ export type SessionView = Omit<SessionRecord, "orgId" | "version" | "runningSinc
   preview: { url: string } | null;
 };
 
+/** A session's preview as its clients see it (the view, and the `running` status frame): only while it runs. */
+export function sessionPreview(record: Pick<SessionRecord, "status" | "previewUrl">): SessionView["preview"] {
+  return record.status === "running" && record.previewUrl ? { url: record.previewUrl } : null;
+}
+
 export function toSessionView(record: SessionRecord, now: Date): SessionView {
-  const { orgId: _org, version: _v, runningSince: _r, initialPrompt: _p, openCodeUrl: _u, sandboxKeyEpoch: _k, resumeRequestedAt: _rr, previewUrl, ...view } = record;
-  return { ...view, restoreFrom: resolveRestoreSource(record, now), preview: record.status === "running" && previewUrl ? { url: previewUrl } : null };
+  const { orgId: _org, version: _v, runningSince: _r, initialPrompt: _p, openCodeUrl: _u, sandboxKeyEpoch: _k, resumeRequestedAt: _rr, previewUrl: _pu, ...view } = record;
+  return { ...view, restoreFrom: resolveRestoreSource(record, now), preview: sessionPreview(record) };
 }
 
 export interface NewSessionInput {

@@ -7,10 +7,12 @@
  */
 import type { Logger } from "@aws-lambda-powertools/logger";
 import { isLiveConnection } from "../domain/connection-liveness";
-import type { ClientStatus } from "../domain/session";
+import type { ClientStatus, SessionView } from "../domain/session";
 import { errorForLog } from "../observability/logger";
 import type { ClientPush } from "../ports/client-push";
 import type { ClientConnection, ConnectionRegistry } from "../ports/session-items";
+
+type SessionPreview = SessionView["preview"];
 
 export interface BroadcastDeps {
   connections: ConnectionRegistry;
@@ -55,12 +57,22 @@ export async function broadcast(
   return sent;
 }
 
+/**
+ * A `status` frame. A `running` one carries the session's `preview` (issue 25 §7; null when its
+ * sandbox exposes none): a client that connected before the session ran got `preview: null` in
+ * its `init`, and this is where it learns the URL, as seed 001's "status -> running + tunnelUrls".
+ */
+export function statusFrame(status: ClientStatus, options: { message?: string | undefined; preview?: SessionPreview } = {}): { type: "status" } & Record<string, unknown> {
+  return { type: "status", status, ...(options.message ? { message: options.message } : {}), ...(status === "running" ? { preview: options.preview ?? null } : {}) };
+}
+
 export function broadcastStatus(
   deps: BroadcastDeps,
   sessionId: string,
   status: ClientStatus,
   message?: string,
-  connections?: readonly ClientConnection[],
+  options: { connections?: readonly ClientConnection[] | undefined; preview?: SessionPreview } = {},
 ): Promise<number> {
-  return broadcast(deps, sessionId, { type: "status", status, ...(message ? { message } : {}) }, connections ? { connections } : {});
+  const { connections, preview } = options;
+  return broadcast(deps, sessionId, statusFrame(status, { message, ...(preview !== undefined ? { preview } : {}) }), connections ? { connections } : {});
 }

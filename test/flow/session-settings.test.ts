@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AgentModel } from "../../functions/domain/agent-settings";
 import { DynamoOrgSettingsStore } from "../../functions/store/dynamo-org-settings";
 import { toSessionView } from "../../functions/domain/session";
+import { makeScheduleFiredHandler } from "../../functions/schedules/schedule-fired";
 import { deriveSandboxKey } from "../../sandbox/shared/access-token";
 import { startFlowHarness, TEST_MASTER_KEY, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";
@@ -142,5 +143,29 @@ describe("preview URL (issue 25 §7)", () => {
     expect(JSON.stringify(toSessionView(running, new Date()))).not.toContain("agent-tunnel");
     await h.run("pause", s.id);
     expect(toSessionView(await h.session(s.id), new Date()).preview).toBeNull();
+  });
+  it("a client connected before the session runs gets the preview with the running status, after start and after a migration (the new sandbox's)", async () => {
+    await h.close();
+    inner = new InstantSandboxProvider({ supportsPause: false, supportsMemorySnapshot: false, previewUrl: (sandboxId) => `https://${sandboxId}.preview.invalid`, tunnelUrl: "https://agent-tunnel.instant.invalid" });
+    h = await startFlowHarness({ provider: inner, agent: new ScriptedAgent(), env: { MIGRATION_TURN_WAIT_SECONDS: "0.3" } });
+    const s = await h.createSession({ orgId: "org_1", clientType: "web" });
+    // Connected while the session is not running: its init (toSessionView) said preview null.
+    expect(toSessionView(s, new Date()).preview).toBeNull();
+    const client = await h.addClient(s.id);
+    await h.run("ensure-runtime", s.id);
+    const first = (await h.session(s.id)).sandboxId ?? "";
+    const fired = await makeScheduleFiredHandler(h.deps)({ sessionId: s.id, purpose: "expiry", at: new Date().toISOString() });
+    expect(fired.started).toMatch(/^migrate-/);
+    await h.runner.whenIdle();
+    const second = (await h.session(s.id)).sandboxId ?? "";
+    expect(second).not.toBe(first);
+    const statuses = h.push.sent.filter((f) => f.connectionId === client && f.message.type === "status").map((f) => f.message);
+    expect(statuses).toEqual([
+      { type: "status", status: "creating" },
+      { type: "status", status: "running", preview: { url: `https://${first}.preview.invalid` } },
+      { type: "status", status: "migrating", message: "Extending session..." },
+      { type: "status", status: "running", preview: { url: `https://${second}.preview.invalid` } },
+    ]);
+    expect(JSON.stringify(h.push.sent)).not.toContain("agent-tunnel");
   });
 });

@@ -76,7 +76,7 @@ for (const type of ["e2b", "modal"] as const) {
 function describeModalSnapshotTiming(): void {
   describe("modal (live): memory vs filesystem snapshot, measured", () => {
     it("takes both snapshots of one sandbox and prints how long each took", async () => {
-      const provider = createSandboxProvider("modal", { sandboxTimeoutSeconds: 900, env: { ...env } });
+      const provider = await createSandboxProvider("modal", { sandboxTimeoutSeconds: 900, env: { ...env } });
       const sessionId = `ses_conftiming${"0".repeat(16)}`;
       try {
         const created = await provider.createSandbox({ sessionId, repos: [], envVars: { SESSION_ID: sessionId, SIDECAR_TOKEN: CONFORMANCE_SANDBOX_KEY } });

@@ -22,8 +22,8 @@ export interface InstantSandboxProviderOptions {
   type?: ProviderType;
   /** The OpenCode base URL every sandbox reports. Default "http://instant.invalid". */
   tunnelUrl?: string;
-  /** The preview proxy URL every sandbox reports. Default null (none). */
-  previewUrl?: string | null;
+  /** The preview proxy URL every sandbox reports (a function: each sandbox its own). Default null (none). */
+  previewUrl?: string | null | ((sandboxId: string) => string | null);
   /** `expiresAt` = now + this. Default 3600. */
   timeoutSeconds?: number;
   supportsPause?: boolean;
@@ -63,7 +63,7 @@ export class InstantSandboxProvider implements SandboxProvider {
   readonly supportsMemorySnapshot: boolean;
 
   private readonly tunnelUrl: string;
-  private readonly previewUrl: string | null;
+  private readonly previewUrl: (sandboxId: string) => string | null;
   private readonly timeoutSeconds: number;
   private readonly now: () => number;
   private readonly sandboxes = new Map<string, InstantSandbox>();
@@ -75,7 +75,8 @@ export class InstantSandboxProvider implements SandboxProvider {
   constructor(options: InstantSandboxProviderOptions = {}) {
     this.type = options.type ?? "local";
     this.tunnelUrl = options.tunnelUrl ?? "http://instant.invalid";
-    this.previewUrl = options.previewUrl ?? null;
+    const preview = options.previewUrl ?? null;
+    this.previewUrl = typeof preview === "function" ? preview : () => preview;
     this.timeoutSeconds = options.timeoutSeconds ?? 3600;
     this.supportsPause = options.supportsPause ?? true;
     this.supportsAutoPause = options.supportsAutoPause ?? false;
@@ -225,7 +226,7 @@ export class InstantSandboxProvider implements SandboxProvider {
 
   async resolveTunnels(sandboxId: string): Promise<SandboxTunnels> {
     this.running("resolveTunnels", sandboxId);
-    return { openCodeUrl: this.tunnelUrl, previewUrl: this.previewUrl, sidecarUrl: null };
+    return { openCodeUrl: this.tunnelUrl, previewUrl: this.previewUrl(sandboxId), sidecarUrl: null };
   }
 
   private running(operation: string, sandboxId: string): InstantSandbox {
@@ -240,7 +241,7 @@ export class InstantSandboxProvider implements SandboxProvider {
   }
 
   private resultOf(sandbox: InstantSandbox): CreateSandboxResult {
-    return { sandboxId: sandbox.sandboxId, tunnelUrl: this.tunnelUrl, previewUrl: this.previewUrl, expiresAt: sandbox.expiresAt };
+    return { sandboxId: sandbox.sandboxId, tunnelUrl: this.tunnelUrl, previewUrl: this.previewUrl(sandbox.sandboxId), expiresAt: sandbox.expiresAt };
   }
 
   private fail(operation: string, message: string, sandboxId?: string): ProviderError {

@@ -8,7 +8,7 @@
  * Each part is isolated: one failing does not stop the others, and every part is idempotent, so
  * the ASL may retry the whole step.
  */
-import type { SessionRecord } from "../../domain/session";
+import { sessionPreview, type SessionRecord } from "../../domain/session";
 import { armIdleCheck } from "../../idle/idle-check";
 import { idleModeOf } from "../../idle/idle-predicate";
 import { errorForLog } from "../../observability/logger";
@@ -199,7 +199,7 @@ export async function finishFlow(doc: FlowDocument, deps: FlowDeps, known?: Sess
   let connections: ClientConnection[] | undefined;
   if (pushes) await isolated(deps, "connections", doc.sessionId, async () => (connections = await deps.connections.list(doc.sessionId)));
   if (pushes) {
-    await isolated(deps, "push", doc.sessionId, () => broadcastStatus(deps, doc.sessionId, finalClientStatus(session.status), session.errorMessage ?? undefined, connections));
+    await isolated(deps, "push", doc.sessionId, () => broadcastStatus(deps, doc.sessionId, finalClientStatus(session.status), session.errorMessage ?? undefined, { connections, preview: sessionPreview(session) }));
   }
 
   // Issue 25 §1: clients that connected, or a resume asked for, while this flow paused the session.

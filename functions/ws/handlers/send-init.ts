@@ -20,12 +20,12 @@
  */
 import * as z from "zod";
 import { connectionExpiresAt } from "../../domain/connection-liveness";
-import { toSessionView, type ClientStatus, type SessionRecord } from "../../domain/session";
+import { sessionPreview, toSessionView, type ClientStatus, type SessionRecord } from "../../domain/session";
 import { clientStatusOf } from "../../domain/session-transitions";
 import type { TranscriptMessage } from "../../ports/transcript";
 import type { WsDeps } from "../ws-deps";
 import type { ClientConnection } from "../../ports/session-items";
-import { broadcast } from "../../services/broadcast";
+import { broadcast, statusFrame } from "../../services/broadcast";
 import { lazyEntry } from "../lambda-entry";
 import { agentEndpoint } from "../../agent/agent-endpoint";
 import { errorForLog } from "../../observability/logger";
@@ -121,7 +121,8 @@ export function makeSendInitHandler(deps: WsDeps, options: { attempts?: number; 
     }
     if (!(await deps.connections.markReady(sessionId, connectionId, connectionExpiresAt(deps.now(), deps.config.CONNECTION_TTL_SECONDS)))) return { sent: true };
     const fresh = (await deps.sessions.getSession(sessionId)) ?? session;
-    await deps.push.send(connectionId, { type: "status", status: await currentClientStatus(deps, fresh) });
+    // Its preview too when running: the session may have started running since the init above.
+    await deps.push.send(connectionId, statusFrame(await currentClientStatus(deps, fresh), { preview: sessionPreview(fresh) }));
     // Issue 25 §3: a question the agent is waiting on was asked before this client came (or before a relay takeover).
     for (const frame of await pendingPermissionFrames(deps, fresh)) await deps.push.send(connectionId, frame);
     // A turn may be streaming: its relay catches this client up with it now (relay/fan-out.ts).
