@@ -621,7 +621,7 @@ export class StreamingRelay {
           this.deps.logger.info("relay stream lost: reconnecting", { sessionId, reason, retryInMs, ...(error ? { error: errorForLog(error) } : {}) });
           this.deps.metrics?.put(METRIC_NAMES.relayStreamsLost, 1, "Count", { Reason: reason });
           // Issue 25 §5: the sandbox may be dead; a flow with provider bindings finds out (stream-loss.ts).
-          if (this.watches.get(sessionId) === watch) void this.streamLoss.streamFailed(sessionId);
+          if (this.watches.get(sessionId) === watch) void this.streamLoss.streamFailed(sessionId, reason);
         },
         // Seed 002 constraint 12: revalidate after the backoff, before reconnecting, from a
         // strongly consistent read: a session an idle snapshot seized, claimed by another relay,

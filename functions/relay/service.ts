@@ -19,6 +19,7 @@ import { errorForLog } from "../observability/logger";
 import { publishHeldStreams } from "./held-streams-metric";
 import { SqsNudgeSource, sqsClient } from "../adapters/aws/sqs-relay-nudge";
 import { StreamingRelay } from "./relay";
+import { DEFAULT_HEARTBEAT_TIMEOUT_MS } from "./session-stream";
 
 const positive = (fallback: number) => z.coerce.number().positive().finite().default(fallback);
 
@@ -30,7 +31,7 @@ export const RelayEnv = z.object({
   /** The pause between two long polls of the nudge queue (a receive itself waits up to 20 s for a nudge). */
   RELAY_NUDGE_POLL_MS: z.coerce.number().int().positive().default(250),
   RELAY_MAX_SESSIONS: z.coerce.number().int().positive().default(10000),
-  RELAY_HEARTBEAT_TIMEOUT_SECONDS: positive(45),
+  RELAY_HEARTBEAT_TIMEOUT_SECONDS: positive(DEFAULT_HEARTBEAT_TIMEOUT_MS / 1_000),
   /** `false`: no HeldStreams metric (tests, or a relay without CloudWatch access). */
   RELAY_PUBLISH_METRICS: z.enum(["true", "false"]).default("true"),
 });

@@ -15,10 +15,14 @@ import type { AgentMessage, AgentMessageSource } from "./agent-messages";
 /** Seed 000 SessionHub reconnect delays; the last one repeats. */
 export const DEFAULT_BACKOFF_MS: readonly number[] = [1_000, 2_000, 5_000, 10_000];
 /**
- * OpenCode sends `server.heartbeat` every 10 s (two in test/fixtures/opencode/sse-echo-turn.txt,
- * 10.0 s apart by their event ids): 45 s of silence is four missed heartbeats, a dead stream.
+ * OpenCode sends `server.heartbeat` every 10 s on `/event` (its server: a 10-second schedule
+ * mapped to `server.heartbeat`; two in test/fixtures/opencode/sse-echo-turn.txt, 10.0 s apart by
+ * their event ids). 20 s of silence is at least one missed heartbeat with a whole interval of
+ * slack: a dead stream. Seed 000 wants a dead sandbox noticed within 30 s: a silent stream is
+ * declared dead at 20 s and reported for the loss check at once (relay/stream-loss.ts), which
+ * leaves the check ~10 s.
  */
-export const DEFAULT_HEARTBEAT_TIMEOUT_MS = 45_000;
+export const DEFAULT_HEARTBEAT_TIMEOUT_MS = 20_000;
 
 export interface StreamSnapshot {
   busy: boolean;

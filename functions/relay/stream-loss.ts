@@ -16,6 +16,7 @@ import type { Logger } from "@aws-lambda-powertools/logger";
 import { errorForLog } from "../observability/logger";
 import type { FlowRunner } from "../ports/flow-runner";
 import type { SessionStore } from "../ports/session-store";
+import type { DisconnectReason } from "./session-stream";
 
 export interface StreamLossDeps {
   sessions: Pick<SessionStore, "readLease">;
@@ -45,16 +46,19 @@ export class StreamLossReporter {
 
   /**
    * The stream of `sessionId` failed; resolves with the execution started, if any. Never throws.
-   * The first failure is only counted: a stream that drops and reconnects (a network blip, a
-   * proxy's idle timeout) is no news. A dead sandbox fails the reconnect too, the first backoff
-   * step (1 s) later, and that is reported.
+   * The first failure that closed the stream is only counted: a stream that drops and reconnects
+   * (a network blip, a proxy's idle timeout) is no news. A dead sandbox fails the reconnect too,
+   * the first backoff step (1 s) later, and that is reported. A stream that went silent
+   * (`heartbeat`: OpenCode missed its 10 s heartbeats while the connection stayed open) is
+   * reported at once: a reconnect to a sandbox that is gone behind a tunnel that holds the
+   * connection could hang for another whole heartbeat timeout, past seed 000's 30 s.
    */
-  async streamFailed(sessionId: string): Promise<string | null> {
+  async streamFailed(sessionId: string, reason?: DisconnectReason): Promise<string | null> {
     try {
       if (this.failures.size >= MAX_TRACKED) this.failures.clear();
       const failures = (this.failures.get(sessionId) ?? 0) + 1;
       this.failures.set(sessionId, failures);
-      if (failures < 2) return null;
+      if (failures < 2 && reason !== "heartbeat") return null;
       const now = this.deps.now().getTime();
       const last = this.reportedAt.get(sessionId);
       if (last !== undefined && now - last < (this.options.minIntervalMs ?? STREAM_LOSS_REPORT_INTERVAL_MS)) return null;

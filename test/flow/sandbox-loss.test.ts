@@ -1,9 +1,10 @@
 /**
  * Issue 25 §5 and §7 through the real ASL and step functions over dynalite, on the instant
  * provider behind the fault-injecting one:
- * - a dead sandbox is noticed by the relay (its stream fails, the reconnect fails) and the
- *   session is paused on its last snapshot, `sandbox_lost`, with no sweeper involved; a stream
- *   that fails while the sandbox lives changes nothing;
+ * - a dead sandbox is noticed by the relay (its stream fails, the reconnect fails; or its stream
+ *   goes silent past the heartbeat timeout) and the session is paused on its last snapshot,
+ *   `sandbox_lost`, with no sweeper involved; a stream that fails while the sandbox lives changes
+ *   nothing;
  * - a user pause of a sandbox that already exited ends paused on the last snapshot (stopped if
  *   there is none), not `running` until the sweeper;
  * - the relay loses its lease before a user pause terminates the sandbox;
@@ -41,11 +42,14 @@ afterEach(async () => {
   await h.close();
 });
 
-function startRelay(): StreamingRelay {
+function startRelay(options: { backoffMs?: number[]; heartbeatTimeoutMs?: number } = {}): StreamingRelay {
   h.setRelayWatched("store");
   const transcript = new DynamoTranscriptStore(h.table.doc, h.table.tableName);
   // Leases far longer than the test, so only the flows take a session away from it.
-  relay = new StreamingRelay({ ...h.deps, relayLeases: h.relayLeases, transcript, agentMessages: agent }, { ownerId: "relay-a", leaseTtlSeconds: 3600, scanIntervalMs: 50, backoffMs: [100] });
+  relay = new StreamingRelay(
+    { ...h.deps, relayLeases: h.relayLeases, transcript, agentMessages: agent },
+    { ownerId: "relay-a", leaseTtlSeconds: 3600, scanIntervalMs: 50, backoffMs: options.backoffMs ?? [100], ...(options.heartbeatTimeoutMs ? { heartbeatTimeoutMs: options.heartbeatTimeoutMs } : {}) },
+  );
   relay.start();
   return relay;
 }
@@ -76,6 +80,26 @@ describe("a sandbox that dies under a running session (issue 25 §5)", () => {
     expect(lost).toMatchObject({ actor: "relay:relay-a", reason: "sandbox_lost", to: "paused" });
     // The relay lets go once the session is no longer running.
     await waitFor(() => Promise.resolve(r.heldSessions()), { until: (held) => !held.includes(s.id), message: "the relay letting go" });
+  });
+
+  it("a stream that goes silent (the sandbox gone behind an open connection) is declared dead at the heartbeat timeout and the loss check starts at once", async () => {
+    await setup();
+    // OpenCode's heartbeats, scaled down with the timeout; no reconnect within the test, so only
+    // the first (silent) failure can start the check.
+    agent.heartbeatEveryMs = 50;
+    const r = startRelay({ heartbeatTimeoutMs: 500, backoffMs: [600_000] });
+    const s = await runningSession({ snapshot: true });
+    await waitFor(() => Promise.resolve(agent.subscriberCount()), { until: (n) => n === 1, message: "the relay streaming" });
+    // Heartbeats keep the quiet stream open.
+    await waitFor(() => Promise.resolve(r.streamCounters().events), { until: (n) => n >= 15, message: "heartbeats arriving" });
+    expect(r.streamCounters()).toMatchObject({ heartbeatTimeouts: 0, disconnects: 0 });
+    inner.kill(s.sandboxId ?? "");
+    agent.silent = true;
+    const paused = await waitFor(() => h.session(s.id), { until: (x) => x.status === "paused", message: "the silent stream noticed", timeoutMs: 30_000 });
+    expect(paused).toMatchObject({ pauseReason: "sandbox_lost", snapshotId: s.snapshotId, sandboxId: null });
+    await h.runner.whenIdle();
+    const lost = (await lifecycle(s.id)).find((e) => e.flow === "idle-snapshot" && e.outcome === "committed");
+    expect(lost).toMatchObject({ actor: "relay:relay-a", reason: "sandbox_lost", to: "paused" });
   });
 
   it("without any snapshot the session is stopped (sandbox_lost) with a message, never left running", async () => {

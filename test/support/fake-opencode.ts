@@ -21,6 +21,13 @@ export class FakeOpenCode implements AgentClient, AgentMessageSource {
   refused = 0;
   /** On: the server is gone (its sandbox died): every new event stream fails as a refused connection. */
   unreachable = false;
+  /**
+   * On: the sandbox is gone behind a connection that stays open (a tunnel that accepts and never
+   * answers): open streams deliver nothing more, new ones never send a byte; none ends until aborted.
+   */
+  silent = false;
+  /** OpenCode's `server.heartbeat` on every open stream every this many ms (null: none, the default). */
+  heartbeatEveryMs: number | null = null;
   private readonly authorizations = new Map<string, string>();
   private readonly subscribers = new Set<(event: AgentEvent) => void>();
   /** Ends every open event stream (the server side of an SSE connection dropping). */
@@ -123,13 +130,19 @@ export class FakeOpenCode implements AgentClient, AgentMessageSource {
     const refused = this.refusal(endpoint, "events");
     if (refused) throw refused;
     if (this.unreachable) throw new AgentUnavailableError("OpenCode events failed: connect ECONNREFUSED", { retryable: true });
+    if (this.silent) {
+      await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener("abort", () => resolve(), { once: true })));
+      return;
+    }
     const queue: AgentEvent[] = [];
     let wake: (() => void) | null = null;
     let ended = false;
     const subscriber = (event: AgentEvent) => {
+      if (this.silent) return;
       queue.push(event);
       wake?.();
     };
+    const heartbeats = this.heartbeatEveryMs === null ? null : setInterval(() => subscriber({ type: "server.heartbeat", properties: {} }), this.heartbeatEveryMs);
     const onAbort = () => wake?.();
     const end = () => {
       ended = true;
@@ -150,6 +163,7 @@ export class FakeOpenCode implements AgentClient, AgentMessageSource {
         wake = null;
       }
     } finally {
+      if (heartbeats) clearInterval(heartbeats);
       this.subscribers.delete(subscriber);
       this.enders.delete(end);
       signal.removeEventListener("abort", onAbort);

@@ -26,7 +26,7 @@ describe("resolveOwnerId", () => {
 
 describe("parseRelayEnv", () => {
   it("defaults: health on 8080, lease TTL 30 s, scan every 5 s", () => {
-    expect(parseRelayEnv({})).toMatchObject({ RELAY_HEALTH_PORT: 8080, RELAY_LEASE_TTL_SECONDS: 30, RELAY_SCAN_INTERVAL_SECONDS: 60, RELAY_NUDGE_POLL_MS: 250, RELAY_MAX_SESSIONS: 10000, RELAY_HEARTBEAT_TIMEOUT_SECONDS: 45 });
+    expect(parseRelayEnv({})).toMatchObject({ RELAY_HEALTH_PORT: 8080, RELAY_LEASE_TTL_SECONDS: 30, RELAY_SCAN_INTERVAL_SECONDS: 60, RELAY_NUDGE_POLL_MS: 250, RELAY_MAX_SESSIONS: 10000, RELAY_HEARTBEAT_TIMEOUT_SECONDS: 20 });
   });
 
   it("a bad value fails with a message naming the variable", () => {

@@ -7,7 +7,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { AgentUnavailableError } from "../../functions/domain/errors";
 import type { AgentEndpoint, AgentEvent } from "../../functions/ports/agent-client";
 import type { AgentMessage } from "../../functions/relay/agent-messages";
-import { SessionStream, type DisconnectReason, type SessionStreamHandler, type StreamSnapshot } from "../../functions/relay/session-stream";
+import { DEFAULT_HEARTBEAT_TIMEOUT_MS, SessionStream, type DisconnectReason, type SessionStreamHandler, type StreamSnapshot } from "../../functions/relay/session-stream";
 
 /** What one connection attempt does. */
 type Attempt =
@@ -161,10 +161,12 @@ describe("SessionStream heartbeat timeout", () => {
     const handler = new RecordingHandler();
     const stream = streamWith(agent, handler);
     stream.start();
-    await vi.advanceTimersByTimeAsync(45_000 - 1);
+    // 20 s: at least one of OpenCode's 10 s heartbeats missed (seed 000's 30 s leaves the loss check the rest).
+    expect(DEFAULT_HEARTBEAT_TIMEOUT_MS).toBe(20_000);
+    await vi.advanceTimersByTimeAsync(DEFAULT_HEARTBEAT_TIMEOUT_MS - 1);
     expect(agent.attempts).toHaveLength(1);
     await vi.advanceTimersByTimeAsync(1 + 1_000);
-    expect(agent.attempts).toEqual([0, 46_000]);
+    expect(agent.attempts).toEqual([0, DEFAULT_HEARTBEAT_TIMEOUT_MS + 1_000]);
     expect(handler.disconnects).toEqual([{ reason: "heartbeat", retryInMs: 1_000 }]);
     expect(stream.counters.heartbeatTimeouts).toBe(1);
     await stream.close();
