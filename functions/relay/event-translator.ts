@@ -399,7 +399,14 @@ export class EventTranslator {
       m.error = error;
       this.noteError(error, m.id, out);
     }
-    if (m.completedAt !== null) this.finalize(m, out);
+    if (m.completedAt === null) return;
+    // Completed before any of its content arrived (seen under load after an agent tool ran
+    // mid-turn: the answer's first `message.updated` already carried its completion, and its
+    // step, text and deltas came after): held open rather than finalized empty, so no client
+    // gets an empty `message.finalize` before the text. OpenCode sends `message.updated` again
+    // after the parts, which finalizes it; the idle boundary does at the latest.
+    if (!error && !hasContent(m)) return;
+    this.finalize(m, out);
   }
 
   private partUpdated(part: z.infer<typeof PartUpdatedProps>["part"], out: Out): void {
@@ -500,9 +507,9 @@ export class EventTranslator {
     m.error ??= this.turnError ?? this.retryError;
     out.client.push({ type: "message.finalize", messageId: m.id, text: textOf(m), reason: finishReasonOf(m.error), ...(m.error ? { error: m.error } : {}) });
     this.record(m, out);
-    // Completed before any of its text arrived (seen under load: the answer's text parts came
-    // after its completion): text that still comes reopens it, as after an early idle.
-    if (m.role === "assistant" && !m.error && textOf(m) === "" && ![...m.parts.values()].some((p) => p.type === "tool")) this.cutShort.set(m.id, m);
+    // Finalized before any of its text arrived (at an idle boundary that came before the text):
+    // text that still comes reopens it, as after an early idle.
+    if (m.role === "assistant" && !m.error && !hasContent(m)) this.cutShort.set(m.id, m);
     while (this.cutShort.size > CUT_SHORT_MEMORY) this.cutShort.delete(this.cutShort.keys().next().value as string);
   }
 
@@ -624,6 +631,11 @@ function toolUpdate(messageId: string, part: PartState): RelayClientMessage {
     ...(part.output !== null ? { output: part.output } : {}),
     ...(part.toolError !== null ? { error: part.toolError } : {}),
   };
+}
+
+/** Anything of an answer a client would show: text, or a tool call. */
+function hasContent(m: MessageState): boolean {
+  return textOf(m) !== "" || [...m.parts.values()].some((p) => p.type === "tool");
 }
 
 function textOf(m: MessageState): string {

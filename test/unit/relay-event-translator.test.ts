@@ -247,15 +247,35 @@ describe("EventTranslator.reconnected (catch-up)", () => {
     expect(translator.apply(textDelta("!")).client).toEqual([]);
   });
 
-  it("an answer completed before its text arrived is reopened by the text, without a new turn", () => {
+  it("an answer completed before its content arrived (seen under load after a mid-turn agent tool) is held open: one finalize, with the text", () => {
     const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
     const info = (completed?: number): AgentEvent => ({
       type: "message.updated",
       properties: { info: { id: "msg_b9", sessionID: AGENT_SESSION, role: "assistant", time: { created: 3000, ...(completed ? { completed } : {}) } } },
     });
+    const part = (text: string): AgentEvent => ({ type: "message.part.updated", properties: { part: { id: "prt_b9", messageID: "msg_b9", sessionID: AGENT_SESSION, type: "text", text } } });
     translator.apply({ type: "session.status", properties: { sessionID: AGENT_SESSION, status: { type: "busy" } } });
-    translator.apply(info());
-    expect(translator.apply(info(3100)).client).toEqual([{ type: "message.finalize", messageId: "msg_b9", text: "", reason: "end_turn" }]);
+    // The recorded order: its first `message.updated` already completed, then its (empty) text part, the deltas, the full part.
+    const early = translator.apply(info(3100));
+    expect(early.client).toEqual([{ type: "message.create", messageId: "msg_b9", role: "assistant" }]);
+    expect(early.finalized).toEqual([]);
+    expect(translator.apply(part("")).client).toEqual([]);
+    expect(translator.apply({ type: "message.part.delta", properties: { sessionID: AGENT_SESSION, messageID: "msg_b9", partID: "prt_b9", field: "text", delta: "echo: " } }).client).toEqual([delta("msg_b9", "prt_b9", "echo: ")]);
+    expect(translator.apply(part("echo: late")).client).toEqual([delta("msg_b9", "prt_b9", "late")]);
+    const done = translator.apply(info(3100));
+    expect(done.client).toEqual([{ type: "message.finalize", messageId: "msg_b9", text: "echo: late", reason: "end_turn" }]);
+    expect(done.finalized.map((r) => r.text)).toEqual(["echo: late"]);
+    expect(translator.apply(idle()).client).toEqual([]);
+  });
+
+  it("an answer completed with no content is finalized empty at the idle boundary, and text that still comes reopens it", () => {
+    const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
+    translator.apply({ type: "session.status", properties: { sessionID: AGENT_SESSION, status: { type: "busy" } } });
+    const held = translator.apply({ type: "message.updated", properties: { info: { id: "msg_b9", sessionID: AGENT_SESSION, role: "assistant", time: { created: 3000, completed: 3100 } } } });
+    expect(held.client).toEqual([{ type: "message.create", messageId: "msg_b9", role: "assistant" }]);
+    const ended = translator.apply(idle());
+    expect(ended.client).toEqual([{ type: "message.finalize", messageId: "msg_b9", text: "", reason: "end_turn" }]);
+    expect(ended.transition).toBe("idle");
     const late = translator.apply({ type: "message.part.updated", properties: { part: { id: "prt_b9", messageID: "msg_b9", sessionID: AGENT_SESSION, type: "text", text: "echo: late" } } });
     expect(late.client).toEqual([
       { type: "message.create", messageId: "msg_b9", role: "assistant" },
