@@ -97,5 +97,7 @@ describe("save_snapshot mid-turn, then the turn's text (two clients)", () => {
     expect(session).toMatchObject({ status: "running", snapshotId });
     const transcript = ((await api.request("GET", `/v1/sessions/${id}/messages`)).body as { items: { messageId: string; role: string; text: string }[] }).items;
     expect(transcript.find((m) => m.messageId === a.messageId)).toMatchObject({ role: "assistant", text: a.text });
+    // Every frame both clients got (the running statuses with their `preview` included) is as the contract says.
+    expect(TestWsClient.contractIssues).toEqual([]);
   }, 300_000);
 });
