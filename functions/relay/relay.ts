@@ -36,7 +36,7 @@ import type { AgentClient, AgentEndpoint, AgentEvent } from "../ports/agent-clie
 import type { ClientPush } from "../ports/client-push";
 import type { FlowRunner } from "../ports/flow-runner";
 import { METRIC_NAMES, type MetricsSink } from "../ports/metrics-sink";
-import type { ClaimView, NudgeSource, RelayClaim, RelayHeartbeat, RelayLeaseStore } from "../ports/relay";
+import type { ClaimView, NudgeSource, RelayClaim, RelayHandover, RelayHeartbeat, RelayLeaseStore, RetiredRelay } from "../ports/relay";
 import type { ConnectionRegistry, PromptQueue, QueuedPrompt } from "../ports/session-items";
 import type { SessionStore } from "../ports/session-store";
 import type { TranscriptStore } from "../ports/transcript";
@@ -63,6 +63,8 @@ export interface RelayDeps {
   relayLeases: RelayLeaseStore;
   /** AWS: the nudge queue (adapters/aws/sqs-relay-nudge.ts), long-polled in a loop. Locally nudges are direct calls to `look`. */
   nudges?: NudgeSource;
+  /** A drain's handover to the peers (AWS: the nudge queue; locally: the successor in process). None: they notice at their next heartbeat round. */
+  handover?: RelayHandover;
   /** Idle checks armed when the agent goes (or is found) idle, with the grace from `config`. */
   scheduler: LifecycleScheduler;
   /** Told after each completed turn (automation runs end from their prompt's turn). */
@@ -209,6 +211,10 @@ export class StreamingRelay {
   private registering: Promise<RelayHeartbeat | null> | null = null;
   /** Peers live at the last heartbeat round (owner -> epoch). */
   private live = new Map<string, number>();
+  /** Peers a handover nudge said retired (`owner#epoch`): left out of `live` until a read no longer lists them. */
+  private readonly retiredPeers = new Set<string>();
+  /** A handover came since the last heartbeat round: that round scans, for any of its nudges lost. */
+  private handedOver = false;
   /** Claims in progress by session, so a nudge and a scan never claim one session twice. */
   private readonly claiming = new Map<string, Promise<void>>();
   private scanTimer: ReturnType<typeof setInterval> | null = null;
@@ -287,8 +293,9 @@ export class StreamingRelay {
 
   /**
    * SIGTERM: stop scanning, close every stream and retire the heartbeat (one write), so every
-   * session naming this relay is claimable at once; a peer takes them over at its next heartbeat
-   * round (it sees the retired heartbeat and scans) or a nudge.
+   * session naming this relay is claimable at once; then hand them over (`deps.handover`: one
+   * nudge per session naming the retired heartbeat), so a peer claims each at once. Without a
+   * handover (or for a nudge lost) a peer takes them over at its next heartbeat round.
    */
   drain(): Promise<void> {
     return this.shutdown({ release: true });
@@ -315,15 +322,22 @@ export class StreamingRelay {
     await this.polling;
     await Promise.all(this.claiming.values());
     // A reopen in progress may replace a watch while this runs: repeat until none is left.
+    const held = new Set<string>();
     while (this.watches.size > 0) {
+      for (const id of this.watches.keys()) held.add(id);
       await Promise.all([...this.watches.values()].map((w) => this.inControl(w, () => this.drop(w, { release: false }))));
     }
     const heartbeat = this.heartbeat ?? (await this.registering?.catch(() => null)) ?? null;
-    if (options.release && heartbeat) {
-      await this.deps.relayLeases.retire(heartbeat);
-      this.counters.releases++;
-    }
     this.heartbeat = null;
+    if (!options.release || !heartbeat) return;
+    await this.deps.relayLeases.retire(heartbeat);
+    this.counters.releases++;
+    if (!this.deps.handover || held.size === 0) return;
+    try {
+      await this.deps.handover.handover({ owner: heartbeat.owner, epoch: heartbeat.epoch }, [...held]);
+    } catch (err) {
+      this.deps.logger.warn("relay handover incomplete: peers take over at their next heartbeat round", { held: held.size, error: errorForLog(err) });
+    }
   }
 
   stop(): Promise<void> {
@@ -410,8 +424,8 @@ export class StreamingRelay {
    * stale). Held here: revalidate it; otherwise claim it if it runs and nobody live watches it.
    * Resolves once the claim is written (or refused), before its stream connects.
    */
-  async look(sessionId: string, options: { untilLiveMs?: number } = {}): Promise<void> {
-    await this.lookOnce(sessionId);
+  async look(sessionId: string, options: { untilLiveMs?: number; retired?: RetiredRelay } = {}): Promise<void> {
+    await this.lookOnce(sessionId, options.retired);
     const watch = this.watches.get(sessionId);
     if (!watch || !options.untilLiveMs) return;
     // In process (the local runtime's nudge): also wait, within a bound, for the stream's first
@@ -421,8 +435,10 @@ export class StreamingRelay {
     clearTimeout(timer);
   }
 
-  private async lookOnce(sessionId: string): Promise<void> {
+  private async lookOnce(sessionId: string, retired?: RetiredRelay): Promise<void> {
     if (this.draining) return;
+    // A handover: the peer retired its heartbeat, which the last round still showed live.
+    if (retired) this.forgetPeer(retired);
     this.counters.nudges++;
     const watch = this.watches.get(sessionId);
     if (watch) {
@@ -432,7 +448,29 @@ export class StreamingRelay {
       return;
     }
     if (this.watches.size >= (this.options.maxSessions ?? 10_000)) return;
-    await this.claimOnce(sessionId).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
+    const claimed = () => this.claimOnce(sessionId).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
+    await claimed();
+    // A scan's claim of this session may have been in flight with the peers as read before the
+    // handover (so refused): once more, now that the retired peer is out of `live`.
+    if (retired && !this.watches.has(sessionId) && !this.draining) await claimed();
+  }
+
+  private forgetPeer(peer: RetiredRelay): void {
+    this.retiredPeers.add(`${peer.owner}#${peer.epoch}`);
+    this.handedOver = true;
+    if (this.live.get(peer.owner) === peer.epoch) this.live.delete(peer.owner);
+  }
+
+  /** The live heartbeats (one Query), less the peers a handover said retired; those leave the set once the read no longer lists them. */
+  private async readLive(): Promise<Map<string, number>> {
+    const live = await this.deps.relayLeases.liveRelays(this.deps.now());
+    for (const key of this.retiredPeers) {
+      const cut = key.lastIndexOf("#");
+      const owner = key.slice(0, cut);
+      if (live.get(owner) === Number(key.slice(cut + 1))) live.delete(owner);
+      else this.retiredPeers.delete(key);
+    }
+    return live;
   }
 
   /**
@@ -455,7 +493,7 @@ export class StreamingRelay {
                 await nudge.leave();
                 return;
               }
-              await this.look(nudge.sessionId);
+              await this.look(nudge.sessionId, nudge.retired ? { retired: nudge.retired } : {});
               const mine = this.watches.has(nudge.sessionId);
               if (mine || nudge.receiveCount >= Math.max(1, this.live.size)) await nudge.done();
               else await nudge.leave();
@@ -494,10 +532,13 @@ export class StreamingRelay {
         return;
       }
       const before = this.live;
-      this.live = await this.deps.relayLeases.liveRelays(this.deps.now());
+      this.live = await this.readLive();
       // A peer that died or retired since the last round: its sessions wait for a claim now.
       const peerGone = [...before].some(([owner, epoch]) => owner !== this.options.ownerId && this.live.get(owner) !== epoch);
-      if (peerGone) void this.scanNow();
+      if (peerGone || this.handedOver) {
+        this.handedOver = false;
+        void this.scanNow();
+      }
     } catch (err) {
       // Not renewed; if it runs out before the next attempt, `guarded` stops acting on the streams.
       this.deps.logger.warn("relay heartbeat failed", { error: errorForLog(err) });
@@ -524,7 +565,7 @@ export class StreamingRelay {
     let pages = 0;
     try {
       if (!(await this.ensureHeartbeat())) return null;
-      const live = await this.deps.relayLeases.liveRelays(this.deps.now());
+      const live = await this.readLive();
       this.live = live;
       do {
         if (this.draining || this.watches.size >= max) return null;
