@@ -129,6 +129,12 @@ interface Watch {
   stream: SessionStream;
   /** Control operations (revalidate, reopen, drop) run one at a time per session. */
   control: Promise<void>;
+  /**
+   * The turn's busy write (agent state), off the delivery path: a turn's first deltas do not wait
+   * for it. The idle boundary and a reconnect's state write wait for it first, so the table sees
+   * busy before idle, as the agent did.
+   */
+  writes: Promise<void>;
   /** A finalized message could not be recorded from the stream: catch up at the next idle boundary. */
   gaps: boolean;
   /** The session's clients: a joiner is caught up with the turn in progress before its first frame (fan-out.ts). */
@@ -683,6 +689,7 @@ export class StreamingRelay {
       translator,
       stream,
       control: Promise.resolve(),
+      writes: Promise.resolve(),
       gaps: false,
       fanOut,
       busySince: null,
@@ -742,7 +749,8 @@ export class StreamingRelay {
     // Issue 25 §3: a question asked before this relay held the session (takeover) or while the stream was down.
     if (snapshot.busy) await onPendingPermissions(this.deps, watch.turn, (m) => this.fanOut(watch, m));
     if (translation.transition === null) {
-      // First sight of this runtime (or no change): describe the agent as it is now.
+      // First sight of this runtime (or no change): describe the agent as it is now (after a busy write still on its way).
+      await watch.writes;
       await this.recordAgentState(watch, snapshot.busy);
       // An idle agent on (re)connect may be an idle session: check when its grace runs out.
       if (!snapshot.busy) await armIdleCheck(this.deps, watch.sessionId, "relay found the agent idle");
@@ -822,7 +830,13 @@ export class StreamingRelay {
       // A turn started: an empty answer still waiting to be asked for again is that turn's to decide.
       watch.turn.pendingAnswer = null;
       watch.busySince = this.deps.now();
-      await this.recordAgentState(watch, true);
+      const at = this.deps.now();
+      watch.writes = watch.writes
+        .then(() => this.recordAgentState(watch, true, at))
+        .catch((err: unknown) => {
+          // Best effort, as the describing field it is: the idle boundary writes the state again.
+          this.deps.logger.warn("relay: busy state not recorded", { sessionId: watch.sessionId, error: errorForLog(err) });
+        });
     }
     if (t.transition === "idle") await this.idle(watch, t.outcome);
   }
@@ -835,6 +849,8 @@ export class StreamingRelay {
   /** The idle boundary (seed 002 constraints 9, 10). */
   private async idle(watch: Watch, outcome: Translation["outcome"] = null): Promise<void> {
     const now = this.deps.now();
+    // The turn's busy write first (the table's order stays the agent's).
+    await watch.writes;
     await this.deps.sessions.touchActivity(watch.sessionId, now);
     await this.recordAgentState(watch, false);
     if (watch.gaps) {
@@ -862,8 +878,8 @@ export class StreamingRelay {
     await armIdleCheck(this.deps, watch.sessionId, "agent went idle");
   }
 
-  private async recordAgentState(watch: Watch, busy: boolean): Promise<void> {
-    const written = await this.deps.sessions.recordAgentState(watch.sessionId, watch.target.sandboxId, { busy, at: this.deps.now() });
+  private async recordAgentState(watch: Watch, busy: boolean, at: Date = this.deps.now()): Promise<void> {
+    const written = await this.deps.sessions.recordAgentState(watch.sessionId, watch.target.sandboxId, { busy, at });
     // The session references another sandbox now: revalidate it (a flow's nudge may still be on its way).
     if (!written) void this.inControl(watch, () => this.revalidate(watch, { strandedCheck: false }));
   }
