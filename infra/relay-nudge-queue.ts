@@ -36,8 +36,8 @@ export function grantNudging(queue: Queue, grantee: IGrantable, addEnvironment: 
   addEnvironment(RELAY_NUDGE_QUEUE_URL_ENV, queue.queueUrl);
 }
 
-/** The relay: receives, deletes and returns (ChangeMessageVisibility) nudges. */
+/** The relay: receives, deletes and returns (ChangeMessageVisibility) nudges, and sends its handover when it drains (SendMessageBatch needs sqs:SendMessage). */
 export function grantReceivingNudges(queue: Queue, grantee: IGrantable, addEnvironment: (name: string, value: string) => void): void {
-  queue.grant(grantee, "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes");
+  queue.grant(grantee, "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes", "sqs:SendMessage");
   addEnvironment(RELAY_NUDGE_QUEUE_URL_ENV, queue.queueUrl);
 }

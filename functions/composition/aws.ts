@@ -49,6 +49,8 @@ export function composeAwsRuntime(config: Config, env: Readonly<Record<string, s
   const metrics = createMetrics({ namespace: config.POWERTOOLS_METRICS_NAMESPACE, serviceName: config.POWERTOOLS_SERVICE_NAME });
   const logger = adapters.logger ?? createLogger(config.POWERTOOLS_SERVICE_NAME);
   const push = wsManagementEndpoint ? new ApiGatewayClientPush(() => apiGatewayManagementClient(wsManagementEndpoint)) : noPush;
+  const queueUrl = nudgeQueueUrl(env);
+  const nudges = queueUrl ? new SqsRelayNudge(sqsClient, queueUrl) : null;
   return composeRuntime(config, {
     doc,
     logger,
@@ -59,8 +61,9 @@ export function composeAwsRuntime(config: Config, env: Readonly<Record<string, s
     scheduler: lifecycleSchedulerFromEnv(env, schedulerClient),
     flows: new SfnFlowRunner(sfnClient, stateMachineArnsFromEnv(env)),
     builds: new SfnBuildRunner(sfnClient, env[BUILD_STATE_MACHINE_ARN_ENV]?.trim() || undefined),
-    // Flows and the prompt path nudge the relays through their queue (issue 15); the relay receives from it (relay/service.ts).
-    ...(nudgeQueueUrl(env) ? { relayNudge: new SqsRelayNudge(sqsClient, nudgeQueueUrl(env) ?? "") } : {}),
+    // Flows and the prompt path nudge the relays through their queue (issue 15); the relay receives from it (relay/service.ts)
+    // and, draining, hands its sessions over through it.
+    ...(nudges ? { relayNudge: nudges, relayHandover: nudges } : {}),
     provider: adapters.provider,
     agent: new OpenCodeAgentClient(),
     sandboxKeys: (epochs) => keyringFromEnv(env, undefined, epochs),

@@ -20,7 +20,7 @@ import type { ClientPush } from "../ports/client-push";
 import type { FlowRunner } from "../ports/flow-runner";
 import type { LifecycleScheduler } from "../ports/lifecycle-scheduler";
 import type { MetricsSink } from "../ports/metrics-sink";
-import type { RelayNudge } from "../ports/relay";
+import type { RelayHandover, RelayNudge } from "../ports/relay";
 import type { SandboxProvider } from "../ports/sandbox-provider";
 import type { SecretKeyWrapper } from "../ports/secret-key-wrapper";
 import type { RelayDeps } from "../relay/relay";
@@ -67,6 +67,8 @@ export interface RuntimeAdapters {
   builds?: BuildRunner;
   /** How flows and the prompt path tell the relays a session changed: in process locally; nudge items (the AWS default) otherwise. */
   relayNudge?: RelayNudge;
+  /** How a draining relay hands its sessions to its peers (AWS: the nudge queue; locally: the successor in process). */
+  relayHandover?: RelayHandover;
 }
 
 export interface RuntimeStores {
@@ -212,6 +214,7 @@ export function composeRuntime(parsed: Config, adapters: RuntimeAdapters): Runti
     push: adapters.push,
     transcript: stores.transcript,
     relayLeases: stores.relayLeases,
+    ...(adapters.relayHandover ? { handover: adapters.relayHandover } : {}),
     scheduler: adapters.scheduler,
     config,
     logger: adapters.logger,

@@ -115,11 +115,30 @@ export interface RelayNudge {
   nudge(sessionId: string): Promise<void>;
 }
 
+/** The relay whose heartbeat a handover nudge says was retired. */
+export interface RetiredRelay {
+  owner: string;
+  epoch: number;
+}
+
+/**
+ * A draining relay's handover (issue 15: "a draining relay hands its sessions over at once"):
+ * once its heartbeat is retired, one nudge per session it held, naming the retired heartbeat, so
+ * a peer claims each at once instead of at its next heartbeat round. Best effort: the peers'
+ * heartbeat rounds and the backstop cover a nudge lost. AWS: the nudge queue, 10 a
+ * SendMessageBatch; locally: the successor relay in process.
+ */
+export interface RelayHandover {
+  handover(from: RetiredRelay, sessionIds: readonly string[]): Promise<void>;
+}
+
 /** One nudge as a relay received it (AWS: an SQS message). */
 export interface ReceivedNudge {
   sessionId: string;
   /** How often the message was received, this time included. */
   receiveCount: number;
+  /** A draining relay's handover: its heartbeat was retired (checked again at claim, never trusted alone). */
+  retired?: RetiredRelay;
   /** Handled: never delivered again. */
   done(): Promise<void>;
   /** Not for this relay (another live relay holds the session): deliver it again, to any relay. */

@@ -36,7 +36,7 @@ import type { AgentClient, AgentEndpoint, AgentEvent } from "../ports/agent-clie
 import type { ClientPush } from "../ports/client-push";
 import type { FlowRunner } from "../ports/flow-runner";
 import { METRIC_NAMES, type MetricsSink } from "../ports/metrics-sink";
-import type { ClaimView, NudgeSource, RelayClaim, RelayHeartbeat, RelayLeaseStore } from "../ports/relay";
+import type { ClaimView, NudgeSource, RelayClaim, RelayHandover, RelayHeartbeat, RelayLeaseStore, RetiredRelay } from "../ports/relay";
 import type { ConnectionRegistry, PromptQueue, QueuedPrompt } from "../ports/session-items";
 import type { SessionStore } from "../ports/session-store";
 import type { TranscriptStore } from "../ports/transcript";
@@ -63,6 +63,8 @@ export interface RelayDeps {
   relayLeases: RelayLeaseStore;
   /** AWS: the nudge queue (adapters/aws/sqs-relay-nudge.ts), long-polled in a loop. Locally nudges are direct calls to `look`. */
   nudges?: NudgeSource;
+  /** A drain's handover to the peers (AWS: the nudge queue; locally: the successor in process). None: they notice at their next heartbeat round. */
+  handover?: RelayHandover;
   /** Idle checks armed when the agent goes (or is found) idle, with the grace from `config`. */
   scheduler: LifecycleScheduler;
   /** Told after each completed turn (automation runs end from their prompt's turn). */
@@ -127,6 +129,12 @@ interface Watch {
   stream: SessionStream;
   /** Control operations (revalidate, reopen, drop) run one at a time per session. */
   control: Promise<void>;
+  /**
+   * The turn's busy write (agent state), off the delivery path: a turn's first deltas do not wait
+   * for it. The idle boundary and a reconnect's state write wait for it first, so the table sees
+   * busy before idle, as the agent did.
+   */
+  writes: Promise<void>;
   /** A finalized message could not be recorded from the stream: catch up at the next idle boundary. */
   gaps: boolean;
   /** The session's clients: a joiner is caught up with the turn in progress before its first frame (fan-out.ts). */
@@ -209,6 +217,10 @@ export class StreamingRelay {
   private registering: Promise<RelayHeartbeat | null> | null = null;
   /** Peers live at the last heartbeat round (owner -> epoch). */
   private live = new Map<string, number>();
+  /** Peers a handover nudge said retired (`owner#epoch`): left out of `live` until a read no longer lists them. */
+  private readonly retiredPeers = new Set<string>();
+  /** A handover came since the last heartbeat round: that round scans, for any of its nudges lost. */
+  private handedOver = false;
   /** Claims in progress by session, so a nudge and a scan never claim one session twice. */
   private readonly claiming = new Map<string, Promise<void>>();
   private scanTimer: ReturnType<typeof setInterval> | null = null;
@@ -287,8 +299,9 @@ export class StreamingRelay {
 
   /**
    * SIGTERM: stop scanning, close every stream and retire the heartbeat (one write), so every
-   * session naming this relay is claimable at once; a peer takes them over at its next heartbeat
-   * round (it sees the retired heartbeat and scans) or a nudge.
+   * session naming this relay is claimable at once; then hand them over (`deps.handover`: one
+   * nudge per session naming the retired heartbeat), so a peer claims each at once. Without a
+   * handover (or for a nudge lost) a peer takes them over at its next heartbeat round.
    */
   drain(): Promise<void> {
     return this.shutdown({ release: true });
@@ -315,15 +328,22 @@ export class StreamingRelay {
     await this.polling;
     await Promise.all(this.claiming.values());
     // A reopen in progress may replace a watch while this runs: repeat until none is left.
+    const held = new Set<string>();
     while (this.watches.size > 0) {
+      for (const id of this.watches.keys()) held.add(id);
       await Promise.all([...this.watches.values()].map((w) => this.inControl(w, () => this.drop(w, { release: false }))));
     }
     const heartbeat = this.heartbeat ?? (await this.registering?.catch(() => null)) ?? null;
-    if (options.release && heartbeat) {
-      await this.deps.relayLeases.retire(heartbeat);
-      this.counters.releases++;
-    }
     this.heartbeat = null;
+    if (!options.release || !heartbeat) return;
+    await this.deps.relayLeases.retire(heartbeat);
+    this.counters.releases++;
+    if (!this.deps.handover || held.size === 0) return;
+    try {
+      await this.deps.handover.handover({ owner: heartbeat.owner, epoch: heartbeat.epoch }, [...held]);
+    } catch (err) {
+      this.deps.logger.warn("relay handover incomplete: peers take over at their next heartbeat round", { held: held.size, error: errorForLog(err) });
+    }
   }
 
   stop(): Promise<void> {
@@ -410,8 +430,8 @@ export class StreamingRelay {
    * stale). Held here: revalidate it; otherwise claim it if it runs and nobody live watches it.
    * Resolves once the claim is written (or refused), before its stream connects.
    */
-  async look(sessionId: string, options: { untilLiveMs?: number } = {}): Promise<void> {
-    await this.lookOnce(sessionId);
+  async look(sessionId: string, options: { untilLiveMs?: number; retired?: RetiredRelay } = {}): Promise<void> {
+    await this.lookOnce(sessionId, options.retired);
     const watch = this.watches.get(sessionId);
     if (!watch || !options.untilLiveMs) return;
     // In process (the local runtime's nudge): also wait, within a bound, for the stream's first
@@ -421,8 +441,10 @@ export class StreamingRelay {
     clearTimeout(timer);
   }
 
-  private async lookOnce(sessionId: string): Promise<void> {
+  private async lookOnce(sessionId: string, retired?: RetiredRelay): Promise<void> {
     if (this.draining) return;
+    // A handover: the peer retired its heartbeat, which the last round still showed live.
+    if (retired) this.forgetPeer(retired);
     this.counters.nudges++;
     const watch = this.watches.get(sessionId);
     if (watch) {
@@ -432,7 +454,29 @@ export class StreamingRelay {
       return;
     }
     if (this.watches.size >= (this.options.maxSessions ?? 10_000)) return;
-    await this.claimOnce(sessionId).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
+    const claimed = () => this.claimOnce(sessionId).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
+    await claimed();
+    // A scan's claim of this session may have been in flight with the peers as read before the
+    // handover (so refused): once more, now that the retired peer is out of `live`.
+    if (retired && !this.watches.has(sessionId) && !this.draining) await claimed();
+  }
+
+  private forgetPeer(peer: RetiredRelay): void {
+    this.retiredPeers.add(`${peer.owner}#${peer.epoch}`);
+    this.handedOver = true;
+    if (this.live.get(peer.owner) === peer.epoch) this.live.delete(peer.owner);
+  }
+
+  /** The live heartbeats (one Query), less the peers a handover said retired; those leave the set once the read no longer lists them. */
+  private async readLive(): Promise<Map<string, number>> {
+    const live = await this.deps.relayLeases.liveRelays(this.deps.now());
+    for (const key of this.retiredPeers) {
+      const cut = key.lastIndexOf("#");
+      const owner = key.slice(0, cut);
+      if (live.get(owner) === Number(key.slice(cut + 1))) live.delete(owner);
+      else this.retiredPeers.delete(key);
+    }
+    return live;
   }
 
   /**
@@ -455,7 +499,7 @@ export class StreamingRelay {
                 await nudge.leave();
                 return;
               }
-              await this.look(nudge.sessionId);
+              await this.look(nudge.sessionId, nudge.retired ? { retired: nudge.retired } : {});
               const mine = this.watches.has(nudge.sessionId);
               if (mine || nudge.receiveCount >= Math.max(1, this.live.size)) await nudge.done();
               else await nudge.leave();
@@ -494,10 +538,13 @@ export class StreamingRelay {
         return;
       }
       const before = this.live;
-      this.live = await this.deps.relayLeases.liveRelays(this.deps.now());
+      this.live = await this.readLive();
       // A peer that died or retired since the last round: its sessions wait for a claim now.
       const peerGone = [...before].some(([owner, epoch]) => owner !== this.options.ownerId && this.live.get(owner) !== epoch);
-      if (peerGone) void this.scanNow();
+      if (peerGone || this.handedOver) {
+        this.handedOver = false;
+        void this.scanNow();
+      }
     } catch (err) {
       // Not renewed; if it runs out before the next attempt, `guarded` stops acting on the streams.
       this.deps.logger.warn("relay heartbeat failed", { error: errorForLog(err) });
@@ -524,7 +571,7 @@ export class StreamingRelay {
     let pages = 0;
     try {
       if (!(await this.ensureHeartbeat())) return null;
-      const live = await this.deps.relayLeases.liveRelays(this.deps.now());
+      const live = await this.readLive();
       this.live = live;
       do {
         if (this.draining || this.watches.size >= max) return null;
@@ -642,6 +689,7 @@ export class StreamingRelay {
       translator,
       stream,
       control: Promise.resolve(),
+      writes: Promise.resolve(),
       gaps: false,
       fanOut,
       busySince: null,
@@ -701,7 +749,8 @@ export class StreamingRelay {
     // Issue 25 §3: a question asked before this relay held the session (takeover) or while the stream was down.
     if (snapshot.busy) await onPendingPermissions(this.deps, watch.turn, (m) => this.fanOut(watch, m));
     if (translation.transition === null) {
-      // First sight of this runtime (or no change): describe the agent as it is now.
+      // First sight of this runtime (or no change): describe the agent as it is now (after a busy write still on its way).
+      await watch.writes;
       await this.recordAgentState(watch, snapshot.busy);
       // An idle agent on (re)connect may be an idle session: check when its grace runs out.
       if (!snapshot.busy) await armIdleCheck(this.deps, watch.sessionId, "relay found the agent idle");
@@ -781,7 +830,13 @@ export class StreamingRelay {
       // A turn started: an empty answer still waiting to be asked for again is that turn's to decide.
       watch.turn.pendingAnswer = null;
       watch.busySince = this.deps.now();
-      await this.recordAgentState(watch, true);
+      const at = this.deps.now();
+      watch.writes = watch.writes
+        .then(() => this.recordAgentState(watch, true, at))
+        .catch((err: unknown) => {
+          // Best effort, as the describing field it is: the idle boundary writes the state again.
+          this.deps.logger.warn("relay: busy state not recorded", { sessionId: watch.sessionId, error: errorForLog(err) });
+        });
     }
     if (t.transition === "idle") await this.idle(watch, t.outcome);
   }
@@ -794,6 +849,8 @@ export class StreamingRelay {
   /** The idle boundary (seed 002 constraints 9, 10). */
   private async idle(watch: Watch, outcome: Translation["outcome"] = null): Promise<void> {
     const now = this.deps.now();
+    // The turn's busy write first (the table's order stays the agent's).
+    await watch.writes;
     await this.deps.sessions.touchActivity(watch.sessionId, now);
     await this.recordAgentState(watch, false);
     if (watch.gaps) {
@@ -821,8 +878,8 @@ export class StreamingRelay {
     await armIdleCheck(this.deps, watch.sessionId, "agent went idle");
   }
 
-  private async recordAgentState(watch: Watch, busy: boolean): Promise<void> {
-    const written = await this.deps.sessions.recordAgentState(watch.sessionId, watch.target.sandboxId, { busy, at: this.deps.now() });
+  private async recordAgentState(watch: Watch, busy: boolean, at: Date = this.deps.now()): Promise<void> {
+    const written = await this.deps.sessions.recordAgentState(watch.sessionId, watch.target.sandboxId, { busy, at });
     // The session references another sandbox now: revalidate it (a flow's nudge may still be on its way).
     if (!written) void this.inControl(watch, () => this.revalidate(watch, { strandedCheck: false }));
   }

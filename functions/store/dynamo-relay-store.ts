@@ -29,6 +29,14 @@ export const relayHeartbeatKey = (owner: string) => ({ PK: RELAYS_PARTITION, SK:
 /** A heartbeat item outlives its expiry by a day (DynamoDB deletes it later; readers check `expiresAt`). */
 const HEARTBEAT_RETENTION_SECONDS = 86_400;
 const FLOW_OWNER_PREFIX = "flow:";
+/**
+ * A peer's heartbeat counts as expired only this long after its `expiresAt` by the reader's
+ * clock: a reader whose clock runs up to this much ahead of the owner's still never takes over
+ * while the owner (which stops acting at `expiresAt` by its own clock, and can renew only before
+ * it) may still stream. The owner's own checks (`beat`, the relay's guard) have no margin. A
+ * retired heartbeat (`expiresAt` 0) is dead at once.
+ */
+export const RELAY_CLOCK_SKEW_MARGIN_MS = 1_000;
 
 const VIEW_NAMES = {
   "#status": "status",
@@ -143,7 +151,7 @@ export class DynamoRelayLeaseStore implements RelayLeaseStore {
           FilterExpression: "#expiresAt > :now",
           ProjectionExpression: "#owner, #epoch",
           ExpressionAttributeNames: { "#owner": "owner", "#epoch": "epoch", "#expiresAt": "expiresAt" },
-          ExpressionAttributeValues: { ":pk": RELAYS_PARTITION, ":now": now.getTime() },
+          ExpressionAttributeValues: { ":pk": RELAYS_PARTITION, ":now": now.getTime() - RELAY_CLOCK_SKEW_MARGIN_MS },
           ConsistentRead: true,
           ...(startKey ? { ExclusiveStartKey: startKey } : {}),
         }),
@@ -179,7 +187,7 @@ export class DynamoRelayLeaseStore implements RelayLeaseStore {
     const out = await this.doc.send(
       new GetCommand({ TableName: this.tableName, Key: relayHeartbeatKey(owner), ConsistentRead: true, ProjectionExpression: "#epoch, #expiresAt", ExpressionAttributeNames: { "#epoch": "epoch", "#expiresAt": "expiresAt" } }),
     );
-    const alive = num(out.Item?.epoch) === epoch && (num(out.Item?.expiresAt) ?? 0) > now.getTime();
+    const alive = num(out.Item?.epoch) === epoch && (num(out.Item?.expiresAt) ?? 0) > now.getTime() - RELAY_CLOCK_SKEW_MARGIN_MS;
     if (!alive && this.dead.size < 100_000) this.dead.add(key);
     return alive;
   }

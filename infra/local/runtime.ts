@@ -278,6 +278,14 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     // The relay runs in this process: a nudge is a direct call, awaited until the claim is written
     // and the stream's first catch-up ran (at most 10 s).
     relayNudge: { nudge: (sessionId) => built.relay?.look(sessionId, { untilLiveMs: 10_000 }) ?? Promise.resolve() },
+    // A drained relay hands its sessions to the current one (its successor: `restartRelay` starts it first).
+    relayHandover: {
+      handover: async (from, sessionIds) => {
+        const successor = built.relay;
+        if (!successor || successor.ownerId === from.owner) return;
+        await Promise.all(sessionIds.map((sessionId) => successor.look(sessionId, { retired: from })));
+      },
+    },
     now,
   });
   built.rt = rt;
@@ -406,11 +414,13 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
     revokeApiToken: (ref) => revokeApiToken({ tokens, push }, ref, now()),
     relay: () => relay,
     restartRelay: async (mode) => {
-      if (mode === "crash") await relay.kill();
-      else await relay.drain();
+      const before = relay;
+      if (mode === "crash") await before.kill();
       relay = new StreamingRelay(relayDeps, { ...relayOptions, ownerId: `${relayOptions.ownerId}-${Date.now().toString(36)}` });
       built.relay = relay;
       relay.start();
+      // A drain hands its sessions over to the successor already running (relayHandover above).
+      if (mode === "drain") await before.drain();
       return relay;
     },
     close: async () => {

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LeaseLostError, NotFoundError, ValidationError } from "../../functions/domain/errors";
 import type { SessionRecord } from "../../functions/domain/session";
 import type { ClaimView, RelayHeartbeat } from "../../functions/ports/relay";
-import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
+import { DynamoRelayLeaseStore, RELAY_CLOCK_SKEW_MARGIN_MS } from "../../functions/store/dynamo-relay-store";
 import { DynamoSessionStore } from "../../functions/store/dynamo-session-store";
 import { buildSession, T0 } from "../support/builders";
 import { startTestTable, type TestTable } from "../support/dynalite";
@@ -96,6 +96,26 @@ describe("claim", () => {
     expect(taken?.fence).toBeGreaterThan(held.fence);
     await leases.releaseClaim(held);
     expect(await leases.view(s.id)).toMatchObject({ relayOwner: b.owner, relayEpoch: bLater.epoch });
+  });
+
+  it("clock skew: a heartbeat just past its expiry (within the margin) still holds its sessions; past the margin they are claimable", async () => {
+    const s = await running();
+    const a = await leases.register(relayName("relay-a"), at(0), TTL);
+    const b = await leases.register(relayName("relay-b"), at(0), TTL);
+    if (!(await claim(s.id, a, at(0)))) throw new Error("relay-a did not claim a free session");
+    // b's clock runs ahead: by it, a expired a moment ago, while a (behind) may still be streaming.
+    const justPast = new Date(a.expiresAt + RELAY_CLOCK_SKEW_MARGIN_MS - 1);
+    expect((await leases.liveRelays(justPast)).get(a.owner)).toBe(a.epoch);
+    expect(await leases.watched(s.id, justPast)).toBe(true);
+    expect((await leases.listClaimable(justPast, { limit: 100 })).sessionIds).not.toContain(s.id);
+    expect(await claim(s.id, b, justPast)).toBeNull();
+    // The owner itself cannot renew past its expiry (no margin on its side).
+    await expect(leases.beat(a, new Date(a.expiresAt), TTL)).rejects.toBeInstanceOf(LeaseLostError);
+    const past = new Date(a.expiresAt + RELAY_CLOCK_SKEW_MARGIN_MS);
+    expect((await leases.liveRelays(past)).has(a.owner)).toBe(false);
+    expect(await leases.watched(s.id, past)).toBe(false);
+    const bLater = await leases.beat(b, new Date(b.expiresAt - 1), TTL);
+    expect(await claim(s.id, bLater, past)).toMatchObject({ owner: b.owner });
   });
 
   it("a claim written from a stale read fails: someone claimed in between", async () => {

@@ -43,8 +43,12 @@ import { heading, mib, note, percentile, table } from "./report";
 import { parseConfig } from "../../functions/config/config";
 import type { ChildCommand, ChildReply } from "./relay-fake-opencode";
 
-/** Held streams per step; the last is the target (issue 15: 10,000 in one relay process). */
-const STAGES = [2000, 10000];
+/**
+ * Held streams per step; the last is the target (issue 15: 10,000 in one relay process).
+ * `BENCH_RELAY_STAGES=2000` (a comma list) runs smaller steps, e.g. to compare two builds' fan-out quickly on a busy machine.
+ */
+const STAGES = (process.env.BENCH_RELAY_STAGES?.split(",").map(Number).filter((n) => Number.isInteger(n) && n > 0) ?? []).sort((x, y) => x - y);
+if (STAGES.length === 0) STAGES.push(2000, 10000);
 const TARGET = 10000;
 /** Sessions a dead relay leaves behind, taken over while fan-out is measured. */
 const TAKEOVER = 500;
@@ -506,7 +510,11 @@ export async function benchRelay(): Promise<void> {
     let mark = requests.length;
     const { window: renewal } = await measured(children, () => live.renewNow());
     const heartbeatRound = tally(mark);
-    // One backstop scan with every running session held (nothing to claim): what it reads.
+    // The periodic backstop (every RELAY_SCAN_INTERVAL_SECONDS): one page of the running sessions (`backstopNow`), every one held.
+    mark = requests.length;
+    const { window: backstopWindow } = await measured(children, () => live.backstopNow());
+    const backstopRound = tally(mark);
+    // A full scan (at start, when a peer dies or retires, after a lost heartbeat), every running session held: what it reads.
     mark = requests.length;
     const { window: scanWindow } = await measured(children, () => live.scanNow());
     const scanRound = tally(mark);
@@ -582,9 +590,20 @@ export async function benchRelay(): Promise<void> {
     await lastRenewal;
     const heldBefore = live.heldSessions().length;
     const quietRun = await runLoad("quiet (no heartbeat round, no takeover)");
+    // Heartbeat rounds alone (relay-dead still alive: nothing to take over), so their share of the fan-out is seen apart from the takeover's.
+    const roundsRun = await runLoad("heartbeat rounds every 1 s, no takeover", async () => {
+      const rounds = setInterval(() => void live.renewNow(), 1_000);
+      try {
+        await sleep(8_000);
+      } finally {
+        clearInterval(rounds);
+        await live.renewNow();
+      }
+    });
     const takenOverInQuiet = live.heldSessions().length - heldBefore;
     const loads = [
       quietRun,
+      roundsRun,
       await runLoad(`heartbeat rounds every 1 s + takeover of ${TAKEOVER} sessions of a dead relay, 1 s in`, async () => {
         const rounds = setInterval(() => void live.renewNow(), 1_000);
         try {
@@ -653,30 +672,35 @@ export async function benchRelay(): Promise<void> {
         [
           [`steady: agent heartbeats (1 per stream / 10 s) + relay heartbeat rounds (every ${seconds(renewEveryMs)})`, steady, seconds(steady.ms), ops(steadyTally)],
           ["one relay heartbeat round (1 UpdateItem + 1 Query, whatever the streams)", renewal, seconds(renewal.ms), ops(heartbeatRound)],
-          [`one backstop scan, all ${thousands(n)} held (nothing to claim)`, scanWindow, seconds(scanWindow.ms), ops(scanRound)],
+          [`one backstop period (backstopNow: one page of 1,000), all ${thousands(n)} held`, backstopWindow, seconds(backstopWindow.ms), ops(backstopRound)],
+          [`one full scan (start, a peer gone, a lost heartbeat; not periodic), all ${thousands(n)} held`, scanWindow, seconds(scanWindow.ms), ops(scanRound)],
         ] as [string, Window, string, string][]
       ).map(([label, w, duration, r]) => [label, duration, r, pct(w.cpuMs, w.ms), pct(w.storeCpuMs, w.ms), `${f1(w.lag.p50)} ms`, `${f1(w.lag.p99)} ms`, `${f1(w.lag.max)} ms`]),
     );
-    // Per relay per hour: 360 heartbeat rounds and (at the default RELAY_SCAN_INTERVAL_SECONDS) the backstop scans.
+    // Per relay per hour: 360 heartbeat rounds and (at the default RELAY_SCAN_INTERVAL_SECONDS) the backstop periods, one page each.
     const scanIntervalS = parseConfig({ TABLE_NAME: tableName }).RELAY_SCAN_INTERVAL_SECONDS;
     const roundsPerHour = 3_600_000 / renewEveryMs;
     const scansPerHour = 3_600 / scanIntervalS;
-    const perHour = {
-      requests: roundsPerHour * heartbeatRound.count + scansPerHour * scanRound.count,
-      rru: roundsPerHour * heartbeatRound.rru + scansPerHour * scanRound.rru,
-      wru: roundsPerHour * heartbeatRound.wru + scansPerHour * scanRound.wru,
-    };
+    const hourly = (periodic: ReturnType<typeof tally>) => ({
+      requests: roundsPerHour * heartbeatRound.count + scansPerHour * periodic.count,
+      rru: roundsPerHour * heartbeatRound.rru + scansPerHour * periodic.rru,
+      wru: roundsPerHour * heartbeatRound.wru + scansPerHour * periodic.wru,
+    });
+    const perHour = hourly(backstopRound);
     const steadyPerStreamHour = steadySessionRequests / Math.max(1, n) / (steady.ms / 3_600_000);
-    const usdMonth = (perHour.rru * USD_PER_RRU + perHour.wru * USD_PER_WRU) * 730;
+    const monthly = (h: ReturnType<typeof hourly>) => (h.rru * USD_PER_RRU + h.wru * USD_PER_WRU) * 730;
+    const usdMonth = monthly(perHour);
+    const usdMonthFullScans = monthly(hourly(scanRound));
     note(
       `DynamoDB requests per held stream per hour in steady state: ${f2(steadyPerStreamHour)} (${steadySessionRequests} requests on session items in ${seconds(steady.ms)}, ${steadyOwn.length - steadySessionRequests} on the relay's heartbeat items; at dd49683: ${AT_DD49683.requestsPerStreamHour}: an UpdateItem and a GetItem per stream every 10 s). ` +
-        `Per relay per hour: ${thousands(Math.round(perHour.requests))} requests (${thousands(roundsPerHour)} heartbeat rounds × ${heartbeatRound.count}, ${thousands(scansPerHour)} scans × ${scanRound.count} at RELAY_SCAN_INTERVAL_SECONDS=${scanIntervalS}), ` +
+        `Per relay per hour: ${thousands(Math.round(perHour.requests))} requests (${thousands(roundsPerHour)} heartbeat rounds × ${heartbeatRound.count}, ${thousands(scansPerHour)} backstop periods × ${backstopRound.count} at RELAY_SCAN_INTERVAL_SECONDS=${scanIntervalS}), ` +
         `${f1(perHour.rru)} RRU + ${f1(perHour.wru)} WRU.`,
     );
     note(
       `monthly DynamoDB cost of holding ${thousands(n)} streams in one relay (730 h, $1.25/M WRU, $0.25/M RRU): $${f2(usdMonth)} ` +
         `(at dd49683: ~$${thousands(AT_DD49683.usdPerMonthPer2000)} per ${thousands(AT_DD49683.streams)} streams, so ~$${thousands((AT_DD49683.usdPerMonthPer2000 * n) / AT_DD49683.streams)} for ${thousands(n)}). ` +
-        `The scan dominates and grows with the running sessions it reads (capacity from dynalite's item sizes; a real session item is bigger once it has a title, repos and settings).`,
+        `Were the period a full scan (${scanRound.count} pages) it would be $${f2(usdMonthFullScans)}. The backstop page dominates; its cost grows with the session item's size, not the running sessions ` +
+        `(capacity from dynalite's item sizes; a real session item is bigger once it has a title, repos and settings).`,
     );
     note(`agent heartbeats: ${f2(steady.cpuMs / Math.max(1, (n * steady.ms) / 10_000))} ms of relay CPU each (all relay CPU in the steady window / agent heartbeats in it).`);
 
@@ -719,14 +743,14 @@ export async function benchRelay(): Promise<void> {
       );
     }
     note(`clock offset child − relay: ${f2(best.offset)} ms, corrected (best IPC round trip ${f2(best.rtt)} ms bounds its error). "timed" < emitted: frames not pushed within 10 s of the last emit.`);
-    note("A session's events are handled one at a time: a delta waits for the turn's busy write (agent state), so fan-out latency includes DynamoDB");
-    note("latency, here dynalite's, which queues behind the SDK's 50 sockets.");
+    note("A session's events are handled one at a time; the turn's busy write (agent state) is off that path (awaited by the idle boundary), so a");
+    note("turn's first deltas no longer wait on DynamoDB (dynalite here, queued behind the SDK's 50 sockets during a takeover's claims).");
     note(
       `connection-list Queries per run: ${loads.map((l) => `${l.connectionLists} for ${thousands(l.frames)} frames`).join(", ")} (issue 25: a session's list is read at its first event, ` +
         "then only after a join nudge, a listed connection's expiry, or 30 s; before, it was re-read once a second per streaming session, so a 10 s turn cost ~10 Queries, now 1 per 30 s).",
     );
     note(
-      `quiet run: ${takenOverInQuiet} sessions taken over in it (must be 0). second run: ${takenOver} sessions taken over from the dead relay while it ran (heartbeat rounds every 1 s instead of 10 s, so several fall in it). ` +
+      `quiet and heartbeat-only runs: ${takenOverInQuiet} sessions taken over in them (must be 0). takeover run: ${takenOver} sessions taken over from the dead relay while it ran (heartbeat rounds every 1 s instead of 10 s, so several fall in it). ` +
         `At dd49683 (${thousands(AT_DD49683.streams)} streams): p99 ${f1(AT_DD49683.p99QuietMs)} ms quiet; on a loaded machine ${AT_DD49683.p99RoundLoadedMs} ms during a per-stream renewal round vs ${AT_DD49683.p99NoRoundLoadedMs} ms without. Target: p99 <= 20 ms at 10,000.`,
     );
 

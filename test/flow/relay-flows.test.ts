@@ -13,6 +13,7 @@ import type { SessionRecord } from "../../functions/domain/session";
 import { submitPrompt } from "../../functions/services/submit-prompt";
 import type { RelayLeaseStore } from "../../functions/ports/relay";
 import { StreamingRelay } from "../../functions/relay/relay";
+import { SqsRelayNudge } from "../../functions/adapters/aws/sqs-relay-nudge";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 import { FakeOpenCode } from "../support/fake-opencode";
@@ -61,6 +62,8 @@ function relay(ownerId: string, leases: RelayLeaseStore = relayLeases, sandboxKe
       relayLeases: leases,
       // The flows' nudges (the AWS adapter over an SQS stand-in in this harness): the tests read them with `pollNudges`.
       nudges: h.nudgeSource(),
+      // A drain's handover goes to the same queue (SendMessageBatch), as in AWS.
+      handover: new SqsRelayNudge(() => h.nudgeQueue.client, h.nudgeQueue.queueUrl),
       scheduler: h.deps.scheduler,
       config: h.config,
       logger: h.deps.logger,
@@ -321,17 +324,31 @@ describe("StreamingRelay", () => {
     ]);
   });
 
-  it("drain releases every lease so another relay takes over at once", async () => {
+  it("drain hands every session over at once: a live peer claims each from the handover nudges, without a scan or a heartbeat round", async () => {
     const s1 = await runningSession();
     const s2 = await runningSession();
     const a = relay("relay-a");
     await a.scanNow();
     expect(a.heldSessions().sort()).toEqual([s1.id, s2.id].sort());
-    await a.drain();
-    expect(a.heldSessions()).toEqual([]);
+    // The flows' nudges of the sessions' starts: a holds both, so they are done.
+    for (let i = 0; i < 5 && h.nudgeQueue.depth > 0; i++) await a.pollNudges();
+    expect(h.nudgeQueue.depth).toBe(0);
+    // A peer that saw a live at its last round: a's sessions are not its to claim.
     const b = relay("relay-b");
     await b.scanNow();
+    expect(b.heldSessions()).toEqual([]);
+    const rounds = { scans: b.counters.scans, heartbeats: b.counters.heartbeats };
+
+    await a.drain();
+    expect(a.heldSessions()).toEqual([]);
+    // One batch: one nudge per session, naming a's retired heartbeat.
+    expect(h.nudgeQueue.count("SendMessageBatch")).toBe(1);
+    await b.pollNudges();
     expect(b.heldSessions().sort()).toEqual([s1.id, s2.id].sort());
+    expect({ scans: b.counters.scans, heartbeats: b.counters.heartbeats }).toEqual(rounds);
+    expect(h.nudgeQueue.depth).toBe(0);
+    await waitFor(() => b.streamCounters().open === 2, { message: "b streams both" });
+    for (const s of [s1, s2]) expect(await relayLeases.view(s.id)).toMatchObject({ relayOwner: "relay-b" });
   });
 
   it("reaches each agent with its own session's password: every call authenticated, none refused", async () => {

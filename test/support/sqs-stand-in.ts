@@ -1,6 +1,6 @@
 /**
  * A stand-in for one standard SQS queue at the SDK surface: an object with the `send` of an
- * `SQSClient` that answers SendMessage, ReceiveMessage, DeleteMessage and ChangeMessageVisibility
+ * `SQSClient` that answers SendMessage, SendMessageBatch (1-10 entries, distinct ids), ReceiveMessage, DeleteMessage and ChangeMessageVisibility
  * as SQS documents them: a received message is invisible for the queue's visibility timeout (or
  * until ChangeMessageVisibility), then delivered again with `ApproximateReceiveCount` one higher;
  * DeleteMessage needs the receipt handle of the latest receive; ReceiveMessage returns at most
@@ -59,6 +59,18 @@ export class SqsStandIn {
         this.messages.push({ id, body: String(input.MessageBody), receiveCount: 0, visibleAt: 0, handle: null });
         for (const wake of this.waiters) wake();
         return { MessageId: id };
+      }
+      case "SendMessageBatch": {
+        const entries = (input.Entries ?? []) as { Id: string; MessageBody: string }[];
+        if (entries.length < 1 || entries.length > 10) throw Object.assign(new Error("A batch holds 1 to 10 entries"), { name: "TooManyEntriesInBatchRequest" });
+        if (new Set(entries.map((e) => e.Id)).size !== entries.length) throw Object.assign(new Error("Two entries share an Id"), { name: "BatchEntryIdsNotDistinct" });
+        const successful = entries.map((e) => {
+          const id = randomUUID();
+          this.messages.push({ id, body: String(e.MessageBody), receiveCount: 0, visibleAt: 0, handle: null });
+          return { Id: e.Id, MessageId: id };
+        });
+        for (const wake of this.waiters) wake();
+        return { Successful: successful, Failed: [] };
       }
       case "ReceiveMessage": {
         const max = Number(input.MaxNumberOfMessages ?? 1);

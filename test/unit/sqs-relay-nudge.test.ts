@@ -42,6 +42,39 @@ describe("relay nudges over SQS", () => {
     expect(q.depth).toBe(0);
   });
 
+  it("a drain's handover is one SendMessageBatch per 10 sessions, each nudge naming the retired heartbeat; the relay receives it so", async () => {
+    const q = new SqsStandIn();
+    const ids = Array.from({ length: 12 }, (_, i) => `ses_${i}`);
+    await new SqsRelayNudge(() => q.client, q.queueUrl).handover({ owner: "relay-a", epoch: 7 }, ids);
+    expect(q.calls.map((c) => [c.command, (c.input.Entries as unknown[]).length])).toEqual([
+      ["SendMessageBatch", 10],
+      ["SendMessageBatch", 2],
+    ]);
+    expect((q.calls[1]?.input.Entries as unknown[])[1]).toEqual({ Id: "1", MessageBody: JSON.stringify({ sessionId: "ses_11", retired: { owner: "relay-a", epoch: 7 } }) });
+    const source = new SqsNudgeSource(() => q.client, q.queueUrl, 0);
+    const first = await source.receive();
+    expect(first.map((n) => [n.sessionId, n.retired])).toEqual(ids.slice(0, 10).map((id) => [id, { owner: "relay-a", epoch: 7 }]));
+  });
+
+  it("entries a batch reports failed are sent once more; still failing, the handover throws naming how many", async () => {
+    const q = new SqsStandIn();
+    const batches: string[][] = [];
+    let failures = 3;
+    const client = {
+      send: (command: { input: { Entries: { Id: string; MessageBody: string }[] } }) => {
+        batches.push(command.input.Entries.map((e) => (JSON.parse(e.MessageBody) as { sessionId: string }).sessionId));
+        const failed = command.input.Entries.filter((e) => e.Id === "0" && failures-- > 0).map((e) => ({ Id: e.Id, Code: "InternalError", SenderFault: false }));
+        return Promise.resolve({ Successful: [], Failed: failed });
+      },
+    };
+    const nudge = new SqsRelayNudge(() => client as never, q.queueUrl);
+    await expect(nudge.handover({ owner: "relay-a", epoch: 1 }, ["ses_a", "ses_b"])).rejects.toThrow("1 of 2 nudges not sent");
+    expect(batches).toEqual([["ses_a", "ses_b"], ["ses_a"]]);
+    failures = 1;
+    await nudge.handover({ owner: "relay-a", epoch: 1 }, ["ses_c"]);
+    expect(batches.slice(2)).toEqual([["ses_c"], ["ses_c"]]);
+  });
+
   it("a message that is not a nudge is deleted, never handed to the relay", async () => {
     const q = new SqsStandIn();
     await q.client.send({ constructor: { name: "SendMessageCommand" }, input: { QueueUrl: q.queueUrl, MessageBody: "not json" } } as never);

@@ -18,7 +18,7 @@
  */
 import type { SQSClient, SQSClientConfig } from "@aws-sdk/client-sqs";
 import * as z from "zod";
-import type { NudgeSource, ReceivedNudge, RelayNudge } from "../../ports/relay";
+import type { NudgeSource, ReceivedNudge, RelayHandover, RelayNudge, RetiredRelay } from "../../ports/relay";
 import { onFirstUse, type ClientFactory } from "./sdk-client";
 
 const sdk = () => import("@aws-sdk/client-sqs");
@@ -31,9 +31,16 @@ export async function sqsClient(config: SQSClientConfig = {}): Promise<SQSClient
 /** The queue's URL, in the environment of every function that nudges and of the relay. */
 export const RELAY_NUDGE_QUEUE_URL_ENV = "RELAY_NUDGE_QUEUE_URL";
 
-const NudgeBody = z.object({ sessionId: z.string().min(1) });
+const NudgeBody = z.object({
+  sessionId: z.string().min(1),
+  /** A draining relay's handover names its retired heartbeat. */
+  retired: z.object({ owner: z.string().min(1), epoch: z.number().int() }).optional(),
+});
 
-export class SqsRelayNudge implements RelayNudge {
+/** SendMessageBatch's limit. */
+const BATCH = 10;
+
+export class SqsRelayNudge implements RelayNudge, RelayHandover {
   private readonly client: () => Promise<SQSClient>;
 
   constructor(
@@ -46,6 +53,30 @@ export class SqsRelayNudge implements RelayNudge {
   async nudge(sessionId: string): Promise<void> {
     const { SendMessageCommand } = await sdk();
     await (await this.client()).send(new SendMessageCommand({ QueueUrl: this.queueUrl, MessageBody: JSON.stringify({ sessionId }) }));
+  }
+
+  /**
+   * One nudge per session naming the retired heartbeat, 10 a SendMessageBatch (a drain of 10,000
+   * sessions: 1,000 requests). Entries a batch reports failed are sent once more; any still failing
+   * make this throw naming how many (the peers' heartbeat rounds pick those sessions up).
+   */
+  async handover(from: RetiredRelay, sessionIds: readonly string[]): Promise<void> {
+    const { SendMessageBatchCommand } = await sdk();
+    const client = await this.client();
+    const send = async (ids: readonly string[]): Promise<string[]> => {
+      const entries = ids.map((sessionId, i) => ({ Id: String(i), MessageBody: JSON.stringify({ sessionId, retired: { owner: from.owner, epoch: from.epoch } }) }));
+      const out = await client.send(new SendMessageBatchCommand({ QueueUrl: this.queueUrl, Entries: entries }));
+      return (out.Failed ?? []).flatMap((f) => {
+        const id = ids[Number(f.Id)];
+        return id === undefined ? [] : [id];
+      });
+    };
+    let unsent = 0;
+    for (let i = 0; i < sessionIds.length; i += BATCH) {
+      const failed = await send(sessionIds.slice(i, i + BATCH));
+      if (failed.length > 0) unsent += (await send(failed)).length;
+    }
+    if (unsent > 0) throw new Error(`relay handover: ${unsent} of ${sessionIds.length} nudges not sent`);
   }
 }
 
@@ -95,6 +126,7 @@ export class SqsNudgeSource implements NudgeSource {
       }
       received.push({
         sessionId: parsed.data.sessionId,
+        ...(parsed.data.retired ? { retired: parsed.data.retired } : {}),
         receiveCount: Number(message.Attributes?.ApproximateReceiveCount ?? "1") || 1,
         done,
         leave: async () => {
