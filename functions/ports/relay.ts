@@ -15,7 +15,7 @@
  *   an expiry, so no relay claims it while the flow works.
  *
  * One adapter (store/dynamo-relay-store.ts). The flows tell the relays about a change through
- * `RelayNudge` (in process locally; nudge items the relays read in AWS).
+ * `RelayNudge` (in process locally; in AWS a message on the SQS nudge queue the relays long-poll).
  */
 
 /** A session watched by a relay process, as written at claim. */
