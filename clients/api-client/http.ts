@@ -129,6 +129,17 @@ export class ApiClient {
   listMessages(id: string, query: C.PageInput = {}): Promise<C.MessagePage> {
     return this.request("GET", `/v1/sessions/${seg(id)}/messages`, { query });
   }
+  /** The whole transcript, oldest first (every page). */
+  async allMessages(id: string): Promise<C.MessagePage["items"]> {
+    const items: C.MessagePage["items"] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await this.listMessages(id, { limit: 200, ...(cursor ? { cursor } : {}) });
+      items.push(...page.items);
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor);
+    return items;
+  }
   listEvents(id: string, query: C.PageInput = {}): Promise<C.EventPage> {
     return this.request("GET", `/v1/sessions/${seg(id)}/events`, { query });
   }

@@ -9,7 +9,7 @@ import { SessionSocket, type WebSocketConstructor } from "./session-socket";
 
 export { ApiClient, ApiError, type ApiClientOptions, type Contract, type ServerFrame } from "./http";
 export { SessionSocket, type SessionSocketOptions, type SocketAuth, type SocketState, type WebSocketConstructor, type WebSocketLike } from "./session-socket";
-export { Transcript, type TranscriptChange, type TurnMessage, type TurnPart, type TextPart, type ToolPart } from "./transcript";
+export { Transcript, type TranscriptChange, type PendingPrompt, type TurnMessage, type TurnPart, type TextPart, type ToolPart } from "./transcript";
 export type { ClientFrame, SessionView, TranscriptMessageView } from "../../functions/contract/frames";
 
 export interface OpenSessionSocketOptions {

@@ -9,7 +9,7 @@
  * Runs on the standard WebSocket interface: the global one in browsers (and Node 22+), or one
  * given as `WebSocket` (in Node 20, the `ws` package's class).
  */
-import type { ClientFrame, ServerFrame } from "../../functions/contract/frames";
+import type { ClientFrame, ServerFrame, TranscriptMessageView } from "../../functions/contract/frames";
 import { Transcript, type TranscriptChange } from "./transcript";
 
 /** The part of the standard WebSocket this client uses. */
@@ -35,6 +35,13 @@ export interface SessionSocketOptions {
   WebSocket?: WebSocketConstructor;
   /** Reconnect backoff: first delay and cap (ms); default 500 and 10 000. `false`: never reconnect. */
   reconnect?: { initialDelayMs?: number; maxDelayMs?: number } | false;
+  /**
+   * The stored transcript, oldest first (GET /v1/sessions/{id}/messages, every page). The server
+   * sends no frame for a user message: with this, a prompt's user message enters the transcript
+   * (./transcript.ts `sync`) when its answer starts and finishes, so a prompt sent over HTTP (a
+   * session's first prompt) or queued behind a busy turn shows in its place.
+   */
+  history?: () => Promise<TranscriptMessageView[]>;
 }
 
 export type SocketState = "connecting" | "open" | "reconnecting" | "closed";
@@ -58,6 +65,8 @@ export class SessionSocket {
   private timer: ReturnType<typeof setTimeout> | null = null;
   private pending: ClientFrame[] = [];
   private current: SocketState = "closed";
+  private syncing: Promise<void> | null = null;
+  private syncAgain = false;
   /** Connections opened so far (1 + reconnects). */
   connects = 0;
 
@@ -134,8 +143,11 @@ export class SessionSocket {
       // A good connection: the next drop starts the backoff over.
       if (frame.type === "init") this.attempt = 0;
       this.emit("frame", frame);
+      const isNew = frame.type === "message.create" && !this.transcript.get(frame.messageId);
       const change = this.transcript.apply(frame);
       if (change.kind !== "none") this.emit("transcript", change);
+      // An answer starts or finishes: its prompt's user message is stored by now.
+      if ((isNew && frame.type === "message.create" && frame.role === "assistant") || (change.kind === "message" && change.finished)) this.syncHistory();
       // A stopped session never runs again: nothing to reconnect to.
       if (frame.type === "status" && frame.status === "stopped") this.options.reconnect = false;
     };
@@ -173,6 +185,28 @@ export class SessionSocket {
     }, delay);
   }
 
+  /** Merges the stored transcript in (one fetch at a time; a request meanwhile fetches once more after it). */
+  private syncHistory(): void {
+    const history = this.options.history;
+    if (!history) return;
+    if (this.syncing) {
+      this.syncAgain = true;
+      return;
+    }
+    this.syncing = (async () => {
+      do {
+        this.syncAgain = false;
+        try {
+          const change = this.transcript.sync(await history());
+          if (change.kind !== "none") this.emit("transcript", change);
+        } catch {
+          // The next answer's start or finish syncs again.
+        }
+      } while (this.syncAgain && !this.closedByUser);
+      this.syncing = null;
+    })();
+  }
+
   /** Sends a client frame; while (re)connecting it is held and sent on the next open. */
   send(frame: ClientFrame): void {
     if (this.socket && this.socket.readyState === OPEN) this.socket.send(JSON.stringify(frame));
@@ -180,6 +214,7 @@ export class SessionSocket {
   }
 
   prompt(content: string): void {
+    this.transcript.sent(content);
     this.send({ type: "prompt", content });
   }
 

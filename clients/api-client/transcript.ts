@@ -12,6 +12,13 @@
  * `message.create` for a finished message opens it again (its content is streamed anew), and a
  * `message.finalize` for a message finished before is a revision (`revised`), never a second
  * finish: `finished` is reported once per message.
+ *
+ * Prompts: the server sends no frame for a user message (API.md "WebSocket": the turn frames are
+ * the assistant's). A prompt is `pending` from its `prompt.queued` (the sender's frame has no
+ * `content`: `sent` notes what this client sent) until its user message is delivered: stored
+ * once the agent takes it, so it enters the transcript from the stored transcript (`init`, or
+ * `sync` with GET /v1/sessions/{id}/messages, ./session-socket.ts `history`) in its place,
+ * before its answer, never ahead of the answer to an earlier prompt.
  */
 import type { ServerFrame, TranscriptMessageView } from "../../functions/contract/frames";
 
@@ -54,7 +61,16 @@ export interface TurnMessage {
  * touched. `finished`: its first finalize; `revised`: a later finalize that changed its text
  * (a reopened answer: API.md "WebSocket").
  */
-export type TranscriptChange = { kind: "none" } | { kind: "reset" } | { kind: "message"; message: TurnMessage; finished: boolean; revised?: boolean };
+export type TranscriptChange = { kind: "none" } | { kind: "reset" } | { kind: "queue" } | { kind: "message"; message: TurnMessage; finished: boolean; revised?: boolean };
+
+/** A prompt queued (or being processed) whose user message has not entered the transcript yet. */
+export interface PendingPrompt {
+  promptId: string;
+  content: string;
+  /** The queue position the server answered (0 or status `processing`: taken at once). */
+  position: number;
+  status: "queued" | "processing";
+}
 
 function fromStored(m: TranscriptMessageView): TurnMessage {
   const parts: TurnPart[] = m.parts.map((p, i) =>
@@ -86,10 +102,56 @@ function fromStored(m: TranscriptMessageView): TurnMessage {
 export class Transcript {
   private readonly byId = new Map<string, TurnMessage>();
   private order: string[] = [];
+  private pendingPrompts: PendingPrompt[] = [];
+  /** What this client sent that the server has not answered with `prompt.queued` yet (oldest first). */
+  private unacknowledged: string[] = [];
 
   /** Messages oldest first. */
   get messages(): TurnMessage[] {
     return this.order.map((id) => this.byId.get(id)).filter((m): m is TurnMessage => m !== undefined);
+  }
+
+  /** Prompts queued whose user message is not in the transcript yet, in queue order. */
+  get pending(): PendingPrompt[] {
+    return this.pendingPrompts.map((p) => ({ ...p }));
+  }
+
+  /** Notes a prompt this client sent: the server's `prompt.queued` to the sender has no `content`. */
+  sent(content: string): void {
+    this.unacknowledged.push(content);
+  }
+
+  /**
+   * Re-syncs from the stored transcript (oldest first, complete): stored messages this client
+   * did not have enter in their stored place (a prompt's user message, stored once the agent
+   * took it), messages it has keep their live state, and those the store has not caught up with
+   * stay after them. Reports `reset` when something entered, else `none`.
+   */
+  sync(stored: TranscriptMessageView[]): TranscriptChange {
+    const added: TurnMessage[] = [];
+    const order: string[] = [];
+    for (const s of stored) {
+      if (!this.byId.has(s.messageId)) {
+        const m = fromStored(s);
+        this.byId.set(m.messageId, m);
+        added.push(m);
+      }
+      order.push(s.messageId);
+    }
+    if (added.length === 0) return { kind: "none" };
+    const inStore = new Set(order);
+    this.order = [...order, ...this.order.filter((id) => !inStore.has(id))];
+    this.deliver(added);
+    return { kind: "reset" };
+  }
+
+  /** Pending prompts whose user messages just entered the transcript are pending no more. */
+  private deliver(entered: TurnMessage[]): void {
+    for (const m of entered) {
+      if (m.role !== "user") continue;
+      const at = this.pendingPrompts.findIndex((p) => p.content === m.text);
+      if (at >= 0) this.pendingPrompts.splice(at, 1);
+    }
   }
 
   get(messageId: string): TurnMessage | undefined {
@@ -109,6 +171,7 @@ export class Transcript {
   apply(frame: ServerFrame): TranscriptChange {
     switch (frame.type) {
       case "init": {
+        const known = new Set(this.order);
         const streaming = this.messages.filter((m) => !m.done);
         this.byId.clear();
         this.order = [];
@@ -123,7 +186,15 @@ export class Transcript {
           this.byId.set(m.messageId, m);
           this.order.push(m.messageId);
         }
+        this.deliver(this.messages.filter((m) => !known.has(m.messageId)));
         return { kind: "reset" };
+      }
+      case "prompt.queued": {
+        const content = frame.content ?? this.unacknowledged.shift();
+        if (content === undefined || this.pendingPrompts.some((p) => p.promptId === frame.promptId)) return { kind: "none" };
+        const status = frame.status === "processing" || frame.position === 0 ? "processing" : "queued";
+        this.pendingPrompts.push({ promptId: frame.promptId, content, position: frame.position, status });
+        return { kind: "queue" };
       }
       case "message.create": {
         const known = this.byId.get(frame.messageId);

@@ -52,7 +52,7 @@ export class ConsoleApi {
     let url = wsUrl ?? (await this.client.health()).wsUrl;
     if (!url) throw new Error("the API announces no WebSocket URL");
     url = new URL(url, location.href).toString().replace(/^http/, "ws");
-    const socket = new SessionSocket({ wsUrl: url, sessionId: id, auth: { ticket: async () => (await this.client.createWsTicket(id)).ticket }, reconnect: false });
+    const socket = new SessionSocket({ wsUrl: url, sessionId: id, auth: { ticket: async () => (await this.client.createWsTicket(id)).ticket }, reconnect: false, history: () => this.client.allMessages(id) });
     await socket.connect();
     return socket;
   }

@@ -6,7 +6,7 @@
  */
 import { h, render, type ComponentChildren } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
-import type { SessionSocket, ToolPart, TranscriptChange, TurnMessage, TurnPart } from "../api-client";
+import type { PendingPrompt, SessionSocket, ToolPart, TranscriptChange, TurnMessage, TurnPart } from "../api-client";
 import { ApiError, ConsoleApi, type LifecycleEventView, type ServerFrame, type SessionView } from "./api";
 import type { MountedTerminal } from "./terminal";
 
@@ -233,6 +233,23 @@ function Message({ message }: { message: MessageView }) {
   );
 }
 
+/** Prompts sent and not yet taken by the agent, apart from the transcript: each enters it, in order, when its turn starts. */
+function QueuedPrompts({ pending }: { pending: PendingPrompt[] }) {
+  if (pending.length === 0) return null;
+  return h(
+    "section",
+    { class: "card queued" },
+    h("h3", null, "Queued"),
+    h(
+      "ol",
+      null,
+      pending.map((p) =>
+        h("li", { key: p.promptId, class: `queued-prompt ${p.status}`, "data-prompt-id": p.promptId }, h("span", { class: "badge position" }, p.status === "processing" ? "next" : `#${p.position}`), " ", h("span", { class: "text" }, p.content)),
+      ),
+    ),
+  );
+}
+
 function Timeline({ events }: { events: LifecycleEventView[] }) {
   if (events.length === 0) return h("p", { class: "muted" }, "No lifecycle events yet.");
   return h(
@@ -320,7 +337,8 @@ function SessionPage({ api, config, sessionId }: { api: ConsoleApi; config: Cons
   const ws = useRef<SessionSocket | null>(null);
   const statusRef = useRef<string | null>(null);
   const alive = useRef(true);
-  const pendingPrompts = useRef<string[]>([]);
+  // Prompts sent whose user message the server has not delivered yet (the typed client's transcript `pending`).
+  const [pending, setPending] = useState<PendingPrompt[]>([]);
 
   const refreshEvents = useCallback(() => {
     api.events(sessionId).then(setEvents, () => undefined);
@@ -370,8 +388,6 @@ function SessionPage({ api, config, sessionId }: { api: ConsoleApi; config: Cons
           const position = frame.position as number;
           const status = (frame.status as string) ?? "queued";
           setQueue(status === "processing" || position === 0 ? "Prompt is being processed" : `Prompt queued at position ${position}`);
-          const content = (frame.content as string | undefined) ?? pendingPrompts.current.shift();
-          if (content) setMessages((m) => [...m, { id: `prompt-${frame.promptId as string}`, role: "user", parts: [{ kind: "text", partId: "p", text: content }], done: true }]);
           break;
         }
         case "message.finalize":
@@ -400,7 +416,10 @@ function SessionPage({ api, config, sessionId }: { api: ConsoleApi; config: Cons
       ws.current = socket;
       setConnection("open");
       socket.on("frame", onFrame);
-      socket.on("transcript", (change) => setMessages((m) => applyChange(m, change, () => socket.transcript.messages)));
+      socket.on("transcript", (change) => {
+        setMessages((m) => applyChange(m, change, () => socket.transcript.messages));
+        setPending(socket.transcript.pending);
+      });
       socket.on("state", (state) => {
         if (state !== "closed") return;
         if (ws.current === socket) ws.current = null;
@@ -434,7 +453,6 @@ function SessionPage({ api, config, sessionId }: { api: ConsoleApi; config: Cons
     if (!content) return;
     setError(null);
     setPrompt("");
-    pendingPrompts.current.push(content);
     // A paused session: the prompt over a fresh connection wakes it (API.md: prompts wake a paused session).
     if (!ws.current || ws.current.state === "closed") await connect();
     ws.current?.prompt(content);
@@ -486,6 +504,7 @@ function SessionPage({ api, config, sessionId }: { api: ConsoleApi; config: Cons
         "div",
         { class: "main-col" },
         h("section", { class: "card transcript" }, messages.length === 0 ? h("p", { class: "muted" }, "No messages yet.") : messages.map((m) => h(Message, { key: m.id, message: m }))),
+        h(QueuedPrompts, { pending }),
         h(
           "form",
           { class: "card prompt-box", onSubmit: (e: Event) => void send(e) },

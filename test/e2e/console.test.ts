@@ -2,10 +2,13 @@
  * The web console in a real headless chromium (Debian's, driven by playwright-core) against the
  * local runtime with real OpenCode and the development model: sign in with the token, create a
  * session with a first prompt, see its `echo:` answer streamed (text-delta frames reach the page),
- * open the sidecar terminal, queue a prompt behind a busy turn from the prompt box (both answered),
+ * its user message before it, open the sidecar terminal, queue a prompt behind a busy turn from
+ * the prompt box (shown apart as queued with its position, then in the transcript after the
+ * earlier answer; both answered),
  * expand the busy turn's tool call, take a snapshot and see it in the timeline, pause, and see
  * the session resume on the next prompt (and its answer). The `it`s run in order on one runtime and one page. A screenshot of the
- * session view goes to test-results/console-session.png.
+ * session view goes to test-results/console-session.png (console-session-queued.png: with the
+ * prompt queued).
  */
 import { existsSync, mkdirSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -68,6 +71,20 @@ afterAll(async () => {
 /** The text of the session view's status badge. */
 const statusBadge = (p: Page) => p.locator(".session-status .badge");
 
+/** The transcript's messages in page order: role and text. */
+async function transcriptOrder(p: Page): Promise<{ role: string; text: string }[]> {
+  type El = { className: string; textContent: string | null; querySelectorAll(selector: string): ArrayLike<El> };
+  return p.locator(".transcript .message").evaluateAll((els) =>
+    (els as unknown as El[]).map((e) => ({
+      role: e.className.split(" ").find((c) => c.startsWith("role-"))?.slice(5) ?? "",
+      text: Array.from(e.querySelectorAll(".text")).map((t) => t.textContent ?? "").join("\n"),
+    })),
+  );
+}
+
+/** Where the message of that role whose text includes `text` is (-1: none). */
+const indexOf = (order: { role: string; text: string }[], role: string, text: string) => order.findIndex((m) => m.role === role && m.text.includes(text));
+
 async function screenshot(name: string): Promise<void> {
   mkdirSync(ARTIFACTS, { recursive: true });
   await page.screenshot({ path: join(ARTIFACTS, name), fullPage: true });
@@ -96,6 +113,10 @@ describe("web console in headless chromium", () => {
       expect((await storedSession(runtime, sessionId)).clientType).toBe("web");
 
       await page.locator(".message.role-assistant .text", { hasText: "echo: hello from the console" }).waitFor({ timeout: LONG });
+      // The first prompt (sent over HTTP with the session) shows as the user's message, before its answer.
+      await page.locator(".message.role-user .text", { hasText: "hello from the console" }).waitFor({ timeout: 30_000 });
+      const first = await transcriptOrder(page);
+      expect(indexOf(first, "user", "hello from the console")).toBeLessThan(indexOf(first, "assistant", "echo: hello from the console"));
       await expect.poll(() => statusBadge(page).textContent(), { timeout: 30_000 }).toBe("running");
       // Streamed: the page itself received the turn's deltas over its WebSocket (connected with a ticket).
       expect(frames.some((f) => f.type === "message.part.text-delta")).toBe(true);
@@ -136,13 +157,36 @@ describe("web console in headless chromium", () => {
       await page.locator("textarea[name=prompt]").fill("second prompt");
       await page.getByRole("button", { name: "Send" }).click();
       await page.locator(".queue", { hasText: "Prompt queued at position 1" }).waitFor({ timeout: 30_000 });
-      await page.locator(".message.role-user .text", { hasText: "second prompt" }).waitFor({ timeout: 30_000 });
+      // Queued behind the busy turn: shown apart with its position, not in the transcript yet (one DOM snapshot).
+      const queued = page.locator(".queued .queued-prompt", { hasText: "second prompt" });
+      await queued.waitFor({ timeout: 30_000 });
+      const whileBusy = await page.locator(".queued .queued-prompt, .transcript .message.role-user .text").evaluateAll((els) =>
+        (els as unknown as { className: string; textContent: string | null }[]).map((e) => ({ queued: e.className.includes("queued-prompt"), text: e.textContent ?? "" })),
+      );
+      expect(whileBusy.filter((e) => e.queued).map((e) => e.text)).toContainEqual(expect.stringContaining("#1"));
+      expect(whileBusy.filter((e) => !e.queued).map((e) => e.text)).not.toContain("second prompt");
+      await screenshot("console-session-queued.png");
       await page.locator(".message.role-assistant .text", { hasText: "echo: sleep 4s before the next one" }).waitFor({ timeout: LONG });
+      // Delivered when its turn starts: in the transcript after the earlier answer, off the queued list.
+      await page.locator(".message.role-user .text", { hasText: "second prompt" }).waitFor({ timeout: LONG });
+      await queued.waitFor({ state: "detached", timeout: 30_000 });
       expect(frames.some((f) => f.type === "prompt.queued" && f.position === 1)).toBe(true);
       // The queued prompt is answered too (an answer OpenCode finished before its text came is
       // reopened by the server with it, and the page shows the revision).
       await page.locator(".message.role-assistant .text", { hasText: "echo: second prompt" }).waitFor({ timeout: LONG });
       await expect.poll(() => page.locator(".queue").textContent(), { timeout: 10_000 }).toBe("");
+      await expect.poll(() => page.locator(".message.role-user .text", { hasText: "second prompt" }).count(), { timeout: 10_000 }).toBe(1);
+      const order = await transcriptOrder(page);
+      const at = [
+        indexOf(order, "user", "hello from the console"),
+        indexOf(order, "assistant", "echo: hello from the console"),
+        indexOf(order, "user", "sleep 4s before the next one"),
+        indexOf(order, "assistant", "echo: sleep 4s before the next one"),
+        indexOf(order, "user", "second prompt"),
+        indexOf(order, "assistant", "echo: second prompt"),
+      ];
+      expect(at.every((i) => i >= 0), JSON.stringify(order)).toBe(true);
+      expect([...at].sort((a, b) => a - b), JSON.stringify(order)).toEqual(at);
 
       // The busy turn's tool call (the development model's real bash call), collapsed; expanded it shows its input.
       const tool = page.locator("details.tool", { has: page.locator(".tool-name", { hasText: "bash" }) }).first();

@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { build } from "esbuild";
 import { describe, expect, it } from "vitest";
+import { SessionSocket, type WebSocketLike } from "../../clients/api-client/session-socket";
 import { Transcript } from "../../clients/api-client/transcript";
 import type { ServerFrame } from "../../functions/contract/frames";
 
@@ -137,5 +138,106 @@ describe("Transcript", () => {
     // The stored turn's finalize, repeated by the relay after the reconnect, is a no-op.
     expect(t.apply({ type: "message.finalize", messageId: "m1", text: "echo: hi", reason: "end_turn" }).kind).toBe("none");
     expect(t.apply({ type: "message.finalize", messageId: "m2", text: "partial answer", reason: "end_turn" })).toMatchObject({ finished: true });
+  });
+
+  const stored = (messageId: string, role: "user" | "assistant", text: string, second: number) => ({
+    sessionId: "ses_x",
+    messageId,
+    role,
+    text,
+    parts: [{ type: "text", partId: `${messageId}p`, text }],
+    createdAt: `2026-01-01T00:00:${String(second).padStart(2, "0")}.000Z`,
+    completedAt: `2026-01-01T00:00:${String(second).padStart(2, "0")}.500Z`,
+  });
+
+  it("sync puts a prompt's stored user message before its streaming answer (a first prompt sent over HTTP: no frame carries it)", () => {
+    const t = new Transcript();
+    t.apply(init([]));
+    t.apply({ type: "message.create", messageId: "a1", role: "assistant" });
+    t.apply({ type: "message.part.text-delta", messageId: "a1", partId: "p", delta: "echo: he" });
+    expect(t.sync([stored("u1", "user", "hello", 1)])).toEqual({ kind: "reset" });
+    expect(t.messages.map((m) => [m.messageId, m.role, m.text, m.done])).toEqual([
+      ["u1", "user", "hello", true],
+      ["a1", "assistant", "echo: he", false],
+    ]);
+    // The answer keeps streaming live; a sync with nothing new changes nothing.
+    t.apply({ type: "message.part.text-delta", messageId: "a1", partId: "p", delta: "llo" });
+    expect(t.sync([stored("u1", "user", "hello", 1)])).toEqual({ kind: "none" });
+    expect(t.get("a1")?.text).toBe("echo: hello");
+  });
+
+  it("a prompt queued behind a busy turn is pending (with its position) and enters the transcript after the earlier answer", () => {
+    const t = new Transcript();
+    t.apply(init([stored("u1", "user", "sleep 4s", 1)]));
+    t.apply({ type: "message.create", messageId: "a1", role: "assistant" });
+    t.apply({ type: "message.part.tool-update", messageId: "a1", partId: "t", tool: "bash", status: "running" });
+    t.sent("second prompt");
+    // The sender's prompt.queued has no content: the content it sent is taken.
+    expect(t.apply({ type: "prompt.queued", promptId: "pr2", position: 1, status: "queued" })).toEqual({ kind: "queue" });
+    expect(t.pending).toEqual([{ promptId: "pr2", content: "second prompt", position: 1, status: "queued" }]);
+    expect(t.messages.map((m) => m.messageId)).toEqual(["u1", "a1"]);
+    // A repeated prompt.queued changes nothing.
+    expect(t.apply({ type: "prompt.queued", promptId: "pr2", position: 1, status: "queued", content: "second prompt" }).kind).toBe("none");
+    t.apply({ type: "message.finalize", messageId: "a1", text: "echo: sleep 4s", reason: "end_turn" });
+    // The next turn starts: the store holds the second prompt's user message after the first answer.
+    t.apply({ type: "message.create", messageId: "a2", role: "assistant" });
+    expect(t.sync([stored("u1", "user", "sleep 4s", 1), stored("a1", "assistant", "echo: sleep 4s", 2), stored("u2", "user", "second prompt", 3)]).kind).toBe("reset");
+    expect(t.messages.map((m) => m.messageId)).toEqual(["u1", "a1", "u2", "a2"]);
+    expect(t.pending).toEqual([]);
+  });
+
+  it("an earlier user message with the same text does not take a new prompt off the pending list", () => {
+    const t = new Transcript();
+    t.apply(init([stored("u1", "user", "continue", 1), stored("a1", "assistant", "echo: continue", 2)]));
+    t.apply({ type: "prompt.queued", promptId: "pr2", position: 1, status: "queued", content: "continue" });
+    expect(t.sync([stored("u1", "user", "continue", 1), stored("a1", "assistant", "echo: continue", 2)]).kind).toBe("none");
+    expect(t.pending.map((p) => p.promptId)).toEqual(["pr2"]);
+  });
+});
+
+/** A stand-in WebSocket: the test plays the server's frames. */
+class FakeSocket implements WebSocketLike {
+  static last: FakeSocket | null = null;
+  readyState = 0;
+  sent: string[] = [];
+  onopen: ((ev: unknown) => void) | null = null;
+  onmessage: ((ev: { data: unknown }) => void) | null = null;
+  onclose: ((ev: { code: number; reason: string }) => void) | null = null;
+  onerror: ((ev: unknown) => void) | null = null;
+  constructor(readonly url: string) {
+    FakeSocket.last = this;
+    queueMicrotask(() => {
+      this.readyState = 1;
+      this.onopen?.({});
+    });
+  }
+  send(data: string): void {
+    this.sent.push(data);
+  }
+  close(): void {
+    this.readyState = 3;
+  }
+  serve(frame: unknown): void {
+    this.onmessage?.({ data: JSON.stringify(frame) });
+  }
+}
+
+describe("SessionSocket history", () => {
+  it("syncs the stored transcript when an answer starts, so its prompt's user message shows before it", async () => {
+    const store = [{ sessionId: "ses_x", messageId: "u1", role: "user" as const, text: "hello", parts: [{ type: "text", text: "hello" }], createdAt: "2026-01-01T00:00:01.000Z", completedAt: "2026-01-01T00:00:01.000Z" }];
+    let fetches = 0;
+    const socket = new SessionSocket({ wsUrl: "ws://x", sessionId: "ses_x", auth: { token: "t" }, WebSocket: FakeSocket, reconnect: false, history: async () => (fetches++, store) });
+    await socket.connect();
+    const server = FakeSocket.last as FakeSocket;
+    server.serve(init([]));
+    expect(fetches).toBe(0);
+    server.serve({ type: "message.create", messageId: "a1", role: "assistant" });
+    await expect.poll(() => socket.transcript.messages.map((m) => m.messageId)).toEqual(["u1", "a1"]);
+    expect(fetches).toBe(1);
+    socket.prompt("next");
+    expect(JSON.parse(server.sent[0] ?? "{}")).toEqual({ type: "prompt", content: "next" });
+    server.serve({ type: "prompt.queued", promptId: "pr2", position: 1, status: "queued" });
+    expect(socket.transcript.pending.map((p) => p.content)).toEqual(["next"]);
+    socket.close();
   });
 });
