@@ -6,6 +6,7 @@
  * the audit trail see what earlier ones did. Step handlers parse what they read with zod.
  */
 import * as z from "zod";
+import { AgentModel } from "../domain/agent-settings";
 import { SessionRecord } from "../domain/session";
 import { FLOW_NAMES } from "../ports/flow-runner";
 
@@ -51,6 +52,12 @@ export const BeginResult = z.object({
    * every lifecycle field; the commit's version CAS catches anything else (issue 15).
    */
   session: SessionRecord.optional(),
+  /**
+   * `ensure-runtime` that proceeds for a session without its own model: the org's default model,
+   * read with the org's limits in Begin's admission (one read: issue 15), so Provision does not
+   * read it again. Null: the org has none (the deployment default). Absent: not read.
+   */
+  orgModel: AgentModel.nullable().optional(),
   startedAt: z.string(),
   /** The execution's start (`$$.Execution.StartTime`), when the ASL hands it to Begin (the user pause: issue 25 §1). */
   executionStartedAt: z.string().optional(),

@@ -10,6 +10,8 @@ import { broadcastStatus } from "../../services/broadcast";
 import { planFlow, type FlowPlan } from "../plan";
 import { admitToRun, isUsageRefusal } from "../../usage/usage-gate";
 import type { FlowDocument } from "../flow-document";
+import type { AgentModel } from "../../domain/agent-settings";
+import type { SessionRecord } from "../../domain/session";
 import type { FlowDeps } from "../flow-deps";
 import { referencedSnapshotIds } from "../../domain/restore-source";
 import { CarryError, STEP_ERRORS } from "../step-errors";
@@ -21,12 +23,20 @@ import { stepEntry } from "../lambda-entry";
  * (API.md "Usage, limits and credits"), whichever door started the flow (resume, a prompt's wake,
  * a client connecting): credits left and a running place taken. Refused, the flow has nothing to
  * do and says why; queued prompts stay stored for when the session may run.
+ *
+ * A session without its own model boots with its org's: read with the limits in one request and
+ * carried to Provision (`orgModel`), which then reads nothing more (issue 15).
  */
-async function admitted(doc: FlowDocument, deps: FlowDeps, session: Parameters<typeof planFlow>[1], plan: FlowPlan): Promise<FlowPlan> {
+async function admitted(doc: FlowDocument, deps: FlowDeps, session: SessionRecord, plan: FlowPlan): Promise<FlowPlan & { orgModel?: AgentModel | null }> {
   if (doc.flow !== "ensure-runtime" || !plan.proceed) return plan;
   try {
-    await admitToRun(deps.usage, session, deps.now());
-    return plan;
+    if (session.model) {
+      await admitToRun(deps.usage, session, deps.now());
+      return plan;
+    }
+    const { limits, model } = await deps.usage.getLimitsAndModel(session.orgId);
+    await admitToRun(deps.usage, session, deps.now(), limits);
+    return { ...plan, orgModel: model };
   } catch (err) {
     if (!isUsageRefusal(err)) throw err;
     return { proceed: false, skipReason: `${err.code}: ${err.message}`, progressStatus: null, branch: null };
@@ -78,6 +88,7 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
       sandboxExpiresAt: session.sandboxExpiresAt,
       relayLease,
       session,
+      ...(plan.orgModel !== undefined ? { orgModel: plan.orgModel } : {}),
       startedAt,
       // The user pause's execution start (its Begin's Parameters), for the steps after Begin (wake-waiters.ts).
       ...(doc.started ? { executionStartedAt: doc.started.at } : {}),
