@@ -226,6 +226,12 @@ export const SessionRecord = z.object({
    * Internal. Absent (a session stored before epochs): 0, the v1 key.
    */
   sandboxKeyEpoch: z.number().int().nonnegative().optional(),
+  /**
+   * How many times a client connected (`$connect` adds one in its activity write, after it
+   * registered the connection). Internal: a flow that listed the connections compares it across
+   * its run, and while it has not moved its listing still holds every connection (issue 15).
+   */
+  clientConnects: z.number().int().nonnegative().optional(),
   /** The agent's last known state, written by the relay on busy/idle transitions (seed 002 c.9, c.10). */
   agentBusy: z.boolean().default(false),
   /** When the relay last saw the agent go from busy to idle; null while unknown (fresh sandbox). */

@@ -112,7 +112,7 @@ export interface SessionStore {
    * moves it back. Does not bump `version`, so activity never makes a lifecycle write stale.
    * `NotFoundError` if the session does not exist.
    */
-  touchActivity(sessionId: string, now: Date): Promise<void>;
+  touchActivity(sessionId: string, now: Date, options?: { clientConnected?: boolean }): Promise<void>;
   /** `touchActivity`, returning the session and its lease as the write left (or found) them: no read after it. */
   touchActivityReturning(sessionId: string, now: Date): Promise<{ session: SessionRecord; lease: { owner: string | null; fence: number; expiresAt: number | null } }>;
   /**

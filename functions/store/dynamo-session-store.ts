@@ -494,9 +494,22 @@ export class DynamoSessionStore implements SessionStore {
     }
   }
 
-  async touchActivity(sessionId: string, now: Date): Promise<void> {
+  async touchActivity(sessionId: string, now: Date, options: { clientConnected?: boolean } = {}): Promise<void> {
     // Activity only moves forward: a delayed, older touch must not shorten the grace.
-    await this.setForward(sessionId, "lastActivityAt", "lastActivityAt < :now", now);
+    // `$connect` counts the connection in the same write; the count is not monotonic in time, so
+    // when the activity condition refuses the write, the count still lands (a second, rare write).
+    const counted = await this.setForward(sessionId, "lastActivityAt", "lastActivityAt < :now", now, options.clientConnected ? "clientConnects" : undefined);
+    if (options.clientConnected && !counted) {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(sessionId),
+          UpdateExpression: "ADD clientConnects :one",
+          ConditionExpression: conditions({ exists: "attribute_exists(PK)" }),
+          ExpressionAttributeValues: { ":one": 1 },
+        }),
+      );
+    }
   }
 
   /** `resumeRequestedAt` is outside `SessionRecord` (internal, never in the session view). */
@@ -506,24 +519,27 @@ export class DynamoSessionStore implements SessionStore {
   }
 
   /**
-   * Sets a time attribute of the session item when `monotonic` holds. A write refused by it is a
-   * documented no-op (a newer or equal time already landed); only a missing session is an error.
+   * Sets a time attribute of the session item when `monotonic` holds (and adds one to `counter`
+   * in the same write). A write refused by it is a documented no-op (a newer or equal time
+   * already landed): false; only a missing session is an error.
    */
-  private async setForward(sessionId: string, attribute: "lastActivityAt" | "resumeRequestedAt", monotonic: string, now: Date): Promise<void> {
+  private async setForward(sessionId: string, attribute: "lastActivityAt" | "resumeRequestedAt", monotonic: string, now: Date, counter?: "clientConnects"): Promise<boolean> {
     try {
       await this.doc.send(
         new UpdateCommand({
           TableName: this.tableName,
           Key: keys.session(sessionId),
-          UpdateExpression: `SET ${attribute} = :now`,
+          UpdateExpression: `SET ${attribute} = :now${counter ? ` ADD ${counter} :one` : ""}`,
           ConditionExpression: conditions({ exists: "attribute_exists(PK)", monotonic }),
-          ExpressionAttributeValues: { ":now": now.toISOString() },
+          ExpressionAttributeValues: { ":now": now.toISOString(), ...(counter ? { ":one": 1 } : {}) },
         }),
       );
+      return true;
     } catch (err) {
       if (!isConditionFailure(err)) throw err;
       const stored = await this.getSession(sessionId);
       if (!stored) throw new NotFoundError(`session ${sessionId} not found`, { cause: err });
+      return false;
     }
   }
 

@@ -133,6 +133,20 @@ describe("touchActivity", () => {
     expect((await store.getSession(s.id))?.lastActivityAt).toBe(later(30).toISOString());
   });
 
+  it("a client's connect is counted in the same write, and still counted when the activity time does not move (issue 15)", async () => {
+    const s = buildSession();
+    await store.createSession(s);
+    await store.touchActivity(s.id, later(30), { clientConnected: true });
+    await store.touchActivity(s.id, later(10), { clientConnected: true }); // older: the time stays, the count moves
+    await store.touchActivity(s.id, later(40)); // activity alone: no count
+    const stored = await store.getSession(s.id);
+    expect(stored?.lastActivityAt).toBe(later(40).toISOString());
+    expect(stored?.clientConnects).toBe(2);
+    expect(stored?.version).toBe(1);
+    // A lifecycle write returns the count as stored (the flows compare it: flows/steps/finish.ts).
+    expect((await store.transition(stored ?? s, "running", later(50))).clientConnects).toBe(2);
+  });
+
   it("NotFoundError for an unknown session, and no item is created", async () => {
     const ghost = buildSession();
     await expect(store.touchActivity(ghost.id, later(1))).rejects.toBeInstanceOf(NotFoundError);
