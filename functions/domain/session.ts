@@ -258,7 +258,7 @@ export type SessionRecord = z.infer<typeof SessionRecord>;
  * after it once it expires (domain/restore-source.ts), and the sandbox's preview URL as
  * `preview` (only while it runs; never the agent's tunnel).
  */
-export type SessionView = Omit<SessionRecord, "orgId" | "version" | "runningSince" | "initialPrompt" | "openCodeUrl" | "sandboxKeyEpoch" | "resumeRequestedAt" | "previewUrl"> & {
+export type SessionView = Omit<SessionRecord, "orgId" | "version" | "runningSince" | "initialPrompt" | "openCodeUrl" | "sandboxKeyEpoch" | "resumeRequestedAt" | "previewUrl" | "clientConnects"> & {
   restoreFrom: RestoreSource | null;
   preview: { url: string } | null;
 };
@@ -269,7 +269,7 @@ export function sessionPreview(record: Pick<SessionRecord, "status" | "previewUr
 }
 
 export function toSessionView(record: SessionRecord, now: Date): SessionView {
-  const { orgId: _org, version: _v, runningSince: _r, initialPrompt: _p, openCodeUrl: _u, sandboxKeyEpoch: _k, resumeRequestedAt: _rr, previewUrl: _pu, ...view } = record;
+  const { orgId: _org, version: _v, runningSince: _r, initialPrompt: _p, openCodeUrl: _u, sandboxKeyEpoch: _k, resumeRequestedAt: _rr, clientConnects: _cc, previewUrl: _pu, ...view } = record;
   return { ...view, restoreFrom: resolveRestoreSource(record, now), preview: sessionPreview(record) };
 }
 
