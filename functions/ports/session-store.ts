@@ -113,8 +113,12 @@ export interface SessionStore {
    * `NotFoundError` if the session does not exist.
    */
   touchActivity(sessionId: string, now: Date, options?: { clientConnected?: boolean }): Promise<void>;
-  /** `touchActivity`, returning the session and its lease as the write left (or found) them: no read after it. */
-  touchActivityReturning(sessionId: string, now: Date): Promise<{ session: SessionRecord; lease: { owner: string | null; fence: number; expiresAt: number | null } }>;
+  /**
+   * `touchActivity`, returning the session and its lease as the write left (or found) them: no read
+   * after it. `promptQueued`: the caller stored a prompt just before; `promptsEnqueued` is added
+   * to in the same write (in a second one when the activity time does not move).
+   */
+  touchActivityReturning(sessionId: string, now: Date, options?: { promptQueued?: boolean }): Promise<{ session: SessionRecord; lease: { owner: string | null; fence: number; expiresAt: number | null } }>;
   /**
    * The relay's view of the agent (seed 002 constraints 9, 10): `busy`, and on a busy -> idle
    * transition `lastKnownAgentIdleAt = at`. Like activity, never bumps `version`. Only written

@@ -551,21 +551,43 @@ export class DynamoSessionStore implements SessionStore {
     return typeof at === "string" ? new Date(at) : null;
   }
 
-  /** `touchActivity` that also returns the item (the prompt path: delivery then reads nothing). */
-  async touchActivityReturning(sessionId: string, now: Date): Promise<{ session: SessionRecord; lease: StoredLease }> {
-    const at = now.toISOString();
+  /** Adds a queued prompt to `promptsEnqueued` alone, returning the item as the write left it. */
+  private async countQueuedPrompt(sessionId: string, cause: unknown): Promise<{ session: SessionRecord; lease: StoredLease }> {
     try {
       const out = await this.doc.send(
         new UpdateCommand({
           TableName: this.tableName,
           Key: keys.session(sessionId),
-          UpdateExpression: "SET lastActivityAt = :now",
+          UpdateExpression: "ADD promptsEnqueued :one",
+          ConditionExpression: conditions({ exists: "attribute_exists(PK)" }),
+          ExpressionAttributeValues: { ":one": 1 },
+          ReturnValues: "ALL_NEW",
+        }),
+      );
+      const item = out.Attributes ?? {};
+      return { session: toRecord(item), lease: storedLeaseOf(item, FLOW_LEASE) };
+    } catch (err) {
+      if (isConditionFailure(err)) throw new NotFoundError(`session ${sessionId} not found`, { cause });
+      throw err;
+    }
+  }
+
+  /** `touchActivity` that also returns the item (the prompt path: delivery then reads nothing). */
+  async touchActivityReturning(sessionId: string, now: Date, options: { promptQueued?: boolean } = {}): Promise<{ session: SessionRecord; lease: StoredLease }> {
+    const at = now.toISOString();
+    const counts = options.promptQueued === true;
+    try {
+      const out = await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(sessionId),
+          UpdateExpression: `SET lastActivityAt = :now${counts ? " ADD promptsEnqueued :one" : ""}`,
           ConditionExpression: conditions({
             exists: "attribute_exists(PK)",
             // Activity only moves forward: a delayed, older touch must not shorten the grace.
             monotonic: "lastActivityAt < :now",
           }),
-          ExpressionAttributeValues: { ":now": at },
+          ExpressionAttributeValues: { ":now": at, ...(counts ? { ":one": 1 } : {}) },
           // The item as this write left it (or found it): the caller needs no read after the touch.
           ReturnValues: "ALL_NEW",
           ReturnValuesOnConditionCheckFailure: "ALL_OLD",
@@ -575,6 +597,8 @@ export class DynamoSessionStore implements SessionStore {
       return { session: toRecord(item), lease: storedLeaseOf(item, FLOW_LEASE) };
     } catch (err) {
       if (!isConditionFailure(err)) throw err;
+      // The prompt is counted all the same (the activity time is not: a newer one landed).
+      if (counts) return this.countQueuedPrompt(sessionId, err);
       // Documented no-op: a newer (or equal) touch already landed. Only a missing session is an error.
       const old = conditionFailureItem(err);
       const stored = old ? { session: toRecord(old), lease: storedLeaseOf(old, FLOW_LEASE) } : await this.getSessionWithLease(sessionId);

@@ -147,6 +147,17 @@ describe("touchActivity", () => {
     expect((await store.transition(stored ?? s, "running", later(50))).clientConnects).toBe(2);
   });
 
+  it("a stored prompt is counted in the returning touch, also when the activity time does not move (issue 15)", async () => {
+    const s = buildSession();
+    await store.createSession(s);
+    expect((await store.getSession(s.id))?.promptsEnqueued).toBe(0);
+    expect((await store.touchActivityReturning(s.id, later(30), { promptQueued: true })).session.promptsEnqueued).toBe(1);
+    const older = await store.touchActivityReturning(s.id, later(10), { promptQueued: true });
+    expect(older.session).toMatchObject({ promptsEnqueued: 2, lastActivityAt: later(30).toISOString() });
+    expect((await store.touchActivityReturning(s.id, later(40))).session.promptsEnqueued).toBe(2);
+    await expect(store.touchActivityReturning(buildSession().id, later(1), { promptQueued: true })).rejects.toBeInstanceOf(NotFoundError);
+  });
+
   it("NotFoundError for an unknown session, and no item is created", async () => {
     const ghost = buildSession();
     await expect(store.touchActivity(ghost.id, later(1))).rejects.toBeInstanceOf(NotFoundError);

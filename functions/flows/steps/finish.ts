@@ -229,6 +229,11 @@ export async function finishFlow(doc: FlowDocument, deps: FlowDeps, known?: Sess
   // A stopped session never runs again: its queued prompts stay held (deliverQueuedPrompts would
   // only say so), so a stop does not query them (issue 15: one request per lifecycle less).
   if (session.status === "stopped") return { outcome, status: session.status, delivery };
+  // A session that never had a prompt has no queue to look at (issue 15). The prompt route counts
+  // a prompt after storing it and then delivers on the session its count write returned: a prompt
+  // counted before this session was written (the commit, or the read after the release) is seen
+  // here; one counted after it finds the lease released and delivers or wakes by itself.
+  if (session.promptsEnqueued === 0) return { outcome, status: session.status, delivery };
   await isolated(deps, "prompts", doc.sessionId, async () => {
     delivery = (await deliverQueuedPrompts(deps, doc.sessionId, { actor: `flow:${doc.execution}`, wakeFromError: false })).outcome;
   });
