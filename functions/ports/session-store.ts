@@ -40,8 +40,13 @@ export interface Lease extends LeaseGuard {
 }
 
 export interface SessionStore {
-  /** Conditional put: fails with `ConflictError` if the id exists. */
-  createSession(record: SessionRecord): Promise<void>;
+  /**
+   * Conditional put: fails with `ConflictError` if the id exists. `freshId`: the id was just
+   * generated at random (domain/ids.ts `newSessionId`, 130 bits) and can exist nowhere, so the
+   * session and its open-session marker go in one unconditional batch write (issue 15). An id
+   * the caller chose or may reuse (the Slack worker's claimed id) keeps the condition.
+   */
+  createSession(record: SessionRecord, options?: { freshId?: boolean }): Promise<void>;
   getSession(sessionId: string): Promise<SessionRecord | null>;
   /**
    * How many of the org's sessions are open (not stopped), from the markers `createSession`

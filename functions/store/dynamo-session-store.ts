@@ -13,6 +13,7 @@ import { SessionRecord, type SessionStatus } from "../domain/session";
 import { allowedSources, applyTransition, pickTransitionChanges, type TransitionChanges } from "../domain/session-transitions";
 import type { ApiTokenStore, Lease, LeaseGuard, ListOptions, ListPage, NewTokenPrincipal, SessionStore, TokenConnections } from "../ports/session-store";
 import { GSI_BY_ORG, GSI_BY_STATUS, keys } from "./table-layout";
+import { batchPutItems } from "./batch-requests";
 import type { OrgUsageStore } from "../ports/org-usage";
 import type { RelayLease } from "../ports/relay";
 import { RELAY_SEIZE_ATTRIBUTES } from "./dynamo-relay-store";
@@ -70,25 +71,34 @@ export class DynamoSessionStore implements SessionStore {
     this.lease = new ItemLease(doc, tableName, FLOW_LEASE);
   }
 
-  async createSession(record: SessionRecord): Promise<void> {
+  async createSession(record: SessionRecord, options: { freshId?: boolean } = {}): Promise<void> {
+    const marker = { ...keys.openSession(record.orgId, record.id), sessionId: record.id, createdAt: record.createdAt };
+    const item = {
+      ...keys.session(record.id),
+      ...keys.sessionByOrg(record.orgId, record.createdAt, record.id),
+      ...keys.sessionByStatus(record.status, record.updatedAt, record.id),
+      ...record,
+    };
+    if (options.freshId) {
+      // One request (issue 15). A batch that failed part-way may have written the session alone:
+      // the marker is put once more by itself, so a session is never left uncounted (a marker
+      // without its session is an overcount the reconciling count repairs).
+      try {
+        await batchPutItems(this.doc, this.tableName, [marker, item], `session ${record.id}`);
+      } catch (err) {
+        await this.doc.send(new PutCommand({ TableName: this.tableName, Item: marker }));
+        throw err;
+      }
+      return;
+    }
     // The open-session marker first: a failed create can only leave a marker without its session,
     // an overcount the reconciling count repairs, never a session nobody counts.
-    await this.doc.send(
-      new PutCommand({
-        TableName: this.tableName,
-        Item: { ...keys.openSession(record.orgId, record.id), sessionId: record.id, createdAt: record.createdAt },
-      }),
-    );
+    await this.doc.send(new PutCommand({ TableName: this.tableName, Item: marker }));
     try {
       await this.doc.send(
         new PutCommand({
           TableName: this.tableName,
-          Item: {
-            ...keys.session(record.id),
-            ...keys.sessionByOrg(record.orgId, record.createdAt, record.id),
-            ...keys.sessionByStatus(record.status, record.updatedAt, record.id),
-            ...record,
-          },
+          Item: item,
           // Two creates with one id must not overwrite each other.
           ConditionExpression: conditions({ isNew: "attribute_not_exists(PK)" }),
         }),
