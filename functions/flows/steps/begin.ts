@@ -93,7 +93,7 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
       taken.relayLease ?? (plan.proceed && seizesRelay ? await deps.relayLeases.seize(doc.sessionId, relayOwner, deps.now(), deps.config.LEASE_TTL_SECONDS) : null);
     if (plan.proceed && plan.progressStatus) {
       listed ??= await deps.connections.list(doc.sessionId);
-      await broadcastStatus(deps, doc.sessionId, plan.progressStatus, plan.progressStatus === "migrating" ? "Extending session..." : undefined, listed);
+      await broadcastStatus(deps, doc.sessionId, plan.progressStatus, plan.progressStatus === "migrating" ? "Extending session..." : undefined, { connections: listed });
     }
     const carried = plan.proceed && listed ? carriedConnections(listed, deps.now()) : undefined;
     const result = {
