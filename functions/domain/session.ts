@@ -226,6 +226,19 @@ export const SessionRecord = z.object({
    * Internal. Absent (a session stored before epochs): 0, the v1 key.
    */
   sandboxKeyEpoch: z.number().int().nonnegative().optional(),
+  /**
+   * How many times a client connected (`$connect` adds one in its activity write, after it
+   * registered the connection). Internal: a flow that listed the connections compares it across
+   * its run, and while it has not moved its listing still holds every connection (issue 15).
+   */
+  clientConnects: z.number().int().nonnegative().optional(),
+  /**
+   * How many prompts were queued for the session: set at create (1 with an initial prompt, else 0)
+   * and added to by the prompt route's activity write, made after it stores the prompt. Internal.
+   * 0: the session never had a prompt, so a flow's Finish has no queue to look at (issue 15).
+   * Absent (a session stored before the count): unknown, Finish looks.
+   */
+  promptsEnqueued: z.number().int().nonnegative().optional(),
   /** The agent's last known state, written by the relay on busy/idle transitions (seed 002 c.9, c.10). */
   agentBusy: z.boolean().default(false),
   /** When the relay last saw the agent go from busy to idle; null while unknown (fresh sandbox). */
@@ -252,7 +265,7 @@ export type SessionRecord = z.infer<typeof SessionRecord>;
  * after it once it expires (domain/restore-source.ts), and the sandbox's preview URL as
  * `preview` (only while it runs; never the agent's tunnel).
  */
-export type SessionView = Omit<SessionRecord, "orgId" | "version" | "runningSince" | "initialPrompt" | "openCodeUrl" | "sandboxKeyEpoch" | "resumeRequestedAt" | "previewUrl"> & {
+export type SessionView = Omit<SessionRecord, "orgId" | "version" | "runningSince" | "initialPrompt" | "openCodeUrl" | "sandboxKeyEpoch" | "resumeRequestedAt" | "previewUrl" | "clientConnects" | "promptsEnqueued"> & {
   restoreFrom: RestoreSource | null;
   preview: { url: string } | null;
 };
@@ -263,7 +276,7 @@ export function sessionPreview(record: Pick<SessionRecord, "status" | "previewUr
 }
 
 export function toSessionView(record: SessionRecord, now: Date): SessionView {
-  const { orgId: _org, version: _v, runningSince: _r, initialPrompt: _p, openCodeUrl: _u, sandboxKeyEpoch: _k, resumeRequestedAt: _rr, previewUrl: _pu, ...view } = record;
+  const { orgId: _org, version: _v, runningSince: _r, initialPrompt: _p, openCodeUrl: _u, sandboxKeyEpoch: _k, resumeRequestedAt: _rr, clientConnects: _cc, promptsEnqueued: _pe, previewUrl: _pu, ...view } = record;
   return { ...view, restoreFrom: resolveRestoreSource(record, now), preview: sessionPreview(record) };
 }
 
@@ -317,6 +330,7 @@ export function newSessionRecord(input: NewSessionInput): SessionRecord {
     prebuildId: input.prebuildId ?? null,
     snapshotLayer: null,
     initialPrompt: input.initialPrompt ?? null,
+    promptsEnqueued: input.initialPrompt ? 1 : 0,
     sandboxId: null,
     snapshotId: null,
     snapshotExpiresAt: null,

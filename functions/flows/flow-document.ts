@@ -6,7 +6,9 @@
  * the audit trail see what earlier ones did. Step handlers parse what they read with zod.
  */
 import * as z from "zod";
+import { AgentModel } from "../domain/agent-settings";
 import { SessionRecord } from "../domain/session";
+import { ClientConnection } from "../ports/session-items";
 import { FLOW_NAMES } from "../ports/flow-runner";
 
 export const FlowInput = z.object({
@@ -51,6 +53,18 @@ export const BeginResult = z.object({
    * every lifecycle field; the commit's version CAS catches anything else (issue 15).
    */
   session: SessionRecord.optional(),
+  /**
+   * `ensure-runtime` that proceeds for a session without its own model: the org's default model,
+   * read with the org's limits in Begin's admission (one read: issue 15), so Provision does not
+   * read it again. Null: the org has none (the deployment default). Absent: not read.
+   */
+  orgModel: AgentModel.nullable().optional(),
+  /**
+   * The live connections Begin listed for its progress push (all of them ready), and the
+   * session's `clientConnects` then is `session.clientConnects`: Finish pushes to these instead
+   * of listing again when its commit shows that count unchanged (issue 15). Absent: Finish lists.
+   */
+  connections: z.array(ClientConnection).optional(),
   startedAt: z.string(),
   /** The execution's start (`$$.Execution.StartTime`), when the ASL hands it to Begin (the user pause: issue 25 §1). */
   executionStartedAt: z.string().optional(),

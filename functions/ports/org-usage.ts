@@ -2,6 +2,7 @@
  * An org's metered usage and its limits (API.md "Usage, limits and credits"). The DynamoDB
  * adapter is functions/store/dynamo-org-usage.ts; the exactly-once design is in its header.
  */
+import type { AgentModel } from "../domain/agent-settings";
 import type { OrgLimits, UsageDay } from "../domain/usage";
 
 export interface MeterInput {
@@ -31,6 +32,11 @@ export interface OrgUsageStore {
   /** Seconds metered in the UTC month `at` falls in. */
   spentInMonth(orgId: string, at: Date): Promise<number>;
   getLimits(orgId: string): Promise<OrgLimits>;
+  /**
+   * The org's limits and its default agent model (its settings, `GET /v1/org/model`) in one
+   * read: `ensure-runtime` admits a session by the one and boots it with the other (issue 15).
+   */
+  getLimitsAndModel(orgId: string): Promise<{ limits: OrgLimits; model: AgentModel | null }>;
   /** Changes the given limits (others kept); returns them all. */
   putLimits(orgId: string, changes: Partial<OrgLimits>, now: Date): Promise<OrgLimits>;
   /**

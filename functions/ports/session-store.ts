@@ -40,8 +40,13 @@ export interface Lease extends LeaseGuard {
 }
 
 export interface SessionStore {
-  /** Conditional put: fails with `ConflictError` if the id exists. */
-  createSession(record: SessionRecord): Promise<void>;
+  /**
+   * Conditional put: fails with `ConflictError` if the id exists. `freshId`: the id was just
+   * generated at random (domain/ids.ts `newSessionId`, 130 bits) and can exist nowhere, so the
+   * session and its open-session marker go in one unconditional batch write (issue 15). An id
+   * the caller chose or may reuse (the Slack worker's claimed id) keeps the condition.
+   */
+  createSession(record: SessionRecord, options?: { freshId?: boolean }): Promise<void>;
   getSession(sessionId: string): Promise<SessionRecord | null>;
   /**
    * How many of the org's sessions are open (not stopped), from the markers `createSession`
@@ -112,9 +117,13 @@ export interface SessionStore {
    * moves it back. Does not bump `version`, so activity never makes a lifecycle write stale.
    * `NotFoundError` if the session does not exist.
    */
-  touchActivity(sessionId: string, now: Date): Promise<void>;
-  /** `touchActivity`, returning the session and its lease as the write left (or found) them: no read after it. */
-  touchActivityReturning(sessionId: string, now: Date): Promise<{ session: SessionRecord; lease: { owner: string | null; fence: number; expiresAt: number | null } }>;
+  touchActivity(sessionId: string, now: Date, options?: { clientConnected?: boolean }): Promise<void>;
+  /**
+   * `touchActivity`, returning the session and its lease as the write left (or found) them: no read
+   * after it. `promptQueued`: the caller stored a prompt just before; `promptsEnqueued` is added
+   * to in the same write (in a second one when the activity time does not move).
+   */
+  touchActivityReturning(sessionId: string, now: Date, options?: { promptQueued?: boolean }): Promise<{ session: SessionRecord; lease: { owner: string | null; fence: number; expiresAt: number | null } }>;
   /**
    * The relay's view of the agent (seed 002 constraints 9, 10): `busy`, and on a busy -> idle
    * transition `lastKnownAgentIdleAt = at`. Like activity, never bumps `version`. Only written

@@ -58,8 +58,10 @@ export async function submitPrompt(
       ? (await deps.prompts.enqueueOnce({ sessionId: session.id, promptId: input.promptId, content: input.content, source: input.source, now })).prompt
       : await deps.prompts.enqueue({ sessionId: session.id, content: input.content, source: input.source, now }));
   // The touch comes after the prompt is stored, and returns the session and lease as they are
-  // then: delivery decides on them without reading the item again (issue 15).
-  const known = await deps.sessions.touchActivityReturning(session.id, now);
+  // then: delivery decides on them without reading the item again (issue 15). It also counts the
+  // prompt (`promptsEnqueued`): a flow whose commit landed before it leaves this prompt to the
+  // delivery below; one whose commit landed after it sees the count and looks at the queue.
+  const known = await deps.sessions.touchActivityReturning(session.id, now, { promptQueued: true });
   const delivery = await deliverQueuedPrompts(deps, session.id, { actor: input.source, wakeFromError: true, known });
   // The org's limits refused the wake (402 / 429): the prompt is stored and runs when the session can.
   if (delivery.refusal) throw delivery.refusal;

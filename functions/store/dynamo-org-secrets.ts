@@ -7,13 +7,14 @@
  * Nothing here logs or throws a value: errors name the org and the secret, never what it holds.
  */
 import type { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
-import { BatchGetCommand, DeleteCommand, GetCommand, QueryCommand, UpdateCommand } from "./dynamodb-sdk";
+import { DeleteCommand, GetCommand, QueryCommand, UpdateCommand } from "./dynamodb-sdk";
 import * as z from "zod";
 import { InternalError, ValidationError } from "../domain/errors";
 import { SECRET_NAME_PATTERN, type OrgSecretStore, type SecretMetadata } from "../ports/org-secrets";
 import type { SecretKeyWrapper } from "../ports/secret-key-wrapper";
 import { SecretEnvelope, openSecret, sealSecret } from "../secrets/envelope-cipher";
 import { keys } from "./table-layout";
+import { BATCH_GET_LIMIT, batchGetItems } from "./batch-requests";
 
 const StoredMetadata = z.object({
   name: z.string(),
@@ -26,10 +27,6 @@ const StoredSecret = StoredMetadata.extend({ envelope: SecretEnvelope });
 /** `name` is a DynamoDB reserved word; the projection of a metadata read (no envelope). */
 const METADATA_PROJECTION = { ProjectionExpression: "#name, description, createdAt, updatedAt", ExpressionAttributeNames: { "#name": "name" } } as const;
 
-/** BatchGetItem takes at most 100 keys per call. */
-const BATCH_GET_LIMIT = 100;
-/** Unprocessed keys (throttling) are retried with backoff this many times before the read fails. */
-const BATCH_GET_ATTEMPTS = 8;
 
 function toMetadata(item: Record<string, unknown>): SecretMetadata {
   const { name, description, createdAt, updatedAt } = StoredMetadata.parse(item);
@@ -44,8 +41,6 @@ function checkName(name: string): void {
 function lookupNames(names: readonly string[]): string[] {
   return [...new Set(names)].filter((n) => SECRET_NAME_PATTERN.test(n));
 }
-
-const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export class DynamoOrgSecretStore implements OrgSecretStore {
   constructor(
@@ -131,7 +126,7 @@ export class DynamoOrgSecretStore implements OrgSecretStore {
     return Object.fromEntries(entries);
   }
 
-  /** Items for the given names of one org, in chunks of 100, unprocessed keys retried with backoff. */
+  /** Items for the given names of one org, in chunks of 100 (batch-requests.ts retries unprocessed keys). */
   private async batchGet(
     orgId: string,
     names: readonly string[],
@@ -139,15 +134,10 @@ export class DynamoOrgSecretStore implements OrgSecretStore {
   ): Promise<Record<string, unknown>[]> {
     const found: Record<string, unknown>[] = [];
     for (let i = 0; i < names.length; i += BATCH_GET_LIMIT) {
-      let pending: Record<string, unknown>[] = names.slice(i, i + BATCH_GET_LIMIT).map((name) => keys.secret(orgId, name));
-      for (let attempt = 0; pending.length > 0; attempt++) {
-        if (attempt >= BATCH_GET_ATTEMPTS) throw new InternalError(`org ${orgId}: ${pending.length} secrets stayed unprocessed after ${BATCH_GET_ATTEMPTS} batch reads`);
-        if (attempt > 0) await pause(Math.min(1_000, 25 * 2 ** attempt));
-        const out = await this.doc.send(new BatchGetCommand({ RequestItems: { [this.tableName]: { Keys: pending, ConsistentRead: true, ...projection } } }));
-        found.push(...(out.Responses?.[this.tableName] ?? []));
-        pending = out.UnprocessedKeys?.[this.tableName]?.Keys ?? [];
-      }
+      const chunk = names.slice(i, i + BATCH_GET_LIMIT).map((name) => keys.secret(orgId, name));
+      found.push(...(await batchGetItems(this.doc, this.tableName, chunk, `org ${orgId} secrets`, projection)));
     }
     return found;
   }
+
 }

@@ -9,6 +9,12 @@ import { AgentModel } from "../domain/agent-settings";
 import type { OrgSettingsStore } from "../ports/org-settings";
 import { keys } from "./table-layout";
 
+/** The org's default model from its settings item; a stored value this version cannot read is unset, never a crash of every boot. */
+export function orgModelOf(item: Record<string, unknown> | undefined): AgentModel | null {
+  const parsed = AgentModel.nullable().safeParse(item?.model ?? null);
+  return parsed.success ? parsed.data : null;
+}
+
 export class DynamoOrgSettingsStore implements OrgSettingsStore {
   constructor(
     private readonly doc: DynamoDBDocumentClient,
@@ -17,9 +23,7 @@ export class DynamoOrgSettingsStore implements OrgSettingsStore {
 
   async getModel(orgId: string): Promise<AgentModel | null> {
     const out = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: keys.orgSettings(orgId), ProjectionExpression: "model" }));
-    const parsed = AgentModel.nullable().safeParse(out.Item?.model ?? null);
-    // A stored value this version cannot read is treated as unset, never as a crash of every boot.
-    return parsed.success ? parsed.data : null;
+    return orgModelOf(out.Item);
   }
 
   async putModel(orgId: string, model: AgentModel | null, now: Date): Promise<void> {

@@ -35,6 +35,15 @@ import type { MeterInput, OrgUsageStore } from "../ports/org-usage";
 import { METRIC_NAMES, type MetricsSink } from "../ports/metrics-sink";
 import { GSI_BY_ORG, keys } from "./table-layout";
 import { isConditionFailure } from "./item-lease";
+import { batchGetItems } from "./batch-requests";
+import { orgModelOf } from "./dynamo-org-settings";
+import type { AgentModel } from "../domain/agent-settings";
+
+/** The limits an `ORG#<org>` / `LIMITS` item holds (absent or unreadable: unlimited). */
+function limitsOf(item: Record<string, unknown> | undefined): OrgLimits {
+  const parsed = OrgLimits.safeParse({ ...UNLIMITED, maxRunningSessions: item?.maxRunningSessions ?? null, monthlyActiveSeconds: item?.monthlyActiveSeconds ?? null });
+  return parsed.success ? parsed.data : UNLIMITED;
+}
 
 /** A running place taken less than this long ago is kept even if its session has not started yet (its flow is about to). */
 export const HOLD_GRACE_MS = 60_000;
@@ -126,8 +135,18 @@ export class DynamoOrgUsageStore implements OrgUsageStore {
     const out = await this.doc.send(
       new GetCommand({ TableName: this.tableName, Key: keys.orgLimits(orgId), ProjectionExpression: "maxRunningSessions, monthlyActiveSeconds", ConsistentRead: true }),
     );
-    const parsed = OrgLimits.safeParse({ ...UNLIMITED, ...(out.Item ?? {}) });
-    return parsed.success ? parsed.data : UNLIMITED;
+    return limitsOf(out.Item);
+  }
+
+  async getLimitsAndModel(orgId: string): Promise<{ limits: OrgLimits; model: AgentModel | null }> {
+    const limitsKey = keys.orgLimits(orgId);
+    const settingsKey = keys.orgSettings(orgId);
+    const items = await batchGetItems(this.doc, this.tableName, [limitsKey, settingsKey], `org ${orgId} limits and settings`, {
+      ProjectionExpression: "PK, SK, maxRunningSessions, monthlyActiveSeconds, #model",
+      ExpressionAttributeNames: { "#model": "model" },
+    });
+    const bySk = (sk: string) => items.find((item) => item.SK === sk);
+    return { limits: limitsOf(bySk(limitsKey.SK)), model: orgModelOf(bySk(settingsKey.SK)) };
   }
 
   async putLimits(orgId: string, changes: Partial<OrgLimits>, now: Date): Promise<OrgLimits> {

@@ -13,6 +13,7 @@ import { SessionRecord, type SessionStatus } from "../domain/session";
 import { allowedSources, applyTransition, pickTransitionChanges, type TransitionChanges } from "../domain/session-transitions";
 import type { ApiTokenStore, Lease, LeaseGuard, ListOptions, ListPage, NewTokenPrincipal, SessionStore, TokenConnections } from "../ports/session-store";
 import { GSI_BY_ORG, GSI_BY_STATUS, keys } from "./table-layout";
+import { batchPutItems } from "./batch-requests";
 import type { OrgUsageStore } from "../ports/org-usage";
 import type { RelayLease } from "../ports/relay";
 import { RELAY_SEIZE_ATTRIBUTES } from "./dynamo-relay-store";
@@ -70,25 +71,34 @@ export class DynamoSessionStore implements SessionStore {
     this.lease = new ItemLease(doc, tableName, FLOW_LEASE);
   }
 
-  async createSession(record: SessionRecord): Promise<void> {
+  async createSession(record: SessionRecord, options: { freshId?: boolean } = {}): Promise<void> {
+    const marker = { ...keys.openSession(record.orgId, record.id), sessionId: record.id, createdAt: record.createdAt };
+    const item = {
+      ...keys.session(record.id),
+      ...keys.sessionByOrg(record.orgId, record.createdAt, record.id),
+      ...keys.sessionByStatus(record.status, record.updatedAt, record.id),
+      ...record,
+    };
+    if (options.freshId) {
+      // One request (issue 15). A batch that failed part-way may have written the session alone:
+      // the marker is put once more by itself, so a session is never left uncounted (a marker
+      // without its session is an overcount the reconciling count repairs).
+      try {
+        await batchPutItems(this.doc, this.tableName, [marker, item], `session ${record.id}`);
+      } catch (err) {
+        await this.doc.send(new PutCommand({ TableName: this.tableName, Item: marker }));
+        throw err;
+      }
+      return;
+    }
     // The open-session marker first: a failed create can only leave a marker without its session,
     // an overcount the reconciling count repairs, never a session nobody counts.
-    await this.doc.send(
-      new PutCommand({
-        TableName: this.tableName,
-        Item: { ...keys.openSession(record.orgId, record.id), sessionId: record.id, createdAt: record.createdAt },
-      }),
-    );
+    await this.doc.send(new PutCommand({ TableName: this.tableName, Item: marker }));
     try {
       await this.doc.send(
         new PutCommand({
           TableName: this.tableName,
-          Item: {
-            ...keys.session(record.id),
-            ...keys.sessionByOrg(record.orgId, record.createdAt, record.id),
-            ...keys.sessionByStatus(record.status, record.updatedAt, record.id),
-            ...record,
-          },
+          Item: item,
           // Two creates with one id must not overwrite each other.
           ConditionExpression: conditions({ isNew: "attribute_not_exists(PK)" }),
         }),
@@ -494,9 +504,22 @@ export class DynamoSessionStore implements SessionStore {
     }
   }
 
-  async touchActivity(sessionId: string, now: Date): Promise<void> {
+  async touchActivity(sessionId: string, now: Date, options: { clientConnected?: boolean } = {}): Promise<void> {
     // Activity only moves forward: a delayed, older touch must not shorten the grace.
-    await this.setForward(sessionId, "lastActivityAt", "lastActivityAt < :now", now);
+    // `$connect` counts the connection in the same write; the count is not monotonic in time, so
+    // when the activity condition refuses the write, the count still lands (a second, rare write).
+    const counted = await this.setForward(sessionId, "lastActivityAt", "lastActivityAt < :now", now, options.clientConnected ? "clientConnects" : undefined);
+    if (options.clientConnected && !counted) {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(sessionId),
+          UpdateExpression: "ADD clientConnects :one",
+          ConditionExpression: conditions({ exists: "attribute_exists(PK)" }),
+          ExpressionAttributeValues: { ":one": 1 },
+        }),
+      );
+    }
   }
 
   /** `resumeRequestedAt` is outside `SessionRecord` (internal, never in the session view). */
@@ -506,24 +529,27 @@ export class DynamoSessionStore implements SessionStore {
   }
 
   /**
-   * Sets a time attribute of the session item when `monotonic` holds. A write refused by it is a
-   * documented no-op (a newer or equal time already landed); only a missing session is an error.
+   * Sets a time attribute of the session item when `monotonic` holds (and adds one to `counter`
+   * in the same write). A write refused by it is a documented no-op (a newer or equal time
+   * already landed): false; only a missing session is an error.
    */
-  private async setForward(sessionId: string, attribute: "lastActivityAt" | "resumeRequestedAt", monotonic: string, now: Date): Promise<void> {
+  private async setForward(sessionId: string, attribute: "lastActivityAt" | "resumeRequestedAt", monotonic: string, now: Date, counter?: "clientConnects"): Promise<boolean> {
     try {
       await this.doc.send(
         new UpdateCommand({
           TableName: this.tableName,
           Key: keys.session(sessionId),
-          UpdateExpression: `SET ${attribute} = :now`,
+          UpdateExpression: `SET ${attribute} = :now${counter ? ` ADD ${counter} :one` : ""}`,
           ConditionExpression: conditions({ exists: "attribute_exists(PK)", monotonic }),
-          ExpressionAttributeValues: { ":now": now.toISOString() },
+          ExpressionAttributeValues: { ":now": now.toISOString(), ...(counter ? { ":one": 1 } : {}) },
         }),
       );
+      return true;
     } catch (err) {
       if (!isConditionFailure(err)) throw err;
       const stored = await this.getSession(sessionId);
       if (!stored) throw new NotFoundError(`session ${sessionId} not found`, { cause: err });
+      return false;
     }
   }
 
@@ -535,21 +561,43 @@ export class DynamoSessionStore implements SessionStore {
     return typeof at === "string" ? new Date(at) : null;
   }
 
-  /** `touchActivity` that also returns the item (the prompt path: delivery then reads nothing). */
-  async touchActivityReturning(sessionId: string, now: Date): Promise<{ session: SessionRecord; lease: StoredLease }> {
-    const at = now.toISOString();
+  /** Adds a queued prompt to `promptsEnqueued` alone, returning the item as the write left it. */
+  private async countQueuedPrompt(sessionId: string, cause: unknown): Promise<{ session: SessionRecord; lease: StoredLease }> {
     try {
       const out = await this.doc.send(
         new UpdateCommand({
           TableName: this.tableName,
           Key: keys.session(sessionId),
-          UpdateExpression: "SET lastActivityAt = :now",
+          UpdateExpression: "ADD promptsEnqueued :one",
+          ConditionExpression: conditions({ exists: "attribute_exists(PK)" }),
+          ExpressionAttributeValues: { ":one": 1 },
+          ReturnValues: "ALL_NEW",
+        }),
+      );
+      const item = out.Attributes ?? {};
+      return { session: toRecord(item), lease: storedLeaseOf(item, FLOW_LEASE) };
+    } catch (err) {
+      if (isConditionFailure(err)) throw new NotFoundError(`session ${sessionId} not found`, { cause });
+      throw err;
+    }
+  }
+
+  /** `touchActivity` that also returns the item (the prompt path: delivery then reads nothing). */
+  async touchActivityReturning(sessionId: string, now: Date, options: { promptQueued?: boolean } = {}): Promise<{ session: SessionRecord; lease: StoredLease }> {
+    const at = now.toISOString();
+    const counts = options.promptQueued === true;
+    try {
+      const out = await this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(sessionId),
+          UpdateExpression: `SET lastActivityAt = :now${counts ? " ADD promptsEnqueued :one" : ""}`,
           ConditionExpression: conditions({
             exists: "attribute_exists(PK)",
             // Activity only moves forward: a delayed, older touch must not shorten the grace.
             monotonic: "lastActivityAt < :now",
           }),
-          ExpressionAttributeValues: { ":now": at },
+          ExpressionAttributeValues: { ":now": at, ...(counts ? { ":one": 1 } : {}) },
           // The item as this write left it (or found it): the caller needs no read after the touch.
           ReturnValues: "ALL_NEW",
           ReturnValuesOnConditionCheckFailure: "ALL_OLD",
@@ -559,6 +607,8 @@ export class DynamoSessionStore implements SessionStore {
       return { session: toRecord(item), lease: storedLeaseOf(item, FLOW_LEASE) };
     } catch (err) {
       if (!isConditionFailure(err)) throw err;
+      // The prompt is counted all the same (the activity time is not: a newer one landed).
+      if (counts) return this.countQueuedPrompt(sessionId, err);
       // Documented no-op: a newer (or equal) touch already landed. Only a missing session is an error.
       const old = conditionFailureItem(err);
       const stored = old ? { session: toRecord(old), lease: storedLeaseOf(old, FLOW_LEASE) } : await this.getSessionWithLease(sessionId);

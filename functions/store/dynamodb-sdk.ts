@@ -22,6 +22,6 @@ const documentClient = (typeof require === "function" ? require("@aws-sdk/lib-dy
 /* eslint-enable @typescript-eslint/no-require-imports */
 
 export const { DynamoDBClient, CreateTableCommand, DescribeTableCommand, ResourceNotFoundException, ConditionalCheckFailedException } = dynamodb;
-export const { DynamoDBDocumentClient, BatchGetCommand, DeleteCommand, GetCommand, PutCommand, QueryCommand, ScanCommand, UpdateCommand } = documentClient;
+export const { DynamoDBDocumentClient, BatchGetCommand, BatchWriteCommand, DeleteCommand, GetCommand, PutCommand, QueryCommand, ScanCommand, UpdateCommand } = documentClient;
 /** The document client's instance type, under the class's name as the package exports it. */
 export type DynamoDBDocumentClient = DocumentClient.DynamoDBDocumentClient;

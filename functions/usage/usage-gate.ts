@@ -12,9 +12,9 @@ import type { OrgUsageStore } from "../ports/org-usage";
 /** 429 `quota_exceeded`: all of the org's `maxRunningSessions` places are taken. */
 export class RunningSessionsLimitError extends QuotaExceededError {}
 
-/** 402 when the org's `monthlyActiveSeconds` is spent. Returns the limits it read. */
-export async function requireCredits(usage: OrgUsageStore, orgId: string, now: Date): Promise<OrgLimits> {
-  const limits = await usage.getLimits(orgId);
+/** 402 when the org's `monthlyActiveSeconds` is spent. Returns the limits it read (or was given: `known`). */
+export async function requireCredits(usage: OrgUsageStore, orgId: string, now: Date, known?: OrgLimits): Promise<OrgLimits> {
+  const limits = known ?? (await usage.getLimits(orgId));
   const budget = limits.monthlyActiveSeconds;
   if (budget === null) return limits;
   const spent = budget === 0 ? 0 : await usage.spentInMonth(orgId, now);
@@ -31,9 +31,10 @@ export async function requireCredits(usage: OrgUsageStore, orgId: string, now: D
  * Whether `session` may (start to) run now: credits left, and one of the org's
  * `maxRunningSessions` places taken for it (a conditional write: two racing resumes at
  * `max - 1` take one place between them). A session that runs already holds its place.
+ * `known`: the org's limits when the caller read them already (the flow's Begin, with the org's model).
  */
-export async function admitToRun(usage: OrgUsageStore, session: Pick<SessionRecord, "id" | "orgId">, now: Date): Promise<void> {
-  const limits = await requireCredits(usage, session.orgId, now);
+export async function admitToRun(usage: OrgUsageStore, session: Pick<SessionRecord, "id" | "orgId">, now: Date, known?: OrgLimits): Promise<void> {
+  const limits = await requireCredits(usage, session.orgId, now, known);
   const max = limits.maxRunningSessions;
   if (max === null) return;
   if (!(await usage.acquireRunningSlot(session.orgId, session.id, max, now))) {

@@ -133,6 +133,31 @@ describe("touchActivity", () => {
     expect((await store.getSession(s.id))?.lastActivityAt).toBe(later(30).toISOString());
   });
 
+  it("a client's connect is counted in the same write, and still counted when the activity time does not move (issue 15)", async () => {
+    const s = buildSession();
+    await store.createSession(s);
+    await store.touchActivity(s.id, later(30), { clientConnected: true });
+    await store.touchActivity(s.id, later(10), { clientConnected: true }); // older: the time stays, the count moves
+    await store.touchActivity(s.id, later(40)); // activity alone: no count
+    const stored = await store.getSession(s.id);
+    expect(stored?.lastActivityAt).toBe(later(40).toISOString());
+    expect(stored?.clientConnects).toBe(2);
+    expect(stored?.version).toBe(1);
+    // A lifecycle write returns the count as stored (the flows compare it: flows/steps/finish.ts).
+    expect((await store.transition(stored ?? s, "running", later(50))).clientConnects).toBe(2);
+  });
+
+  it("a stored prompt is counted in the returning touch, also when the activity time does not move (issue 15)", async () => {
+    const s = buildSession();
+    await store.createSession(s);
+    expect((await store.getSession(s.id))?.promptsEnqueued).toBe(0);
+    expect((await store.touchActivityReturning(s.id, later(30), { promptQueued: true })).session.promptsEnqueued).toBe(1);
+    const older = await store.touchActivityReturning(s.id, later(10), { promptQueued: true });
+    expect(older.session).toMatchObject({ promptsEnqueued: 2, lastActivityAt: later(30).toISOString() });
+    expect((await store.touchActivityReturning(s.id, later(40))).session.promptsEnqueued).toBe(2);
+    await expect(store.touchActivityReturning(buildSession().id, later(1), { promptQueued: true })).rejects.toBeInstanceOf(NotFoundError);
+  });
+
   it("NotFoundError for an unknown session, and no item is created", async () => {
     const ghost = buildSession();
     await expect(store.touchActivity(ghost.id, later(1))).rejects.toBeInstanceOf(NotFoundError);

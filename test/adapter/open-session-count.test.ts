@@ -5,6 +5,7 @@
  */
 import { PutCommand, QueryCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ConflictError } from "../../functions/domain/errors";
 import { DynamoSessionStore } from "../../functions/store/dynamo-session-store";
 import { keys } from "../../functions/store/table-layout";
 import { buildSession, T0 } from "../support/builders";
@@ -30,6 +31,36 @@ async function markers(orgId: string): Promise<string[]> {
   );
   return (out.Items ?? []).map((i) => String(i.sessionId)).sort();
 }
+
+describe("createSession", () => {
+  it("a freshly generated id: the session and its marker in one batch write, counted like any other", async () => {
+    const s = buildSession({ orgId: "org-fresh" });
+    const client = table.doc as unknown as { send: (command: { constructor: { name: string } }) => Promise<unknown> };
+    const send = client.send.bind(client);
+    const sent: string[] = [];
+    client.send = (command) => {
+      sent.push(command.constructor.name);
+      return send(command);
+    };
+    try {
+      await store.createSession(s, { freshId: true });
+    } finally {
+      client.send = send;
+    }
+    expect(sent).toEqual(["BatchWriteCommand"]);
+    expect(await store.getSession(s.id)).toEqual(s);
+    expect(await markers("org-fresh")).toEqual([s.id]);
+    expect(await store.countOpenSessions("org-fresh")).toBe(1);
+  });
+
+  it("an id the caller chose keeps the condition: a second create with it is a conflict and changes nothing", async () => {
+    const s = buildSession({ orgId: "org-chosen", title: "first" });
+    await store.createSession(s);
+    await expect(store.createSession({ ...s, title: "second" })).rejects.toBeInstanceOf(ConflictError);
+    expect((await store.getSession(s.id))?.title).toBe("first");
+    expect(await markers("org-chosen")).toEqual([s.id]);
+  });
+});
 
 describe("countOpenSessions", () => {
   it("counts the org's sessions that are not stopped, and only that org's", async () => {

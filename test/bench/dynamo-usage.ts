@@ -21,14 +21,16 @@ const DYNAMO_OP: Record<string, string> = {
   UpdateCommand: "UpdateItem",
   QueryCommand: "Query",
   DeleteCommand: "DeleteItem",
+  BatchGetCommand: "BatchGetItem",
+  BatchWriteCommand: "BatchWriteItem",
 };
-export const WRITE_OPS = new Set(["PutItem", "UpdateItem", "DeleteItem"]);
+export const WRITE_OPS = new Set(["PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"]);
 
 interface SendableCommand {
   constructor: { name: string };
   input: Record<string, unknown>;
 }
-type Send = (command: SendableCommand) => Promise<{ ConsumedCapacity?: { CapacityUnits?: number } }>;
+type Send = (command: SendableCommand) => Promise<{ ConsumedCapacity?: { CapacityUnits?: number } | { CapacityUnits?: number }[] }>;
 
 /** One counted request: `op` is the DynamoDB operation, suffixed when it failed. */
 export interface DynamoRequest {
@@ -43,6 +45,18 @@ export interface DynamoRequest {
 function isSessionItem(input: Record<string, unknown>): boolean {
   const key = (input.Key ?? input.Item) as { PK?: unknown; SK?: unknown } | undefined;
   return typeof key?.PK === "string" && key.PK.startsWith("SESSION#") && key.SK === "SESSION";
+}
+
+/** The session items a BatchWriteItem puts (each also writes its GSI entries). */
+function batchSessionPuts(input: Record<string, unknown>): number {
+  const requests = Object.values((input.RequestItems ?? {}) as Record<string, { PutRequest?: { Item?: Record<string, unknown> } }[]>).flat();
+  return requests.filter((r) => r.PutRequest?.Item && isSessionItem({ Item: r.PutRequest.Item })).length;
+}
+
+/** Capacity units a response reports: one entry for a single-item request, one per table for a batch. */
+function unitsOf(consumed: { CapacityUnits?: number } | { CapacityUnits?: number }[] | undefined): number | undefined {
+  if (Array.isArray(consumed)) return consumed.length > 0 ? consumed.reduce((sum, c) => sum + (c.CapacityUnits ?? 0), 0) : undefined;
+  return consumed?.CapacityUnits;
 }
 
 /** How many of the session item's GSIs an UpdateItem re-keys (it SETs that index's key attributes). */
@@ -67,9 +81,11 @@ export function countDynamoRequests(doc: unknown, onRequest: (request: DynamoReq
     command.input.ReturnConsumedCapacity = "TOTAL";
     try {
       const out = await send(command);
-      const units = out.ConsumedCapacity?.CapacityUnits ?? (isWrite ? 1 : 0.5);
+      const units = unitsOf(out.ConsumedCapacity) ?? (isWrite ? 1 : 0.5);
       if (!isWrite) {
         onRequest({ op, rru: units, wru: 0, gsiKeyMoves: 0 });
+      } else if (op === "BatchWriteItem") {
+        onRequest({ op, rru: 0, wru: units + batchSessionPuts(command.input) * SESSION_GSI_COUNT, gsiKeyMoves: 0 });
       } else if (isSessionItem(command.input)) {
         const moves = gsiKeyMoves(op, command.input);
         onRequest({ op, rru: 0, wru: units * (1 + SESSION_GSI_COUNT + moves), gsiKeyMoves: moves });

@@ -43,8 +43,12 @@ const BEFORE_ISSUE_15 = {
   stepFunctionsShare: 89,
 };
 
-/** The figures before issue 15's last pass (ensure-runtime's Provision commits in process), measured at b1f797f: printed beside today's. */
-const BEFORE_LAST_PASS = { dynamoRequests: 35, transitions: 12, usdPer1000: 0.39156 };
+/**
+ * The figures before issue 15's last pass (one read for the org's limits and model, Finish reusing
+ * Begin's connection listing and skipping the queue of a session that never had a prompt, create in
+ * one batch write), measured at ef404c3: printed beside today's.
+ */
+const BEFORE_LAST_PASS = { commit: "ef404c3", dynamoRequests: 34, transitions: 9, usdPer1000: 0.31694 };
 
 /** What one lifecycle step cost, summed over the measured sessions. */
 class Usage {
@@ -380,7 +384,7 @@ export async function benchLifecycleFlows(): Promise<void> {
     const cost = (total.cost().total / N) * 1000;
     const sfn = (total.cost().stepFunctions / N) * 1000;
     table(
-      ["figure", "dd49683", "b1f797f", "now", "target"],
+      ["figure", "dd49683", BEFORE_LAST_PASS.commit, "now", "target"],
       [
         ["DynamoDB requests", `${BEFORE_ISSUE_15.dynamoRequests} (${BEFORE_ISSUE_15.dynamoMix})`, BEFORE_LAST_PASS.dynamoRequests, `${num(requests)} (${perSession(total.dynamo, N)})`, "<= 26"],
         ["Step Functions state transitions", BEFORE_ISSUE_15.transitions, BEFORE_LAST_PASS.transitions, num(total.transitions / N), "-"],
@@ -389,6 +393,9 @@ export async function benchLifecycleFlows(): Promise<void> {
     );
     if (total.chainedStarts > 0) note(`Flows started by steps or schedules (chained StartExecution): ${num(total.chainedStarts / N)} per lifecycle, included in executions.`);
     note("DynamoDB counts per flow include the API's one read (1 GetItem: the session and its lease fence together) before StartExecution.");
+    note("ensure-runtime's BatchGetItem is the org's limits and model together; Finish's Query is the connection listing when a client");
+    note("connected since Begin listed them (none here: the one client connects before the lifecycle) or there was no progress push");
+    note("(pause, stop); the queued-prompt Query is skipped for a session that never had a prompt (none here: each prompt adds one Query).");
     note("Relay nudges go to SQS (one SendMessage per committed flow; priced with the relays' ReceiveMessage and DeleteMessage,");
     note("3 requests at $0.40 per million); they were a DynamoDB PutItem each until issue 15's SQS change.");
     note("How counted: transitions = states entered (Task, Pass, Choice) + retries, read from each execution's event log");
@@ -402,7 +409,7 @@ export async function benchLifecycleFlows(): Promise<void> {
     note("Scheduler API = requests the AWS adapter would send (CreateSchedule; + UpdateSchedule on re-arm; DeleteSchedule).");
     note("Pushes: one connected client per session; API Gateway WebSocket messages at $1.00 per million (32 KB units);");
     note("connection minutes are not included. The API requests that start each flow (API Gateway + the API Lambda) and the");
-    note("$connect write are not included either; the create row counts only the API's session PutItem.");
+    note("$connect write are not included either; the create row counts only the API's BatchWriteItem (session + open-session marker).");
     for (const line of dynamoCostNotes()) note(line);
     note(`Flow retries run with the harness's retryIntervalScale 0.01. Local dynalite and in-process flows: latency is not AWS latency.`);
   } finally {

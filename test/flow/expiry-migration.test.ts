@@ -12,7 +12,7 @@ import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";
 import { ScriptedAgent } from "../support/scripted-agent";
 import { waitFor } from "../support/wait-for";
-import { deliverQueuedPrompts } from "../../functions/services/prompt-delivery";
+import { submitPrompt } from "../../functions/services/submit-prompt";
 import { ProviderError } from "../../functions/domain/errors";
 
 let inner: InstantSandboxProvider;
@@ -129,10 +129,9 @@ describe("expiry migration", () => {
       const held = provider.hold("snapshot");
       const fired = makeScheduleFiredHandler(h.deps)({ sessionId: s.id, purpose: "expiry", at: new Date().toISOString() });
       await held.reached;
-      // The prompt route: store first, then deliver. The lease is held, so delivery defers.
-      const prompt = await h.deps.prompts.enqueue({ sessionId: s.id, content: "keep going", source: "user:u", now: new Date() });
-      const delivery = await deliverQueuedPrompts(h.deps, s.id, { actor: "user:u", wakeFromError: true });
-      expect(delivery.outcome).toBe("deferred");
+      // The prompt route: store, count (the activity write), then deliver. The lease is held, so delivery defers.
+      const { prompt, delivery } = await submitPrompt(h.deps, await h.session(s.id), { content: "keep going", source: "user:u" });
+      expect(delivery).toBe("deferred");
       expect(agent.prompts).toEqual([]);
       held.release();
       await fired;

@@ -137,7 +137,8 @@ export async function startFlowHarness(options: { provider: SandboxProvider; age
     config,
     createSession: async (overrides = {}) => {
       const record = { ...newSessionRecord({ id: newSessionId(), orgId: "org-a", userId: "user-a", provider: options.provider.type, now: new Date() }), ...overrides };
-      await sessions.createSession(record);
+      // As the create route does with a generated id (one batch write), unless the test chose the id.
+      await sessions.createSession(record, { freshId: overrides.id === undefined });
       return record;
     },
     start,

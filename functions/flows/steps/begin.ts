@@ -10,9 +10,13 @@ import { broadcastStatus } from "../../services/broadcast";
 import { planFlow, type FlowPlan } from "../plan";
 import { admitToRun, isUsageRefusal } from "../../usage/usage-gate";
 import type { FlowDocument } from "../flow-document";
+import type { AgentModel } from "../../domain/agent-settings";
+import type { SessionRecord } from "../../domain/session";
 import type { FlowDeps } from "../flow-deps";
 import { referencedSnapshotIds } from "../../domain/restore-source";
 import { CarryError, STEP_ERRORS } from "../step-errors";
+import { isLiveConnection } from "../../domain/connection-liveness";
+import type { ClientConnection } from "../../ports/session-items";
 import { flowStep } from "../step";
 import { stepEntry } from "../lambda-entry";
 
@@ -21,16 +25,38 @@ import { stepEntry } from "../lambda-entry";
  * (API.md "Usage, limits and credits"), whichever door started the flow (resume, a prompt's wake,
  * a client connecting): credits left and a running place taken. Refused, the flow has nothing to
  * do and says why; queued prompts stay stored for when the session may run.
+ *
+ * A session without its own model boots with its org's: read with the limits in one request and
+ * carried to Provision (`orgModel`), which then reads nothing more (issue 15).
  */
-async function admitted(doc: FlowDocument, deps: FlowDeps, session: Parameters<typeof planFlow>[1], plan: FlowPlan): Promise<FlowPlan> {
+async function admitted(doc: FlowDocument, deps: FlowDeps, session: SessionRecord, plan: FlowPlan): Promise<FlowPlan & { orgModel?: AgentModel | null }> {
   if (doc.flow !== "ensure-runtime" || !plan.proceed) return plan;
   try {
-    await admitToRun(deps.usage, session, deps.now());
-    return plan;
+    if (session.model) {
+      await admitToRun(deps.usage, session, deps.now());
+      return plan;
+    }
+    const { limits, model } = await deps.usage.getLimitsAndModel(session.orgId);
+    await admitToRun(deps.usage, session, deps.now(), limits);
+    return { ...plan, orgModel: model };
   } catch (err) {
     if (!isUsageRefusal(err)) throw err;
     return { proceed: false, skipReason: `${err.code}: ${err.message}`, progressStatus: null, branch: null };
   }
+}
+
+/** At most this many connections ride in the flow document (a Step Functions payload is capped at 256 KB). */
+export const MAX_CARRIED_CONNECTIONS = 20;
+
+/**
+ * The connections Begin listed, for Finish to push to instead of listing them again: the live
+ * ones, when every one of them has had its `init` (a connection that gets it during the flow is
+ * marked ready after Begin's listing, and Finish must see that), and there are not too many.
+ */
+function carriedConnections(listed: readonly ClientConnection[], now: Date): ClientConnection[] | undefined {
+  const live = listed.filter((c) => isLiveConnection(c, now));
+  if (live.length > MAX_CARRIED_CONNECTIONS || live.some((c) => !c.ready)) return undefined;
+  return live;
 }
 
 export const makeBeginStep = flowStep("begin", async (doc, deps) => {
@@ -49,7 +75,10 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
   const { lease, session } = taken;
   const startedAt = deps.now().toISOString();
   try {
-    const connectedClients = doc.flow === "migrate" ? (await deps.connections.listLive(doc.sessionId, deps.now())).length : 0;
+    // One listing of the connections serves the migration's choice, the progress push and, while
+    // no client connects meanwhile, Finish's push (issue 15: `carriedConnections`).
+    let listed: ClientConnection[] | undefined = doc.flow === "migrate" ? await deps.connections.list(doc.sessionId) : undefined;
+    const connectedClients = listed ? listed.filter((c) => isLiveConnection(c, deps.now())).length : 0;
     // Idle snapshots re-check the whole predicate from fresh state under the lease (seed 002 constraints 2, 13, 14).
     const facts = doc.flow === "idle-snapshot" ? await readIdleFacts(deps, doc.sessionId, session) : null;
     const idle = facts ? evaluateIdle(facts, idleModeOf(doc.reason), deps.config) : null;
@@ -63,8 +92,10 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
     const relayLease =
       taken.relayLease ?? (plan.proceed && seizesRelay ? await deps.relayLeases.seize(doc.sessionId, relayOwner, deps.now(), deps.config.LEASE_TTL_SECONDS) : null);
     if (plan.proceed && plan.progressStatus) {
-      await broadcastStatus(deps, doc.sessionId, plan.progressStatus, plan.progressStatus === "migrating" ? "Extending session..." : undefined);
+      listed ??= await deps.connections.list(doc.sessionId);
+      await broadcastStatus(deps, doc.sessionId, plan.progressStatus, plan.progressStatus === "migrating" ? "Extending session..." : undefined, { connections: listed });
     }
+    const carried = plan.proceed && listed ? carriedConnections(listed, deps.now()) : undefined;
     const result = {
       lease,
       proceed: plan.proceed,
@@ -78,6 +109,8 @@ export const makeBeginStep = flowStep("begin", async (doc, deps) => {
       sandboxExpiresAt: session.sandboxExpiresAt,
       relayLease,
       session,
+      ...(plan.orgModel !== undefined ? { orgModel: plan.orgModel } : {}),
+      ...(carried ? { connections: carried } : {}),
       startedAt,
       // The user pause's execution start (its Begin's Parameters), for the steps after Begin (wake-waiters.ts).
       ...(doc.started ? { executionStartedAt: doc.started.at } : {}),

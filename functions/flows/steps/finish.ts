@@ -114,6 +114,21 @@ async function settleIdleSnapshot(doc: FlowDocument, deps: FlowDeps, session: Se
 }
 
 /**
+ * The connections Begin listed (flow-document.ts `connections`), when they are still all of them:
+ * `committed` (the session as the commit write returned it) shows the `clientConnects` Begin's
+ * lease take returned. `$connect` registers a connection before it counts it, so a client that
+ * connected after Begin's listing either moved the count before the commit (then Finish lists
+ * again) or reads the session after the commit and acts on it itself: it gets the committed status
+ * with its `init`, and a paused session it finds it resumes (issue 25 §1, wake-waiters.ts).
+ */
+function beginsConnections(doc: FlowDocument, committed: SessionRecord | undefined): ClientConnection[] | undefined {
+  const carried = doc.begin?.connections;
+  const before = doc.begin?.session;
+  if (!carried || !before || !committed) return undefined;
+  return (committed.clientConnects ?? 0) === (before.clientConnects ?? 0) ? carried : undefined;
+}
+
+/**
  * Everything Finish does, also run in process by Commit right after its write (issue 15: the
  * committed path has no Finish state). `known`: the session as the commit write left it, so
  * nothing is read again.
@@ -195,9 +210,10 @@ export async function finishFlow(doc: FlowDocument, deps: FlowDeps, known?: Sess
   // a progress status that nothing else will replace (record-failure already pushed its error).
   const shownProgress = Boolean(doc.begin?.progressStatus);
   const pushes = outcome === "committed" || (outcome === "failed" && !doc.recorded && shownProgress);
-  // One listing of the connections, after the commit, for the push and the wake below (issue 15).
-  let connections: ClientConnection[] | undefined;
-  if (pushes) await isolated(deps, "connections", doc.sessionId, async () => (connections = await deps.connections.list(doc.sessionId)));
+  // One listing of the connections, after the commit, for the push and the wake below (issue 15);
+  // none when Begin's still holds every connection.
+  let connections: ClientConnection[] | undefined = pushes ? beginsConnections(doc, known) : undefined;
+  if (pushes && !connections) await isolated(deps, "connections", doc.sessionId, async () => (connections = await deps.connections.list(doc.sessionId)));
   if (pushes) {
     await isolated(deps, "push", doc.sessionId, () => broadcastStatus(deps, doc.sessionId, finalClientStatus(session.status), session.errorMessage ?? undefined, { connections, preview: sessionPreview(session) }));
   }
@@ -213,6 +229,11 @@ export async function finishFlow(doc: FlowDocument, deps: FlowDeps, known?: Sess
   // A stopped session never runs again: its queued prompts stay held (deliverQueuedPrompts would
   // only say so), so a stop does not query them (issue 15: one request per lifecycle less).
   if (session.status === "stopped") return { outcome, status: session.status, delivery };
+  // A session that never had a prompt has no queue to look at (issue 15). The prompt route counts
+  // a prompt after storing it and then delivers on the session its count write returned: a prompt
+  // counted before this session was written (the commit, or the read after the release) is seen
+  // here; one counted after it finds the lease released and delivers or wakes by itself.
+  if (session.promptsEnqueued === 0) return { outcome, status: session.status, delivery };
   await isolated(deps, "prompts", doc.sessionId, async () => {
     delivery = (await deliverQueuedPrompts(deps, doc.sessionId, { actor: `flow:${doc.execution}`, wakeFromError: false })).outcome;
   });

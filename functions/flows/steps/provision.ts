@@ -96,7 +96,7 @@ async function provisionSandbox(doc: FlowDocument, deps: FlowDeps) {
   const boots = !(provider.keepsProcesses?.(layers.snapshotId) ?? false);
   const newEpoch = boots ? currentEpoch + 1 : currentEpoch;
   const sandboxKey = await deps.sandboxKeys.sandboxKey(session.id, newEpoch);
-  const model = await sessionModel(session, deps);
+  const model = await sessionModel(session, doc, deps);
   const opts = {
     ...sessionSandboxOpts(session, model, deps.config),
     envVars: { SESSION_ID: session.id, [SANDBOX_KEY_ENV]: sandboxKey, ...(await modelKeyEnv(session, model, deps)) },
@@ -158,9 +158,11 @@ async function builtLayers(session: SessionRecord, deps: FlowDeps): Promise<Pick
   return out;
 }
 
-/** The model the session resolves to: its own, else its org's (read only when needed). */
-async function sessionModel(session: SessionRecord, deps: FlowDeps): Promise<ResolvedModel> {
-  return resolveModel(session.model, session.model ? null : await deps.orgSettings.getModel(session.orgId));
+/** The model the session resolves to: its own, else its org's (as Begin read it with the org's limits, else read now). */
+async function sessionModel(session: SessionRecord, doc: FlowDocument, deps: FlowDeps): Promise<ResolvedModel> {
+  if (session.model) return resolveModel(session.model, null);
+  const carried = doc.begin?.orgModel;
+  return resolveModel(null, carried !== undefined ? carried : await deps.orgSettings.getModel(session.orgId));
 }
 
 /** Everything but the env vars and snapshot facts: plain settings, no secret among them. */

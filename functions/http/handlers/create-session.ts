@@ -13,6 +13,7 @@
  * 201 with the session and its Location.
  */
 import { requireCredits } from "../../usage/usage-gate";
+import { newSessionId } from "../../domain/ids";
 import { QuotaExceededError, ValidationError } from "../../domain/errors";
 import { chainKeyConflict, fallbackKeySecrets, gitIdentityFor } from "../../domain/agent-settings";
 import { requireSecretsExist, type SecretReference } from "../secret-references";
@@ -103,7 +104,9 @@ export const makeCreateSessionHandler = httpRoute(
       initialPrompt: body.initialPrompt,
       now: deps.now(),
     });
-    await deps.sessions.createSession(record);
+    // An id from the random generator can exist nowhere: one batch write (issue 15). A caller's
+    // own generator (the Slack worker reuses the id it claimed for a redelivery) keeps the condition.
+    await deps.sessions.createSession(record, { freshId: deps.newSessionId === newSessionId });
     if (body.initialPrompt) {
       await deps.prompts.enqueue({ sessionId: record.id, content: body.initialPrompt, source: `user:${who.userId}`, now: deps.now() });
     }

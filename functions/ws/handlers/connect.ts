@@ -82,8 +82,10 @@ export function makeConnectHandler(deps: WsDeps): (event: WsEvent) => Promise<Ws
         await deps.tokens.untrackConnection(caller.credential.tokenId, connectionId);
         throw new UnauthorizedError("invalid, expired or revoked API token");
       }
-      // Before anything that may wait (seed 002 constraint 3).
-      await deps.sessions.touchActivity(session.id, now);
+      // Before anything that may wait (seed 002 constraint 3). It also counts the connection
+      // (`clientConnects`), after registering it: a flow whose commit shows the count it began
+      // with knows its connection listing is complete (issue 15, flows/steps/finish.ts).
+      await deps.sessions.touchActivity(session.id, now, { clientConnected: true });
       // Issue 25 §1: decide on the state read after this connection counts. A pause, idle
       // snapshot or migration that commits `paused` after this read sees the connection and
       // resumes the session itself (flows/wake-waiters.ts); one that committed before it is seen here.
