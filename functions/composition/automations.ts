@@ -21,6 +21,8 @@ import type { DynamoDBDocumentClient } from "../store/dynamodb-sdk";
 
 export interface AutomationComposition extends AutomationParts {
   notifier: HttpRunNotifier;
+  /** The table's automations (also `scanEnabled`, for the local runtime's timers after a restart). */
+  store: DynamoAutomationStore;
 }
 
 export function composeAutomations(input: {

@@ -49,7 +49,6 @@ import { meterRunningSessions, type MeteringReport } from "../../functions/usage
 import { localSlack, type LocalSlack } from "./local-slack";
 import { isSlackStatusFrame, slackForwardingPush } from "../../functions/slack/status-forward";
 import { composeAutomations, type AutomationComposition } from "../../functions/composition/automations";
-import { DynamoAutomationStore } from "../../functions/store/dynamo-automation-store";
 import { AUTOMATION_ROUTES, makeAutomationHandlers } from "../../functions/automations/automation-routes";
 import { handleAutomationFired, sessionFailed, turnSettled } from "../../functions/automations/automation-runs";
 import { SlackOutbox } from "../../functions/slack/outbox";
@@ -321,7 +320,7 @@ export async function startLocalRuntime(options: LocalRuntimeOptions = {}): Prom
   // With DATA_DIR, automations predate this process and their timers did not survive it: armed
   // again from the table (a firing due while it was down is not replayed).
   if (options.dataDir) {
-    for (const automation of await new DynamoAutomationStore(doc, config.TABLE_NAME).scanEnabled()) await automationTimers.put(automation);
+    for (const automation of await automations.store.scanEnabled()) await automationTimers.put(automation);
   }
   const automationHandlers = makeAutomationHandlers(automations);
   automationRoutes.current = AUTOMATION_ROUTES.map((route) => ({ route, handler: automationHandlers[route.id](rt.httpDeps) }));
