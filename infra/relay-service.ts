@@ -43,7 +43,7 @@ export const HELD_STREAMS_METRIC = "HeldStreams";
 /**
  * Most sessions one task claims (`RELAY_MAX_SESSIONS`); the rest wait for another task. Issue 15:
  * a held stream costs no DynamoDB request at rest (one heartbeat per task), so a task holds
- * 10,000 (bench section 5: heap ~37 KiB and one socket per stream, RSS ~1 GiB projected at the cap).
+ * 10,000 (bench section 5: heap ~20 KiB and one socket per stream, RSS ~0.45 GiB at the cap with tsx).
  */
 export const RELAY_MAX_SESSIONS = 10_000;
 /** The task size for RELAY_MAX_SESSIONS streams: 1 vCPU, 2 GB (Fargate's nofile default, 65,535, covers the sockets). */

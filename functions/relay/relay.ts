@@ -44,6 +44,7 @@ import { OpenCodeMessageReader, type AgentMessage, type AgentMessageSource } fro
 import { EventTranslator, type RelayClientMessage, type Translation } from "./event-translator";
 import { onPendingPermissions, onPermissionsAsked, onPermissionsReplied, onRetry, resendInterrupted, settleFailedTurn, withAuthors, type TurnWatch } from "./agent-turns";
 import { answerEmptyTurnAgain, retryPendingAnswer } from "./empty-turns";
+import { ClaimPacer, type ClaimPacerOptions, type ClaimPriority } from "./claim-pacer";
 import { SessionFanOut } from "./fan-out";
 import { SessionStream, type StreamSnapshot } from "./session-stream";
 import { StreamLossReporter } from "./stream-loss";
@@ -110,6 +111,8 @@ export interface RelayOptions {
   strandedCheckMs?: number;
   /** At most one sandbox liveness check per session this often when its stream fails (stream-loss.ts). */
   streamLossReportIntervalMs?: number;
+  /** How claims are paced against the fan-out (claim-pacer.ts); defaults there. */
+  claimPacing?: ClaimPacerOptions;
 }
 
 /** What a watch streams from: changes to any of these mean another runtime (reopen). */
@@ -145,7 +148,7 @@ interface Watch {
   strandedCheckedAt: number;
   /** Permissions put to clients and a failover in progress (./agent-turns.ts). */
   turn: TurnWatch;
-  /** Settles once the first (re)connect's catch-up ran, or the watch ended. */
+  /** Settles once the first (re)connect's catch-up ran, a connect failed, or the watch ended. */
   live: Promise<void>;
   settleLive: () => void;
 }
@@ -202,8 +205,9 @@ export function isAnswered(prompt: Pick<QueuedPrompt, "content">, messages: Agen
 /** Items read per scan page (a Query page also stops at 1 MB). */
 const SCAN_PAGE = 1000;
 /**
- * Claims in flight at once during a scan: a takeover of thousands of sessions (SSE connect and
- * catch-up each) is spread out so the streams already held keep their fan-out latency (bench 5).
+ * Claim writes in flight at once during a scan. What a claim costs after its write (its stream's
+ * connect and first catch-up) is bounded by the pacer (claim-pacer.ts), so a takeover of
+ * thousands of sessions leaves the loop to the streams already held (bench 5c).
  */
 const CLAIM_CONCURRENCY = 4;
 
@@ -213,6 +217,8 @@ export class StreamingRelay {
   private readonly agentMessages: AgentMessageSource;
   private readonly actor: string;
   private readonly streamLoss: StreamLossReporter;
+  /** Claims from their write to their stream's first catch-up, paced on the event loop's utilization. */
+  readonly pacer: ClaimPacer;
   private heartbeat: RelayHeartbeat | null = null;
   private registering: Promise<RelayHeartbeat | null> | null = null;
   /** Peers live at the last heartbeat round (owner -> epoch). */
@@ -258,6 +264,7 @@ export class StreamingRelay {
     this.agentMessages = deps.agentMessages ?? new OpenCodeMessageReader();
     this.actor = `relay:${options.ownerId}`;
     this.streamLoss = new StreamLossReporter(deps, { actor: this.actor, minIntervalMs: options.streamLossReportIntervalMs });
+    this.pacer = new ClaimPacer(options.claimPacing);
   }
 
   get ownerId(): string {
@@ -428,7 +435,7 @@ export class StreamingRelay {
   /**
    * A nudge: the session changed (a flow committed; the prompt path found it unwatched or a prompt
    * stale). Held here: revalidate it; otherwise claim it if it runs and nobody live watches it.
-   * Resolves once the claim is written (or refused), before its stream connects.
+   * Resolves once the claim is written (or refused; a claim waits for a pacer permit first), before its stream connects.
    */
   async look(sessionId: string, options: { untilLiveMs?: number; retired?: RetiredRelay } = {}): Promise<void> {
     await this.lookOnce(sessionId, options.retired);
@@ -454,7 +461,7 @@ export class StreamingRelay {
       return;
     }
     if (this.watches.size >= (this.options.maxSessions ?? 10_000)) return;
-    const claimed = () => this.claimOnce(sessionId).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
+    const claimed = () => this.claimPaced(sessionId, "nudge").catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
     await claimed();
     // A scan's claim of this session may have been in flight with the peers as read before the
     // handover (so refused): once more, now that the retired peer is out of `live`.
@@ -591,7 +598,7 @@ export class StreamingRelay {
           for (let id = pending.shift(); id !== undefined; id = pending.shift()) {
             if (this.draining || this.watches.size >= max) return;
             const sessionId = id;
-            await this.claimOnce(sessionId, live).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
+            await this.claimPaced(sessionId, "scan", live).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
           }
         };
         await Promise.all(Array.from({ length: Math.min(CLAIM_CONCURRENCY, pending.length) }, worker));
@@ -603,6 +610,30 @@ export class StreamingRelay {
       return null;
     } finally {
       this.counters.scans++;
+    }
+  }
+
+  /**
+   * A claim under a pacer permit, held until the stream's first catch-up ran (or its connect
+   * failed, or the pacer's bound passed): resolves once the claim is written (or refused).
+   */
+  private async claimPaced(sessionId: string, priority: ClaimPriority, live?: Map<string, number>): Promise<void> {
+    if (this.watches.has(sessionId)) return;
+    const release = await this.pacer.acquire(priority);
+    let holding = false;
+    try {
+      await this.claimOnce(sessionId, live);
+      const watch = this.watches.get(sessionId);
+      if (watch) {
+        holding = true;
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        void Promise.race([watch.live, new Promise<void>((resolve) => (timer = setTimeout(resolve, this.pacer.holdMs)))]).then(() => {
+          clearTimeout(timer);
+          release();
+        });
+      }
+    } finally {
+      if (!holding) release();
     }
   }
 
@@ -665,6 +696,8 @@ export class StreamingRelay {
         },
         onEvent: (event) => this.guarded(watch, () => watch.fanOut.exclusive(() => this.event(watch, event))),
         onDisconnected: ({ reason, error, retryInMs }) => {
+          // A first connect that failed is as far as a claim's pacer permit waits (claim-pacer.ts).
+          watch.settleLive();
           this.deps.logger.info("relay stream lost: reconnecting", { sessionId, reason, retryInMs, ...(error ? { error: errorForLog(error) } : {}) });
           this.deps.metrics?.put(METRIC_NAMES.relayStreamsLost, 1, "Count", { Reason: reason });
           // Issue 25 §5: the sandbox may be dead; a flow with provider bindings finds out (stream-loss.ts).

@@ -127,25 +127,23 @@ export class SessionStream {
     const { agent, endpoint, agentSessionId, handler } = this.options;
     const controller = new AbortController();
     this.controller = controller;
-    let heartbeat: ReturnType<typeof setTimeout> | null = null;
     let silent = false;
-    // Measures only the wait for the next event, not the handler's own work.
-    const disarm = () => {
-      if (heartbeat) clearTimeout(heartbeat);
-      heartbeat = null;
-    };
-    const arm = () => {
-      disarm();
-      heartbeat = setTimeout(() => {
-        silent = true;
-        controller.abort();
-      }, this.heartbeatTimeoutMs);
-    };
+    // Measures only the wait for the next event, not the handler's own work: one timer per
+    // connection, refreshed (no new timer per event: bench 5, GC at 10,000 streams), and while an
+    // event is being handled its expiry only re-arms it.
+    let handling = false;
+    const heartbeat = setTimeout(() => {
+      if (handling) {
+        heartbeat.refresh();
+        return;
+      }
+      silent = true;
+      controller.abort();
+    }, this.heartbeatTimeoutMs);
     let live = false;
     try {
-      arm();
       for await (const event of agent.events(endpoint, controller.signal)) {
-        disarm();
+        handling = true;
         if (generation !== this.generation) break;
         if (!live) {
           // Busy first, then the messages: read in parallel, a turn ending between the two reads
@@ -163,13 +161,14 @@ export class SessionStream {
         if (generation !== this.generation) break;
         this.counters.events++;
         await handler.onEvent(event);
-        arm();
+        handling = false;
+        heartbeat.refresh();
       }
       return { reason: silent ? "heartbeat" : "ended" };
     } catch (error) {
       return silent ? { reason: "heartbeat" } : { reason: "error", error };
     } finally {
-      disarm();
+      clearTimeout(heartbeat);
       controller.abort();
     }
   }

@@ -23,7 +23,7 @@ import { fork, type ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { monitorEventLoopDelay, type IntervalHistogram } from "node:perf_hooks";
+import { constants as perfConstants, monitorEventLoopDelay, PerformanceObserver, type IntervalHistogram, type NodeGCPerformanceDetail } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import v8 from "node:v8";
 import vm from "node:vm";
@@ -254,6 +254,48 @@ function relayTaskSize(): { maxSessions: number; memoryMiB: number; cpu: number 
   }
 }
 
+/**
+ * `BENCH_RELAY_PROFILE=<file.cpuprofile>`: a CPU profile of the relay process during the takeover
+ * (open it in Chrome DevTools or summarize it by function), to see what a claim spends its time on.
+ */
+async function startProfile(): Promise<{ stop: () => Promise<void> } | null> {
+  const file = process.env.BENCH_RELAY_PROFILE;
+  if (!file) return null;
+  const { Session } = await import("node:inspector/promises");
+  const { writeFileSync } = await import("node:fs");
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.setSamplingInterval", { interval: 200 });
+  await session.post("Profiler.start");
+  return {
+    stop: async () => {
+      const { profile } = await session.post("Profiler.stop");
+      writeFileSync(file, JSON.stringify(profile));
+      session.disconnect();
+      note(`CPU profile of the takeover written to ${file}`);
+    },
+  };
+}
+
+/** Records the process's GC pauses (PerformanceObserver "gc") until `stop`. */
+function watchGc(): { stop: () => { major: number[]; minor: number[] } } {
+  const seen = { major: [] as number[], minor: [] as number[] };
+  const observer = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const kind = (entry as unknown as { detail?: NodeGCPerformanceDetail }).detail?.kind;
+      (kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR ? seen.major : seen.minor).push(entry.duration);
+    }
+  });
+  observer.observe({ entryTypes: ["gc"] });
+  return {
+    stop: () => {
+      observer.disconnect();
+      return seen;
+    },
+  };
+}
+
 /** Event-loop delay sampling interval: each sample is the time between two ticks of a timer this often. */
 const LAG_RESOLUTION_MS = 10;
 
@@ -338,6 +380,8 @@ interface StageResult {
 
 interface LoadResult {
   label: string;
+  /** Garbage collections in the run: major (mark-compact) and minor (scavenge) pauses, ms. */
+  gc: { major: number[]; minor: number[] };
   emitted: number;
   latencies: number[];
   frames: number;
@@ -542,6 +586,7 @@ export async function benchRelay(): Promise<void> {
       const framesBefore = push.frames;
       const listsBefore = connectionLists;
       push.measuring = true;
+      const gcWatch = watchGc();
       let sideMs: number | null = null;
       const { value: done, window } = await measured(children, async () => {
         const loadDone = fake.request<Extract<ChildReply, { cmd: "loadDone" }>>({ cmd: "load", sandboxes: created, ...LOAD } satisfies ChildCommand, "loadDone", 120_000);
@@ -561,6 +606,7 @@ export async function benchRelay(): Promise<void> {
       push.measuring = false;
       return {
         label,
+        gc: gcWatch.stop(),
         emitted: done.deltas,
         latencies: [...push.latencies],
         frames: push.frames - framesBefore,
@@ -609,9 +655,11 @@ export async function benchRelay(): Promise<void> {
         try {
           // relay-dead's last beat ran out (an expiry in the past: it is dead from now on, never retired).
           await leasesStore.beat(dead, new Date(Date.now() - 600_000), 0);
+          const profile = await startProfile();
           await live.renewNow(); // sees relay-dead gone: scans and claims its sessions
           const by = performance.now() + 60_000;
           while (live.streamCounters().open < heldBefore + TAKEOVER && performance.now() < by) await sleep(50);
+          await profile?.stop();
         } finally {
           clearInterval(rounds);
         }
@@ -742,6 +790,8 @@ export async function benchRelay(): Promise<void> {
           `claim ${f2(b.claimCpuMs)} ms CPU (${change(claim, b.claimCpuMs)}), heap ${f1(b.heapPerStreamKiB)} KiB / stream (${change(heap, b.heapPerStreamKiB)}). Budget: +5%; runs of the same code differ by up to ~10%.`,
       );
     }
+    const pauses = (ms: number[]) => (ms.length ? `×${ms.length}, max ${f1(Math.max(...ms))} ms, total ${f1(ms.reduce((a, b) => a + b, 0))} ms` : "none");
+    note(`GC pauses per run (PerformanceObserver "gc"): ${loads.map((l) => `${l.label.split(" (")[0]}: major ${pauses(l.gc.major)}; minor ${pauses(l.gc.minor)}`).join(" | ")}.`);
     note(`clock offset child − relay: ${f2(best.offset)} ms, corrected (best IPC round trip ${f2(best.rtt)} ms bounds its error). "timed" < emitted: frames not pushed within 10 s of the last emit.`);
     note("A session's events are handled one at a time; the turn's busy write (agent state) is off that path (awaited by the idle boundary), so a");
     note("turn's first deltas no longer wait on DynamoDB (dynalite here, queued behind the SDK's 50 sockets during a takeover's claims).");
@@ -756,6 +806,10 @@ export async function benchRelay(): Promise<void> {
 
     console.log("\n   d) Notes");
     note(`relay counters: ${JSON.stringify(counters)}; streams: ${JSON.stringify(streamCounters)}`);
+    note(
+      `claim pacer (claim-pacer.ts: permits from a claim's write to its first catch-up, following the event loop's utilization): ` +
+        `${thousands(live.pacer.stats.granted)} permits, ${thousands(live.pacer.stats.waited)} waited, limit between ${live.pacer.stats.lowestLimit} and ${live.pacer.stats.highestLimit}.`,
+    );
     const logged = [...logger.counts.entries()].sort((a, b) => b[1] - a[1]);
     note(`relay log lines (counted, not printed): ${logged.length ? logged.map(([k, v]) => `${k} ×${v}`).join("; ") : "none besides one claim line per session"}`);
     note(

@@ -8,7 +8,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import type { SessionRecord } from "../../functions/domain/session";
 import { runIdleCheck } from "../../functions/idle/idle-check";
-import { StreamingRelay } from "../../functions/relay/relay";
+import { StreamingRelay, type RelayOptions } from "../../functions/relay/relay";
 import { submitPrompt } from "../../functions/services/submit-prompt";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
@@ -38,7 +38,7 @@ afterEach(async () => {
 });
 
 /** A relay with its own store instance (as a separate process would have), reading the flows' nudges. */
-function relay(ownerId: string, ttl = TTL, options: { backstopPageSize?: number } = {}): StreamingRelay {
+function relay(ownerId: string, ttl = TTL, options: Pick<RelayOptions, "backstopPageSize" | "claimPacing"> = {}): StreamingRelay {
   const r = new StreamingRelay(
     {
       sessions: h.deps.sessions,
@@ -168,6 +168,44 @@ describe("relay at scale (issue 15)", () => {
     expect(new Set(all).size).toBe(all.length);
     await waitFor(() => [b, c, d].reduce((n, r) => n + r.streamCounters().open, 0) === MANY, { message: "every stream live again" });
     await waitFor(() => agent.subscriberCount() === MANY, { message: "one stream per session" });
+  });
+
+  it("a takeover's claims are paced: with the event loop over its target, each claim waits for the previous one's stream to catch up", async () => {
+    const sessions = await runningSessions(MANY);
+    /** Claims written whose stream had not yet caught up, as each claim is attempted; the most seen. */
+    const pipelined = (r: StreamingRelay) => {
+      const leases = (r as unknown as { deps: { relayLeases: DynamoRelayLeaseStore } }).deps.relayLeases;
+      const claim = leases.claim.bind(leases);
+      const seen = { written: 0, most: 0 };
+      leases.claim = async (...args) => {
+        seen.most = Math.max(seen.most, seen.written - r.streamCounters().open);
+        const claimed = await claim(...args);
+        if (claimed) seen.written++;
+        return claimed;
+      };
+      return seen;
+    };
+    // A loop always busy: the pacer stays at one claim from its write to its first catch-up.
+    const busy = relay("relay-busy", TTL, { claimPacing: { initial: 4, utilization: () => 1, sampleMs: 0 } });
+    const paced = pipelined(busy);
+    await busy.scanNow();
+    expect(busy.heldSessions()).toHaveLength(MANY);
+    await waitFor(() => busy.streamCounters().open === MANY, { message: "every stream live" });
+    expect(paced.written).toBe(MANY);
+    expect(paced.most).toBe(0);
+    expect(busy.pacer.stats.highestLimit).toBe(4);
+    expect(busy.pacer.limit).toBe(1);
+
+    // The same takeover with an idle loop: claims overlap their catch-ups (what the check above would see unpaced).
+    await busy.kill();
+    h.advance((TTL + 1) * 1000);
+    const idle = relay("relay-idle", TTL, { claimPacing: { initial: 8, utilization: () => 0 } });
+    const overlapped = pipelined(idle);
+    await idle.scanNow();
+    await waitFor(() => idle.streamCounters().open === MANY, { message: "every stream live on the idle relay" });
+    expect(overlapped.written).toBe(MANY);
+    expect(overlapped.most).toBeGreaterThan(0);
+    for (const s of sessions) expect(idle.heldSessions()).toContain(s.id);
   });
 
   it("held streams cost no DynamoDB request at rest: each heartbeat round is one write and one read, whatever the number held", async () => {

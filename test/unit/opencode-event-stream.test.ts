@@ -7,6 +7,7 @@
 import fc from "fast-check";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { Readable } from "node:stream";
 import { describe, expect, it, vi } from "vitest";
 import { openCodeEvents } from "../../functions/agent/opencode-agent-client";
 import type { AgentEvent } from "../../functions/ports/agent-client";
@@ -14,12 +15,8 @@ import type { AgentEvent } from "../../functions/ports/agent-client";
 const encoder = new TextEncoder();
 
 async function collect(chunks: (Uint8Array | string)[]): Promise<AgentEvent[]> {
-  const body = new ReadableStream<Uint8Array>({
-    start(controller) {
-      for (const c of chunks) controller.enqueue(typeof c === "string" ? encoder.encode(c) : c);
-      controller.close();
-    },
-  });
+  // Bytes, as a response body delivers them (a string chunk would skip the decoder).
+  const body = Readable.from(chunks.map((c) => (typeof c === "string" ? encoder.encode(c) : c)));
   const out: AgentEvent[] = [];
   for await (const e of openCodeEvents(body)) out.push(e);
   return out;
@@ -107,14 +104,9 @@ describe("openCodeEvents", () => {
     expect(await collect([Uint8Array.of(0xef, 0xbb), Uint8Array.of(0xbf), `${frame("x")}\n\n`])).toEqual([{ type: "x", properties: {} }]);
   });
 
-  it("ends quietly when the signal aborts while a read is pending, and cancels the body", async () => {
-    let cancelled = false;
-    const body = new ReadableStream<Uint8Array>({
-      start: (c) => c.enqueue(encoder.encode(`${frame("first")}\n\n`)),
-      cancel: () => {
-        cancelled = true;
-      },
-    });
+  it("ends quietly when the signal aborts while waiting for the next chunk, and destroys the body", async () => {
+    const body = new Readable({ read: () => undefined });
+    body.push(encoder.encode(`${frame("first")}\n\n`));
     const controller = new AbortController();
     const seen: string[] = [];
     for await (const e of openCodeEvents(body, controller.signal)) {
@@ -122,18 +114,61 @@ describe("openCodeEvents", () => {
       queueMicrotask(() => controller.abort());
     }
     expect(seen).toEqual(["first"]);
-    await vi.waitFor(() => expect(cancelled).toBe(true), { timeout: 1_000 });
+    await vi.waitFor(() => expect(body.destroyed).toBe(true), { timeout: 1_000 });
   });
 
-  it("cancels the body when the consumer stops early", async () => {
-    let cancelled = false;
-    const body = new ReadableStream<Uint8Array>({
-      start: (c) => c.enqueue(encoder.encode(`${frame("a")}\n\n${frame("b")}\n\n`)),
-      cancel: () => {
-        cancelled = true;
-      },
-    });
+  it("yields nothing more once the signal aborted, even events already parsed", async () => {
+    const body = new Readable({ read: () => undefined });
+    body.push(encoder.encode(`${frame("a")}\n\n${frame("b")}\n\n`));
+    const controller = new AbortController();
+    const seen: string[] = [];
+    for await (const e of openCodeEvents(body, controller.signal)) {
+      seen.push(e.type);
+      controller.abort();
+    }
+    expect(seen).toEqual(["a"]);
+  });
+
+  it("destroys the body when the consumer stops early", async () => {
+    const body = new Readable({ read: () => undefined });
+    body.push(encoder.encode(`${frame("a")}\n\n${frame("b")}\n\n`));
     for await (const e of openCodeEvents(body)) if (e.type === "a") break;
-    await vi.waitFor(() => expect(cancelled).toBe(true), { timeout: 1_000 });
+    await vi.waitFor(() => expect(body.destroyed).toBe(true), { timeout: 1_000 });
+  });
+
+  it("throws when the body fails or closes before its end (a connection lost mid-stream), after the events it delivered", async () => {
+    const failing = new Readable({ read: () => undefined });
+    failing.push(encoder.encode(`${frame("a")}\n\n`));
+    const seen: string[] = [];
+    const run = (async () => {
+      for await (const e of openCodeEvents(failing)) {
+        seen.push(e.type);
+        setImmediate(() => failing.destroy(Object.assign(new Error("aborted"), { code: "ECONNRESET" })));
+      }
+    })();
+    await expect(run).rejects.toMatchObject({ code: "ECONNRESET" });
+    expect(seen).toEqual(["a"]);
+
+    const closed = new Readable({ read: () => undefined });
+    const ended = (async () => {
+      for await (const e of openCodeEvents(closed)) void e;
+    })();
+    setImmediate(() => closed.destroy());
+    await expect(ended).rejects.toThrow("closed before its end");
+  });
+
+  it("pauses the body while events wait for the consumer and resumes it once they are taken", async () => {
+    const body = new Readable({ read: () => undefined });
+    body.push(encoder.encode(Array.from({ length: 100 }, (_, i) => `${frame(`e${i}`)}\n\n`).join("")));
+    const stream = openCodeEvents(body)[Symbol.asyncIterator]();
+    expect((await stream.next()).value).toMatchObject({ type: "e0" });
+    // One chunk of 100 events: parsed at once, so the body was paused behind them.
+    expect(body.isPaused()).toBe(true);
+    for (let i = 1; i < 100; i++) expect((await stream.next()).value).toMatchObject({ type: `e${i}` });
+    body.push(encoder.encode(`${frame("last")}\n\n`));
+    body.push(null);
+    expect((await stream.next()).value).toMatchObject({ type: "last" });
+    expect(body.isPaused()).toBe(false);
+    expect((await stream.next()).done).toBe(true);
   });
 });

@@ -1,0 +1,127 @@
+/**
+ * The relay's claim pacer (functions/relay/claim-pacer.ts, issue 15): permits for claims, their
+ * number following the event loop's utilization (AIMD), nudges before scans. The utilization
+ * and the clock are the test's.
+ */
+import { describe, expect, it } from "vitest";
+import { ClaimPacer } from "../../functions/relay/claim-pacer";
+
+function pacer(options: { initial?: number; max?: number } = {}) {
+  const state = { utilization: 0, now: 0 };
+  const p = new ClaimPacer({ sampleMs: 100, targetUtilization: 0.5, ...options, utilization: () => state.utilization, now: () => state.now });
+  return { p, state };
+}
+
+/** Settles pending microtasks (granted waiters run their continuations). */
+const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+describe("claim pacer", () => {
+  it("grants up to its limit at once; the next waits until a permit is released", async () => {
+    const { p } = pacer({ initial: 2 });
+    const a = await p.acquire("scan");
+    await p.acquire("scan");
+    let third = false;
+    const waiting = p.acquire("scan").then((release) => {
+      third = true;
+      return release;
+    });
+    await tick();
+    expect(third).toBe(false);
+    expect(p.active).toBe(2);
+    a();
+    await waiting;
+    expect(third).toBe(true);
+    expect(p.active).toBe(2);
+  });
+
+  it("a release called twice frees one permit", async () => {
+    const { p } = pacer({ initial: 1 });
+    const a = await p.acquire("scan");
+    a();
+    a();
+    expect(p.active).toBe(0);
+    await p.acquire("scan");
+    let second = false;
+    void p.acquire("scan").then(() => (second = true));
+    await tick();
+    expect(second).toBe(false);
+  });
+
+  it("nudged claims go ahead of waiting scan claims, in their own order", async () => {
+    const { p } = pacer({ initial: 1 });
+    const first = await p.acquire("scan");
+    const order: string[] = [];
+    // Each one, once granted, notes itself and releases at once, letting the next one in.
+    const waits = ["scan-1", "scan-2", "nudge-1", "nudge-2"].map((name) =>
+      p.acquire(name.startsWith("nudge") ? "nudge" : "scan").then((release) => {
+        order.push(name);
+        release();
+      }),
+    );
+    await tick();
+    expect(order).toEqual([]);
+    first();
+    await Promise.all(waits);
+    expect(order).toEqual(["nudge-1", "nudge-2", "scan-1", "scan-2"]);
+  });
+
+  it("grows by one per sample while the loop is under its target and every permit is in use", async () => {
+    const { p, state } = pacer({ initial: 1, max: 3 });
+    state.utilization = 0.2;
+    let release = await p.acquire("scan");
+    for (let i = 0; i < 5; i++) {
+      state.now += 100;
+      // Every permit in use: the next acquire (after a sample) may get one more.
+      const next = p.acquire("scan");
+      release();
+      release = await next;
+    }
+    expect(p.limit).toBe(3);
+  });
+
+  it("does not grow when permits were left unused (nothing to pace)", async () => {
+    const { p, state } = pacer({ initial: 2 });
+    state.utilization = 0.1;
+    for (let i = 0; i < 5; i++) {
+      state.now += 100;
+      (await p.acquire("scan"))();
+    }
+    expect(p.limit).toBe(2);
+  });
+
+  it("halves after a sample over the target, never below one, and a freed permit is not handed out over the new limit", async () => {
+    const { p, state } = pacer({ initial: 8 });
+    const held = await Promise.all(Array.from({ length: 8 }, () => p.acquire("scan")));
+    state.utilization = 0.9;
+    state.now += 100;
+    let granted: (() => void) | null = null;
+    const waiter = p.acquire("scan").then((release) => (granted = release));
+    expect(p.limit).toBe(4);
+    // 8 in flight over a limit of 4: after four releases 4 are left, at the limit: the waiter still waits.
+    for (const release of held.slice(0, 4)) release();
+    await tick();
+    expect(granted).toBeNull();
+    held[4]?.();
+    await waiter;
+    expect(granted).not.toBeNull();
+    for (const release of [...held.slice(5), granted ?? (() => undefined)]) release();
+    expect(p.active).toBe(0);
+    for (let i = 0; i < 5; i++) {
+      state.now += 100;
+      (await p.acquire("scan"))();
+    }
+    expect(p.limit).toBe(1);
+  });
+
+  it("measures this process's event loop when no utilization source is given", async () => {
+    const p = new ClaimPacer({ initial: 4, sampleMs: 50, targetUtilization: 0.5 });
+    // Within one sample: no change.
+    (await p.acquire("scan"))();
+    expect(p.limit).toBe(4);
+    // The loop busy for the whole next sample: utilization near 1, so the limit halves.
+    const until = performance.now() + 200;
+    while (performance.now() < until);
+    (await p.acquire("scan"))();
+    expect(p.limit).toBe(2);
+  });
+});
