@@ -6,13 +6,13 @@
  * control plane with an access token signed by the sandbox key, and the tool's answer comes back
  * to the model, whose final text (`tool <name> answered: ...`) the test reads.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { readSandboxRecord } from "../../functions/providers/local/sandbox-registry";
 import type { LocalRuntime } from "../../infra/local/runtime";
 import { startRuntimeForTest, storedSession, waitFor, type ApiClient } from "../support/local-runtime";
+import { useOpenCodeHostTmp } from "../support/opencode-host-tmp";
 import { runtimeDiagnostics } from "../support/runtime-diagnostics";
 import { TestWsClient, type ServerMessage } from "../support/ws-client";
 
@@ -21,17 +21,11 @@ let api: ApiClient;
 const clients: TestWsClient[] = [];
 const DATABASE_URL = "postgres://app:agent-tools@db:5432/app";
 
-// The host's directories above a local sandbox are not the agent's: OpenCode reads `.opencode/`
-// in every ancestor of a workspace outside git, and its custom tools wait for an npm install into
-// each (minutes against the unreachable registry). The sandboxes here live under a directory that
-// has one, as a CI machine's temporary directory may.
-const hostTmp = mkdtempSync(join(tmpdir(), "agent-tools-host-"));
-const savedTmpdir = process.env.TMPDIR;
+// Sandboxes under a directory with its own `.opencode/` (test/support/opencode-host-tmp.ts says why).
+let hostTmp: ReturnType<typeof useOpenCodeHostTmp> | null = null;
 
 beforeAll(async () => {
-  mkdirSync(join(hostTmp, ".opencode"));
-  writeFileSync(join(hostTmp, ".opencode", "package.json"), JSON.stringify({ dependencies: { "left-pad": "1.3.0" } }));
-  process.env.TMPDIR = hostTmp;
+  hostTmp = useOpenCodeHostTmp("agent-tools-host");
   ({ runtime, api } = await startRuntimeForTest({ retryIntervalScale: 0.05, env: { RELAY_SCAN_INTERVAL_SECONDS: "0.2" } }));
   expect((await api.request("PUT", "/v1/secrets/DATABASE_URL", { body: { value: DATABASE_URL } })).status).toBe(200);
 });
@@ -41,9 +35,7 @@ afterEach((ctx) => {
 afterAll(async () => {
   await Promise.all(clients.map((c) => c.close()));
   await runtime?.close();
-  if (savedTmpdir === undefined) delete process.env.TMPDIR;
-  else process.env.TMPDIR = savedTmpdir;
-  rmSync(hostTmp, { recursive: true, force: true });
+  hostTmp?.restore();
 });
 
 async function runningSession(body: Record<string, unknown>): Promise<{ id: string; client: TestWsClient }> {

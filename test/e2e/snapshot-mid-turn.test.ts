@@ -14,12 +14,10 @@
  * `message.finalize`), so clients that take the first finalize as final showed an empty answer.
  * The relay now holds such a message open (relay/event-translator.ts).
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { LocalRuntime } from "../../infra/local/runtime";
 import { startRuntimeForTest, storedSession, type ApiClient } from "../support/local-runtime";
+import { useOpenCodeHostTmp } from "../support/opencode-host-tmp";
 import { runtimeDiagnostics } from "../support/runtime-diagnostics";
 import { TestWsClient, type ServerMessage } from "../support/ws-client";
 
@@ -27,15 +25,11 @@ let runtime: LocalRuntime;
 let api: ApiClient;
 const clients: TestWsClient[] = [];
 
-// As in agent-tools.test.ts: the sandboxes live under a directory whose `.opencode/` OpenCode
-// reads (and would otherwise wait on an npm install for) instead of the host's.
-const hostTmp = mkdtempSync(join(tmpdir(), "snapshot-mid-turn-host-"));
-const savedTmpdir = process.env.TMPDIR;
+// Sandboxes under a directory with its own `.opencode/` (test/support/opencode-host-tmp.ts says why).
+let hostTmp: ReturnType<typeof useOpenCodeHostTmp> | null = null;
 
 beforeAll(async () => {
-  mkdirSync(join(hostTmp, ".opencode"));
-  writeFileSync(join(hostTmp, ".opencode", "package.json"), JSON.stringify({ dependencies: { "left-pad": "1.3.0" } }));
-  process.env.TMPDIR = hostTmp;
+  hostTmp = useOpenCodeHostTmp("snapshot-mid-turn-host");
   ({ runtime, api } = await startRuntimeForTest({ retryIntervalScale: 0.05, env: { RELAY_SCAN_INTERVAL_SECONDS: "0.2" } }));
 });
 afterEach((ctx) => {
@@ -44,9 +38,7 @@ afterEach((ctx) => {
 afterAll(async () => {
   await Promise.all(clients.map((c) => c.close()));
   await runtime?.close();
-  if (savedTmpdir === undefined) delete process.env.TMPDIR;
-  else process.env.TMPDIR = savedTmpdir;
-  rmSync(hostTmp, { recursive: true, force: true });
+  hostTmp?.restore();
 });
 
 async function connect(sessionId: string): Promise<TestWsClient> {
