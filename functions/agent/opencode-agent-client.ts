@@ -27,8 +27,10 @@
  * idle sessions are absent (an idle server answers `{}`).
  */
 import { createParser } from "eventsource-parser";
-import { request as httpRequest, type IncomingMessage } from "node:http";
+import { request as httpRequest, type ClientRequestArgs, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
+import { createConnection as netConnect, isIP } from "node:net";
+import { connect as tlsConnect } from "node:tls";
 import type { Readable } from "node:stream";
 import * as z from "zod";
 import { AgentUnavailableError } from "../domain/errors";
@@ -50,6 +52,23 @@ const EventPayload = z.object({ type: z.string().min(1), properties: z.record(z.
 
 /** OpenCode answers 500 (not 404) for an id without its `ses` prefix, so such ids are never asked about. */
 const OPENCODE_SESSION_ID = /^ses[A-Za-z0-9_-]*$/;
+/** A request's error once its response arrived: the body reports it. */
+const ignore = () => undefined;
+
+/** The TCP connection of a stream opened without the http Agent (`openStream`). */
+function plainStream(options: ClientRequestArgs) {
+  return netConnect({ host: options.host ?? "localhost", port: Number(options.port) });
+}
+
+/**
+ * The TLS connection of a stream opened without the https Agent (`openStream`): the Agent would
+ * have named the server for SNI and certificate checks; an IP address is not sent as a name.
+ */
+function tlsStream(options: ClientRequestArgs) {
+  const host = options.host ?? "localhost";
+  return tlsConnect({ host, port: Number(options.port), ...(isIP(host) ? {} : { servername: host }), ALPNProtocols: ["http/1.1"] });
+}
+
 const BODY_EXCERPT = 300;
 
 /** What one SDK call answered: the HTTP status, the decoded body (2xx) or error body (other statuses). */
@@ -178,23 +197,37 @@ export class OpenCodeApi {
    */
   openStream(operation: string, endpoint: AgentEndpoint, path: string, signal: AbortSignal): Promise<IncomingMessage> {
     const url = new URL(this.baseUrl(operation, endpoint.url) + path);
-    const send = url.protocol === "https:" ? httpsRequest : httpRequest;
+    const secure = url.protocol === "https:";
+    const send = secure ? httpsRequest : httpRequest;
     return new Promise<IncomingMessage>((resolve, reject) => {
       const failed = (name: string, message: string) => Object.assign(new Error(message), { name });
-      const req = send(url, { method: "GET", headers: { accept: "text/event-stream", ...(endpoint.authorization ? { authorization: endpoint.authorization } : {}) } });
+      const req = send(url, {
+        method: "GET",
+        headers: { accept: "text/event-stream", ...(endpoint.authorization ? { authorization: endpoint.authorization } : {}) },
+        // Its own connection, not the http(s) Agent's pool: a stream is never reused, and a pooled
+        // socket keeps the Agent's listeners and options per stream (2 KiB of the ~20 a held stream costs).
+        port: Number(url.port) || (secure ? 443 : 80),
+        createConnection: secure ? tlsStream : plainStream,
+      });
       const deadline = setTimeout(() => req.destroy(failed("TimeoutError", "no response headers in time")), this.requestTimeoutMs);
       const abort = () => req.destroy(failed("AbortError", "aborted"));
-      const settle = () => {
-        clearTimeout(deadline);
-        signal.removeEventListener("abort", abort);
-      };
-      signal.addEventListener("abort", abort, { once: true });
-      req.on("error", (err) => {
+      const onError = (err: Error) => {
         settle();
         // As fetch reports them: the system error (ECONNREFUSED...) as the cause.
         reject(this.networkError(operation, err.name === "TimeoutError" || err.name === "AbortError" ? err : new Error("request failed", { cause: err })));
-      });
-      req.on("response", (res) => {
+      };
+      // Once the response is here nothing above is needed: the listeners go, so this scope (the
+      // URL, the timer, these closures) is not kept for the stream's life. A later socket error
+      // reaches the body (openCodeEvents); the request's own copy of it is dropped.
+      const settle = () => {
+        clearTimeout(deadline);
+        signal.removeEventListener("abort", abort);
+        req.removeListener("error", onError);
+        req.on("error", ignore);
+      };
+      signal.addEventListener("abort", abort, { once: true });
+      req.on("error", onError);
+      req.once("response", (res) => {
         settle();
         const status = res.statusCode ?? 0;
         if (status >= 200 && status < 300) {

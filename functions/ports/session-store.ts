@@ -132,6 +132,15 @@ export interface SessionStore {
    */
   recordAgentState(sessionId: string, sandboxId: string, state: { busy: boolean; at: Date }): Promise<boolean>;
   /**
+   * The relay's idle boundary in one write (issue 15: it was two, `touchActivity` then
+   * `recordAgentState`): `agentBusy = false`, `lastKnownAgentIdleAt = at` and, moving only
+   * forward, `lastActivityAt = at`. Returns the session as the write left it (the idle check is
+   * armed from it: no read), or null when the session no longer references `sandboxId` or is gone
+   * (nothing written). A newer activity time already stored stays (a second, rare write then
+   * records the agent state alone).
+   */
+  recordAgentIdle(sessionId: string, sandboxId: string, at: Date): Promise<SessionRecord | null>;
+  /**
    * Records that someone asked for the session to run at `now` (issue 25 §1: a resume that finds
    * the session still `running` while a pause, idle snapshot or migration is under way). A flow
    * that then commits `paused` resumes the session for it (`wake-waiters.ts`). Monotonic, never

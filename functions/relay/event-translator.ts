@@ -18,6 +18,7 @@
  * redacted). `permission.asked` / `permission.replied` are handed to the relay, which applies
  * the session's permission policy.
  */
+import { createHash } from "node:crypto";
 import * as z from "zod";
 import type { AgentEvent } from "../ports/agent-client";
 import type { TranscriptMessage, TranscriptPart } from "../ports/transcript";
@@ -159,6 +160,13 @@ function emptyOut(): Out {
   return { client: [], finalized: [], gaps: false, retry: null, permissionsAsked: [], permissionsReplied: [] };
 }
 
+/** A message's last record, as `EventTranslator.record` remembers it. */
+interface RecordedMessage {
+  /** SHA-256 of the record's JSON: equal means unchanged. */
+  digest: string;
+  createdAt: string;
+}
+
 /** How many finalized message ids are remembered to ignore late updates. */
 const DONE_MEMORY = 1000;
 /** How many messages cut short by an idle boundary may still be reopened. */
@@ -170,8 +178,12 @@ export class EventTranslator {
   private readonly messages = new Map<string, MessageState>();
   /** Assistant messages already finalized: late updates for them are ignored. */
   private readonly done = new Set<string>();
-  /** The last record produced per message, so an unchanged one is not persisted again. */
-  private readonly recorded = new Map<string, string>();
+  /**
+   * What the last record produced per message was, so an unchanged one is not persisted again: a
+   * digest of it, not the record (a held stream kept every message's text and tool output here,
+   * ~340 KiB for a 100-turn session), and a user message's first creation time.
+   */
+  private readonly recorded = new Map<string, RecordedMessage>();
   /** The error of the turn in progress (a `session.error`, or the first failed message); reset at its idle boundary. */
   private turnError: AgentError | null = null;
   private turnErrorReported = false;
@@ -546,7 +558,7 @@ export class EventTranslator {
     const previous = this.recorded.get(m.id);
     // A user message sent again under its own id (relay/empty-turns.ts) gets a new creation time
     // from OpenCode: it keeps its first one, so the transcript holds it once, in its place.
-    const createdAt = m.role === "user" && previous ? (JSON.parse(previous) as TranscriptMessage).createdAt : new Date(m.createdAt).toISOString();
+    const createdAt = m.role === "user" && previous ? previous.createdAt : new Date(m.createdAt).toISOString();
     const record: TranscriptMessage = {
       sessionId: this.ids.sessionId,
       messageId: m.id,
@@ -560,9 +572,9 @@ export class EventTranslator {
       ...(m.role === "assistant" && this.done.has(m.id) ? { reason: finishReasonOf(m.error) } : {}),
       ...(m.role === "assistant" && m.error ? { error: m.error } : {}),
     };
-    const signature = JSON.stringify(record);
-    if (this.recorded.get(m.id) === signature) return;
-    this.recorded.set(m.id, signature);
+    const digest = createHash("sha256").update(JSON.stringify(record)).digest("base64");
+    if (previous?.digest === digest) return;
+    this.recorded.set(m.id, { digest, createdAt });
     if (this.recorded.size > DONE_MEMORY) {
       const oldest = this.recorded.keys().next();
       if (!oldest.done) this.recorded.delete(oldest.value);

@@ -884,8 +884,10 @@ export class StreamingRelay {
     const now = this.deps.now();
     // The turn's busy write first (the table's order stays the agent's).
     await watch.writes;
-    await this.deps.sessions.touchActivity(watch.sessionId, now);
-    await this.recordAgentState(watch, false);
+    // Activity and the agent's state in one write, which returns the session the idle check is armed from.
+    const session = await this.deps.sessions.recordAgentIdle(watch.sessionId, watch.target.sandboxId, now);
+    // The session references another sandbox now: revalidate it (a flow's nudge may still be on its way).
+    if (!session) void this.inControl(watch, () => this.revalidate(watch, { strandedCheck: false }));
     if (watch.gaps) {
       watch.gaps = false;
       const messages = await this.agentMessages.listMessages(watch.endpoint, watch.target.agentSessionId);
@@ -908,7 +910,7 @@ export class StreamingRelay {
     await completeTurn(this.deps, watch.sessionId, { actor: this.actor, startedBefore, failure });
     this.counters.turnsCompleted++;
     // The agent going idle is when a session may become idle (seed 002 §3d).
-    await armIdleCheck(this.deps, watch.sessionId, "agent went idle");
+    await armIdleCheck(this.deps, watch.sessionId, "agent went idle", session ?? undefined);
   }
 
   private async recordAgentState(watch: Watch, busy: boolean, at: Date = this.deps.now()): Promise<void> {

@@ -504,6 +504,44 @@ export class DynamoSessionStore implements SessionStore {
     }
   }
 
+  async recordAgentIdle(sessionId: string, sandboxId: string, at: Date): Promise<SessionRecord | null> {
+    const write = async (withActivity: boolean) =>
+      this.doc.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: keys.session(sessionId),
+          UpdateExpression: `SET agentBusy = :false, lastKnownAgentIdleAt = :at${withActivity ? ", lastActivityAt = :at" : ""}`,
+          ConditionExpression: conditions({
+            exists: "attribute_exists(PK)",
+            // As recordAgentState: a relay still watching a replaced sandbox must not describe the new one's agent.
+            sameSandbox: "sandboxId = :sandboxId",
+            // As touchActivity: activity only moves forward.
+            ...(withActivity ? { monotonic: "lastActivityAt < :at" } : {}),
+          }),
+          ExpressionAttributeValues: { ":false": false, ":at": at.toISOString(), ":sandboxId": sandboxId },
+          ReturnValues: "ALL_NEW",
+          ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+        }),
+      );
+    try {
+      return toRecord((await write(true)).Attributes ?? {});
+    } catch (err) {
+      if (!isConditionFailure(err)) throw err;
+      // The item as the write found it (a read where the backend does not return it, as dynalite).
+      const old = conditionFailureItem(err);
+      const foundSandbox = old ? old.sandboxId : (await this.getSession(sessionId))?.sandboxId;
+      // Gone, or another sandbox's now: nothing written.
+      if (foundSandbox !== sandboxId) return null;
+    }
+    // Only the activity condition failed (a newer touch landed): the agent state alone.
+    try {
+      return toRecord((await write(false)).Attributes ?? {});
+    } catch (err) {
+      if (isConditionFailure(err)) return null;
+      throw err;
+    }
+  }
+
   async touchActivity(sessionId: string, now: Date, options: { clientConnected?: boolean } = {}): Promise<void> {
     // Activity only moves forward: a delayed, older touch must not shorten the grace.
     // `$connect` counts the connection in the same write; the count is not monotonic in time, so

@@ -165,6 +165,66 @@ describe("touchActivity", () => {
   });
 });
 
+describe("recordAgentIdle (the relay's idle boundary in one write, issue 15)", () => {
+  it("records the agent idle and the activity in one write and returns the session as written, without bumping the version", async () => {
+    const s = buildSession({ sandboxId: "sb-idle", agentBusy: true });
+    await store.createSession(s);
+    const sent: string[] = [];
+    const counting = countingStore(sent);
+    const written = await counting.recordAgentIdle(s.id, "sb-idle", later(30));
+    expect(sent).toEqual(["UpdateCommand"]);
+    expect(written).toMatchObject({ agentBusy: false, lastKnownAgentIdleAt: later(30).toISOString(), lastActivityAt: later(30).toISOString(), version: 1 });
+    expect(await store.getSession(s.id)).toEqual(written);
+  });
+
+  it("a newer activity time already stored stays; the agent state is still recorded", async () => {
+    const s = buildSession({ sandboxId: "sb-idle", agentBusy: true });
+    await store.createSession(s);
+    await store.touchActivity(s.id, later(50));
+    const written = await store.recordAgentIdle(s.id, "sb-idle", later(30));
+    expect(written).toMatchObject({ agentBusy: false, lastKnownAgentIdleAt: later(30).toISOString(), lastActivityAt: later(50).toISOString() });
+    expect(await store.getSession(s.id)).toEqual(written);
+  });
+
+  it("null and nothing written when the session references another sandbox, or does not exist", async () => {
+    const s = buildSession({ sandboxId: "sb-new", agentBusy: true });
+    await store.createSession(s);
+    expect(await store.recordAgentIdle(s.id, "sb-old", later(30))).toBeNull();
+    expect(await store.getSession(s.id)).toEqual(s);
+    const ghost = buildSession();
+    expect(await store.recordAgentIdle(ghost.id, "sb-idle", later(1))).toBeNull();
+    expect(await store.getSession(ghost.id)).toBeNull();
+  });
+
+  it("decides from the item a refused write returns (ALL_OLD) where the backend sends it: no read", async () => {
+    const s = buildSession({ sandboxId: "sb-new" });
+    await store.createSession(s);
+    const sent: string[] = [];
+    // DynamoDB returns the item with the condition failure; dynalite does not, so it is attached here.
+    const refusing = countingStore(sent, (command) => {
+      if (command.constructor.name !== "UpdateCommand") return null;
+      return Object.assign(new Error("The conditional request failed"), { name: "ConditionalCheckFailedException", Item: { sandboxId: { S: "sb-new" } } });
+    });
+    expect(await refusing.recordAgentIdle(s.id, "sb-old", later(30))).toBeNull();
+    expect(sent).toEqual(["UpdateCommand"]);
+  });
+});
+
+/** The store over the test table, recording each command sent; `refuse` may fail one instead of sending it. */
+function countingStore(sent: string[], refuse: (command: object) => Error | null = () => null): DynamoSessionStore {
+  const doc = new Proxy(table.doc, {
+    get(target, prop, receiver) {
+      if (prop !== "send") return Reflect.get(target, prop, receiver);
+      return (command: object) => {
+        sent.push(command.constructor.name);
+        const refusal = refuse(command);
+        return refusal ? Promise.reject(refusal) : target.send(command as never);
+      };
+    },
+  });
+  return new DynamoSessionStore(doc, table.tableName);
+}
+
 describe("listing", () => {
   it("pages an org's sessions newest first with a cursor, filtered by status, never leaking other orgs", async () => {
     const org = `org-list-${Date.now()}`;

@@ -32,6 +32,8 @@ import { staticKeyring } from "../../functions/config/sandbox-keyring";
 import type { ClientPush, PushOutcome } from "../../functions/ports/client-push";
 import type { FlowRunner } from "../../functions/ports/flow-runner";
 import { StreamingRelay } from "../../functions/relay/relay";
+import { EventTranslator } from "../../functions/relay/event-translator";
+import type { AgentMessage } from "../../functions/relay/agent-messages";
 import { createDocumentClient } from "../../functions/store/dynamo-client";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { DynamoConnectionRegistry, DynamoPromptQueue } from "../../functions/store/dynamo-session-items";
@@ -278,6 +280,35 @@ async function startProfile(): Promise<{ stop: () => Promise<void> } | null> {
   };
 }
 
+/**
+ * `BENCH_RELAY_HEAP_PROFILE=<file.heapprofile>`: a sampling heap profile of the relay process over the
+ * fan-out runs that keeps only what outlived the young generation (objects a scavenge collected are left
+ * out, those a major GC collected are kept): where the old generation's growth, and so the major GCs'
+ * marking, comes from. Open it in Chrome DevTools (Memory tab) or sum it by function.
+ */
+async function startHeapProfile(): Promise<{ stop: () => Promise<void> } | null> {
+  const file = process.env.BENCH_RELAY_HEAP_PROFILE;
+  if (!file) return null;
+  const { Session } = await import("node:inspector/promises");
+  const { writeFileSync } = await import("node:fs");
+  const session = new Session();
+  session.connect();
+  await session.post("HeapProfiler.enable");
+  await session.post("HeapProfiler.startSampling", {
+    samplingInterval: 4096,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: false,
+  } as never);
+  return {
+    stop: async () => {
+      const { profile } = await session.post("HeapProfiler.stopSampling");
+      writeFileSync(file, JSON.stringify(profile));
+      session.disconnect();
+      note(`heap profile of the fan-out runs (promoted allocations) written to ${file}`);
+    },
+  };
+}
+
 /** Records the process's GC pauses (PerformanceObserver "gc") until `stop`. */
 function watchGc(): { stop: () => { major: number[]; minor: number[] } } {
   const seen = { major: [] as number[], minor: [] as number[] };
@@ -391,6 +422,58 @@ interface LoadResult {
   lateStartP99Ms: number;
   sideMs: number | null;
   window: Window;
+  /** DynamoDB requests sent during the run, by operation. */
+  requests: Map<string, number>;
+}
+
+/** A session's history as OpenCode lists it: per turn a question, then an answer with a read tool call (~1.9 KB of output) and ~800 chars of text. */
+function syntheticHistory(turns: number, n: number): AgentMessage[] {
+  const out: AgentMessage[] = [];
+  for (let t = 0; t < turns; t++) {
+    const created = 1_700_000_000_000 + t * 10_000;
+    out.push({ info: { id: `msg_${n}_${t}u`, role: "user", time: { created } }, parts: [{ id: `prt_${n}_${t}u`, type: "text", text: `question ${t} `.repeat(20) }] });
+    out.push({
+      info: { id: `msg_${n}_${t}a`, role: "assistant", time: { created: created + 1, completed: created + 5_000 } },
+      parts: [
+        { id: `prt_${n}_${t}t`, type: "tool", tool: "read", state: { status: "completed", title: "read", input: { path: `src/file${t}.ts` }, output: `line of code ${t};\n`.repeat(100) } },
+        { id: `prt_${n}_${t}a`, type: "text", text: `answer ${t} `.repeat(80) },
+      ],
+    });
+  }
+  return out;
+}
+
+/**
+ * Heap a held session's event translator keeps after catching up with its history (a claim, a
+ * reconnect): the stream bench above answers every claim with no history, so this is measured
+ * apart, per history length. At 81d8de0 it kept each message's whole transcript record as JSON
+ * (text and tool output): 1.2 / 125.9 / 375.6 KiB per session at 0 / 25 / 100 turns.
+ */
+const TRANSLATOR_AT_81D8DE0: Record<number, number> = { 0: 1.2, 25: 125.9, 100: 375.6 };
+async function translatorMemory(gc: (() => void) | null): Promise<void> {
+  if (!gc) {
+    note("translator memory by history: skipped (no forced GC available)");
+    return;
+  }
+  const rows: (string | number)[][] = [];
+  for (const turns of [0, 25, 100]) {
+    const sessions = 300;
+    const before = (await memory(gc)).heapUsed;
+    let histories: AgentMessage[][] | null = Array.from({ length: sessions }, (_, i) => syntheticHistory(turns, i));
+    const kept: EventTranslator[] = [];
+    for (let i = 0; i < sessions; i++) {
+      const translator = new EventTranslator({ sessionId: `ses_${i}`, agentSessionId: `ses_agent${i}` });
+      translator.reconnected({ busy: false, messages: histories[i] ?? [] });
+      kept.push(translator);
+    }
+    histories = null;
+    const after = (await memory(gc)).heapUsed;
+    const kib = (after - before) / kept.length / 1024;
+    rows.push([turns, turns * 2, `${f1(kib)} KiB`, `${f1(TRANSLATOR_AT_81D8DE0[turns] ?? Number.NaN)} KiB`, thousands(Math.round((kib * TARGET) / 1024)) + " MiB"]);
+  }
+  console.log("\n   e) A held session's translator after catching up with its history (claim, reconnect): heap per session");
+  table(["turns", "messages", "heap / session", "at 81d8de0", `× ${thousands(TARGET)} sessions`], rows);
+  note("per turn: a ~250-char question, an answer with one read tool call (~1.9 KB of output) and ~800 chars of text. It now keeps a SHA-256 digest per record (to skip an unchanged one) instead of the record's JSON.");
 }
 
 export async function benchRelay(): Promise<void> {
@@ -584,6 +667,7 @@ export async function benchRelay(): Promise<void> {
     const runLoad = async (label: string, side?: () => Promise<void>): Promise<LoadResult> => {
       push.latencies.length = 0;
       const framesBefore = push.frames;
+      const requestsBefore = requests.length;
       const listsBefore = connectionLists;
       push.measuring = true;
       const gcWatch = watchGc();
@@ -615,6 +699,7 @@ export async function benchRelay(): Promise<void> {
         lateStartP99Ms: done.lateStartP99Ms,
         sideMs,
         window,
+        requests: tally(requestsBefore).byOp,
       };
     };
     // A dead relay's sessions: claimed by "relay-dead" (a heartbeat about to run out), taken over during the second run.
@@ -635,6 +720,7 @@ export async function benchRelay(): Promise<void> {
     renewer = null;
     await lastRenewal;
     const heldBefore = live.heldSessions().length;
+    const heapProfile = await startHeapProfile();
     const quietRun = await runLoad("quiet (no heartbeat round, no takeover)");
     // Heartbeat rounds alone (relay-dead still alive: nothing to take over), so their share of the fan-out is seen apart from the takeover's.
     const roundsRun = await runLoad("heartbeat rounds every 1 s, no takeover", async () => {
@@ -666,6 +752,7 @@ export async function benchRelay(): Promise<void> {
       }),
     ];
     const takenOver = live.heldSessions().length - heldBefore - takenOverInQuiet;
+    await heapProfile?.stop();
 
     const childStats = await fake.request<Extract<ChildReply, { cmd: "stats" }>>({ cmd: "stats" } satisfies ChildCommand, "stats");
     const counters = { ...live.counters };
@@ -791,6 +878,16 @@ export async function benchRelay(): Promise<void> {
       );
     }
     const pauses = (ms: number[]) => (ms.length ? `×${ms.length}, max ${f1(Math.max(...ms))} ms, total ${f1(ms.reduce((a, b) => a + b, 0))} ms` : "none");
+    if (quiet) {
+      const turns = LOAD.turns - quiet.noStream;
+      const total = [...quiet.requests.values()].reduce((x, y) => x + y, 0);
+      note(
+        `DynamoDB requests per turn (run "${quiet.label}", ${turns} turns): ${f2(total / Math.max(1, turns))} ` +
+          `(${[...quiet.requests.entries()].map(([op, c]) => `${op} ${f2(c / Math.max(1, turns))}`).join(", ")}); before the idle boundary's one write (81d8de0, same run): 7.87 ` +
+          "(UpdateItem 2.99: busy, activity, idle; PutItem 1.00: the answer; Query 2.88: prompts ×2 and the connection list at a session's first event; GetItem 1.00: the idle check's arm). " +
+          "Each request costs the relay ~135-180 KiB of allocation in the SDK (a DynamoDB request's young garbage, most of this process's).",
+      );
+    }
     note(`GC pauses per run (PerformanceObserver "gc"): ${loads.map((l) => `${l.label.split(" (")[0]}: major ${pauses(l.gc.major)}; minor ${pauses(l.gc.minor)}`).join(" | ")}.`);
     note(`clock offset child − relay: ${f2(best.offset)} ms, corrected (best IPC round trip ${f2(best.rtt)} ms bounds its error). "timed" < emitted: frames not pushed within 10 s of the last emit.`);
     note("A session's events are handled one at a time; the turn's busy write (agent state) is off that path (awaited by the idle boundary), so a");
@@ -837,6 +934,7 @@ export async function benchRelay(): Promise<void> {
       `RSS excludes kernel socket buffers. All figures are loopback with both children running (load average ${f2(loadBefore)} at the start, ` +
         `${f2(os.loadavg()[0] ?? Number.NaN)} at the end, on ${os.cpus().length} CPUs: other work competes): ratios, not AWS latency.`,
     );
+    await translatorMemory(gc);
     note(`section time ${seconds(performance.now() - started)}`);
   } finally {
     if (renewer) clearInterval(renewer);

@@ -12,7 +12,8 @@ import type { AgentEndpoint } from "../../functions/ports/agent-client";
 import type { SessionRecord } from "../../functions/domain/session";
 import { submitPrompt } from "../../functions/services/submit-prompt";
 import type { RelayLeaseStore } from "../../functions/ports/relay";
-import { StreamingRelay } from "../../functions/relay/relay";
+import { StreamingRelay, type RelayDeps } from "../../functions/relay/relay";
+import { idleGraceSeconds } from "../../functions/idle/idle-predicate";
 import { SqsRelayNudge } from "../../functions/adapters/aws/sqs-relay-nudge";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
@@ -47,7 +48,7 @@ function endpointOf(sessionId: string): Promise<AgentEndpoint> {
   return agentEndpoint(h.deps.sandboxKeys, sessionId, "http://instant.invalid");
 }
 
-function relay(ownerId: string, leases: RelayLeaseStore = relayLeases, sandboxKeys = h.deps.sandboxKeys, ttl = TTL): StreamingRelay {
+function relay(ownerId: string, leases: RelayLeaseStore = relayLeases, sandboxKeys = h.deps.sandboxKeys, ttl = TTL, overrides: Partial<RelayDeps> = {}): StreamingRelay {
   const r = new StreamingRelay(
     {
       sessions: h.deps.sessions,
@@ -68,6 +69,7 @@ function relay(ownerId: string, leases: RelayLeaseStore = relayLeases, sandboxKe
       config: h.config,
       logger: h.deps.logger,
       now: h.deps.now,
+      ...overrides,
     },
     // Scans, heartbeats and nudges are driven by the tests; every message reads the connection list.
     { ownerId, leaseTtlSeconds: ttl, connectionCacheMs: 0 },
@@ -142,6 +144,48 @@ describe("StreamingRelay", () => {
     expect(after.agentBusy).toBe(false);
     expect(after.lastKnownAgentIdleAt).not.toBeNull();
     expect(Date.parse(after.lastActivityAt)).toBeGreaterThanOrEqual(Date.parse(s.lastActivityAt));
+  });
+
+  it("the idle boundary writes the session once and arms the idle check from that write: no session read (issue 15)", async () => {
+    const s = await runningSession();
+    const calls: string[] = [];
+    // Every session-store call and schedule the relay makes, in order.
+    const sessions = new Proxy(h.deps.sessions, {
+      get(target, prop, receiver) {
+        const value: unknown = Reflect.get(target, prop, receiver);
+        if (typeof value !== "function") return value;
+        return (...args: unknown[]) => {
+          calls.push(String(prop));
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const scheduler = {
+      arm: (target: { sessionId: string; purpose: string }, at: Date) => {
+        calls.push(`arm ${target.purpose}`);
+        return h.deps.scheduler.arm(target as never, at);
+      },
+      cancel: (target: { sessionId: string; purpose: string }) => h.deps.scheduler.cancel(target as never),
+    };
+    const a = relay("relay-a", relayLeases, h.deps.sandboxKeys, TTL, { sessions, scheduler });
+    await holding(a, s.id);
+    await prompt(s.id, "hello");
+    await waitFor(async () => (await h.session(s.id)).agentBusy, { message: "agent busy recorded" });
+    calls.length = 0;
+    const finished = h.deps.now();
+    agent.finish(agentSessionOf(s));
+    await waitFor(() => calls.includes("arm idle-check"), { message: "idle check armed" });
+    // One UpdateItem for activity and agent state (it was touchActivity + recordAgentState), and the
+    // arm computed from the item it returned (it was a GetItem).
+    expect(calls).toEqual(["recordAgentIdle", "arm idle-check"]);
+    const after = await h.session(s.id);
+    expect(after).toMatchObject({ agentBusy: false, status: "running" });
+    expect(Date.parse(after.lastActivityAt)).toBeGreaterThanOrEqual(finished.getTime());
+    expect(after.lastKnownAgentIdleAt).toBe(after.lastActivityAt);
+    expect((await statuses(s.id)).map(([, st]) => st)).toEqual(["completed"]);
+    // Armed for the grace after that activity, as a read would have computed it.
+    const idleCheck = h.scheduler.pending().find((p) => p.name.includes("idle-check"));
+    expect(idleCheck?.at.getTime()).toBe(Date.parse(after.lastActivityAt) + idleGraceSeconds(after.clientType, h.config) * 1000);
   });
 
   it("the busy -> idle boundary completes the processing prompt and dispatches the next queued one, each sent once", async () => {
