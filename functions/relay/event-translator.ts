@@ -167,6 +167,27 @@ interface RecordedMessage {
   createdAt: string;
 }
 
+/**
+ * A record's identity for "unchanged": SHA-256 of its JSON with keys sorted at every level (a
+ * record read back from the table has its maps in another order), without `authorId` (the relay
+ * adds it after translation).
+ */
+export function recordDigest(record: TranscriptMessage): string {
+  const { authorId: _author, ...content } = record;
+  return createHash("sha256").update(canonicalJson(content)).digest("base64");
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map((v) => (v === undefined ? "null" : canonicalJson(v))).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}
+
 /** How many finalized message ids are remembered to ignore late updates. */
 const DONE_MEMORY = 1000;
 /** How many messages cut short by an idle boundary may still be reopened. */
@@ -209,6 +230,25 @@ export class EventTranslator {
   private readonly reopened = new Set<string>();
 
   constructor(private readonly ids: { sessionId: string; agentSessionId: string }) {}
+
+  /**
+   * The transcript as stored (a claim or a first connect, before `reconnected`): what is already
+   * there, unchanged, is not persisted again (a claim rewrote the whole history: a PutItem per
+   * message). A user message keeps the creation time stored first.
+   */
+  knowStored(records: TranscriptMessage[]): void {
+    for (const r of records) this.remember(r.messageId, { digest: recordDigest(r), createdAt: r.createdAt });
+  }
+
+  /** The newest DONE_MEMORY records are remembered. */
+  private remember(messageId: string, recorded: RecordedMessage): void {
+    this.recorded.delete(messageId);
+    this.recorded.set(messageId, recorded);
+    if (this.recorded.size > DONE_MEMORY) {
+      const oldest = this.recorded.keys().next();
+      if (!oldest.done) this.recorded.delete(oldest.value);
+    }
+  }
 
   /** The derived agent state (see the file comment). */
   get busy(): boolean {
@@ -572,13 +612,9 @@ export class EventTranslator {
       ...(m.role === "assistant" && this.done.has(m.id) ? { reason: finishReasonOf(m.error) } : {}),
       ...(m.role === "assistant" && m.error ? { error: m.error } : {}),
     };
-    const digest = createHash("sha256").update(JSON.stringify(record)).digest("base64");
+    const digest = recordDigest(record);
     if (previous?.digest === digest) return;
-    this.recorded.set(m.id, { digest, createdAt });
-    if (this.recorded.size > DONE_MEMORY) {
-      const oldest = this.recorded.keys().next();
-      if (!oldest.done) this.recorded.delete(oldest.value);
-    }
+    this.remember(m.id, { digest, createdAt });
     out.finalized.push(record);
   }
 

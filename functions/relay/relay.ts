@@ -39,7 +39,7 @@ import { METRIC_NAMES, type MetricsSink } from "../ports/metrics-sink";
 import type { ClaimView, NudgeSource, RelayClaim, RelayHandover, RelayHeartbeat, RelayLeaseStore, RetiredRelay } from "../ports/relay";
 import type { ConnectionRegistry, PromptQueue, QueuedPrompt } from "../ports/session-items";
 import type { SessionStore } from "../ports/session-store";
-import type { TranscriptStore } from "../ports/transcript";
+import type { TranscriptMessage, TranscriptStore } from "../ports/transcript";
 import { OpenCodeMessageReader, type AgentMessage, type AgentMessageSource } from "./agent-messages";
 import { EventTranslator, type RelayClientMessage, type Translation } from "./event-translator";
 import { onPendingPermissions, onPermissionsAsked, onPermissionsReplied, onRetry, resendInterrupted, settleFailedTurn, withAuthors, type TurnWatch } from "./agent-turns";
@@ -148,6 +148,8 @@ interface Watch {
   strandedCheckedAt: number;
   /** Permissions put to clients and a failover in progress (./agent-turns.ts). */
   turn: TurnWatch;
+  /** The stored transcript was read into the translator (the first catch-up with a history). */
+  storedKnown: boolean;
   /** Settles once the first (re)connect's catch-up ran, a connect failed, or the watch ended. */
   live: Promise<void>;
   settleLive: () => void;
@@ -210,6 +212,8 @@ const SCAN_PAGE = 1000;
  * thousands of sessions leaves the loop to the streams already held (bench 5c).
  */
 const CLAIM_CONCURRENCY = 4;
+/** Transcript items read per page at a first catch-up (a Query page also stops at 1 MB). */
+const TRANSCRIPT_PAGE = 1000;
 
 export class StreamingRelay {
   private readonly watches = new Map<string, Watch>();
@@ -724,6 +728,7 @@ export class StreamingRelay {
       control: Promise.resolve(),
       writes: Promise.resolve(),
       gaps: false,
+      storedKnown: false,
       fanOut,
       busySince: null,
       strandedCheckedAt: this.deps.now().getTime(),
@@ -775,6 +780,10 @@ export class StreamingRelay {
   }
 
   private async caughtUp(watch: Watch, snapshot: StreamSnapshot): Promise<void> {
+    // The first catch-up of a session with a history: what the transcript already has is not
+    // written again (a claim rewrote it all, a PutItem per message; now a Query per 1 MB read).
+    if (!watch.storedKnown && snapshot.messages.length > 0) watch.translator.knowStored(await this.storedTranscript(watch.sessionId));
+    watch.storedKnown = true;
     const translation = watch.translator.reconnected(snapshot);
     // Busy on (re)connect: the turn began before this relay saw it.
     if (snapshot.busy) watch.busySince ??= this.deps.now();
@@ -845,6 +854,17 @@ export class StreamingRelay {
       });
     }
     await deliverQueuedPrompts(this.deps, watch.sessionId, { actor: this.actor, wakeFromError: false });
+  }
+
+  private async storedTranscript(sessionId: string): Promise<TranscriptMessage[]> {
+    const records: TranscriptMessage[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: { items: TranscriptMessage[]; nextCursor: string | null } = await this.deps.transcript.list(sessionId, { limit: TRANSCRIPT_PAGE, cursor });
+      records.push(...page.items);
+      cursor = page.nextCursor;
+    } while (cursor);
+    return records;
   }
 
   /** Persist, then fan out (a client's `init` either has the message or the client is ready for its finalize), then the transition. */

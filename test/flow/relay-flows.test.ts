@@ -269,6 +269,41 @@ describe("StreamingRelay", () => {
     ]);
   });
 
+  it("takeover of a session with a history writes only what the transcript lacks, not every message again (issue 15)", async () => {
+    const s = await runningSession();
+    const a = relay("relay-a");
+    await holding(a, s.id);
+    await prompt(s.id, "first");
+    await waitFor(async () => (await h.session(s.id)).agentBusy, { message: "first turn busy" });
+    agent.finish(agentSessionOf(s));
+    await waitFor(async () => (await statuses(s.id)).every(([, st]) => st === "completed"), { message: "first turn completed" });
+    await prompt(s.id, "second");
+    await waitFor(async () => (await transcriptOf(s.id)).length === 3, { message: "relay A stored the second question" });
+    await a.kill();
+    agent.finish(agentSessionOf(s)); // its answer: nobody watches this idle boundary
+
+    h.advance((TTL + 1) * 1000);
+    const written: [string, string][] = [];
+    const counted = {
+      upsert: (m: Parameters<DynamoTranscriptStore["upsert"]>[0]) => {
+        written.push([m.role, m.text]);
+        return transcript.upsert(m);
+      },
+      list: transcript.list.bind(transcript),
+    };
+    const b = relay("relay-b", relayLeases, h.deps.sandboxKeys, TTL, { transcript: counted });
+    await holding(b, s.id);
+    await waitFor(async () => (await statuses(s.id)).every(([, st]) => st === "completed"), { message: "second turn completed by relay B" });
+    // Before: all four messages again (a PutItem each); now the one relay A never saw.
+    expect(written).toEqual([["assistant", "echo: second"]]);
+    expect(await transcriptOf(s.id)).toEqual([
+      ["user", "first"],
+      ["assistant", "echo: first"],
+      ["user", "second"],
+      ["assistant", "echo: second"],
+    ]);
+  });
+
   it("takeover while a prompt is on its way to an idle agent: the relay waits for its turn instead of completing it", async () => {
     const s = await runningSession();
     // A deliverer moved the prompt to processing and has not called the agent yet.

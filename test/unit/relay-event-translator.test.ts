@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import type { AgentEvent } from "../../functions/ports/agent-client";
 import type { AgentMessage } from "../../functions/relay/agent-messages";
+import type { TranscriptMessage } from "../../functions/ports/transcript";
 import { EventTranslator, type RelayClientMessage, type Translation } from "../../functions/relay/event-translator";
 
 const AGENT_SESSION = "ses_dff6dec16ffeJtGK53goJY0q3e";
@@ -194,6 +195,25 @@ describe("EventTranslator.reconnected (catch-up)", () => {
     ]);
     // Idempotent: a second catch-up has nothing new.
     expect(translator.reconnected({ busy: false, messages: history })).toEqual({ client: [], finalized: [], transition: null, gaps: false, outcome: null, retry: null, permissionsAsked: [], permissionsReplied: [] });
+  });
+
+  it("a claim's catch-up records only what the stored transcript lacks or holds otherwise, not the whole history again", () => {
+    const records = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION }).reconnected({ busy: false, messages: history }).finalized;
+    expect(records).toHaveLength(4);
+    // As read back from the table: maps in another order, user messages with their author, and
+    // a creation time of msg_u2's first sending (OpenCode gave it a newer one since).
+    const reordered = <T extends object>(o: T): T => Object.fromEntries(Object.entries(o).reverse()) as T;
+    const asStored = records.map((r) => reordered({ ...r, parts: r.parts.map(reordered), ...(r.role === "user" ? { authorId: "user-1" } : {}) }));
+    const [u1, a1, u2] = asStored as [TranscriptMessage, TranscriptMessage, TranscriptMessage];
+    const translator = new EventTranslator({ sessionId: SESSION, agentSessionId: AGENT_SESSION });
+    // msg_a1 was stored before its last text arrived; msg_a2 was never stored.
+    translator.knowStored([u1, { ...a1, text: "echo: fi", parts: [{ ...a1.parts[0], partId: "prt_msg_a1", type: "text", text: "echo: fi" }] }, { ...u2, createdAt: new Date(1500).toISOString(), completedAt: new Date(1500).toISOString() }]);
+    const t = translator.reconnected({ busy: false, messages: history });
+    expect(t.finalized.map((r) => [r.messageId, r.text])).toEqual([
+      ["msg_a1", "echo: first"],
+      ["msg_a2", "echo: second"],
+    ]);
+    // msg_u2 is unchanged although OpenCode's creation time moved: the first stored one is its time.
   });
 
   it("a takeover mid-turn announces the open message with its text so far and reports busy; later deltas continue it", () => {
