@@ -257,54 +257,34 @@ function relayTaskSize(): { maxSessions: number; memoryMiB: number; cpu: number 
 }
 
 /**
- * `BENCH_RELAY_PROFILE=<file.cpuprofile>`: a CPU profile of the relay process during the takeover
- * (open it in Chrome DevTools or summarize it by function), to see what a claim spends its time on.
+ * Optional profiles of the relay process, written where the variable says (open them in Chrome DevTools):
+ * - `BENCH_RELAY_PROFILE=<file.cpuprofile>`: CPU, during the takeover: what a claim spends its time on;
+ * - `BENCH_RELAY_HEAP_PROFILE=<file.heapprofile>`: sampled allocations over the fan-out runs that
+ *   outlived the young generation (those a scavenge collected are left out, those a major GC
+ *   collected are kept): where the old generation's growth, and so the major GCs' marking, comes from.
  */
-async function startProfile(): Promise<{ stop: () => Promise<void> } | null> {
-  const file = process.env.BENCH_RELAY_PROFILE;
+async function startProfile(kind: "cpu" | "heap"): Promise<{ stop: () => Promise<void> } | null> {
+  const file = process.env[kind === "cpu" ? "BENCH_RELAY_PROFILE" : "BENCH_RELAY_HEAP_PROFILE"];
   if (!file) return null;
   const { Session } = await import("node:inspector/promises");
   const { writeFileSync } = await import("node:fs");
   const session = new Session();
   session.connect();
-  await session.post("Profiler.enable");
-  await session.post("Profiler.setSamplingInterval", { interval: 200 });
-  await session.post("Profiler.start");
+  if (kind === "cpu") {
+    await session.post("Profiler.enable");
+    await session.post("Profiler.setSamplingInterval", { interval: 200 });
+    await session.post("Profiler.start");
+  } else {
+    await session.post("HeapProfiler.enable");
+    // The two include flags are in V8's protocol but not in Node's typings.
+    await session.post("HeapProfiler.startSampling", { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: false } as never);
+  }
   return {
     stop: async () => {
-      const { profile } = await session.post("Profiler.stop");
+      const { profile } = kind === "cpu" ? await session.post("Profiler.stop") : await session.post("HeapProfiler.stopSampling");
       writeFileSync(file, JSON.stringify(profile));
       session.disconnect();
-      note(`CPU profile of the takeover written to ${file}`);
-    },
-  };
-}
-
-/**
- * `BENCH_RELAY_HEAP_PROFILE=<file.heapprofile>`: a sampling heap profile of the relay process over the
- * fan-out runs that keeps only what outlived the young generation (objects a scavenge collected are left
- * out, those a major GC collected are kept): where the old generation's growth, and so the major GCs'
- * marking, comes from. Open it in Chrome DevTools (Memory tab) or sum it by function.
- */
-async function startHeapProfile(): Promise<{ stop: () => Promise<void> } | null> {
-  const file = process.env.BENCH_RELAY_HEAP_PROFILE;
-  if (!file) return null;
-  const { Session } = await import("node:inspector/promises");
-  const { writeFileSync } = await import("node:fs");
-  const session = new Session();
-  session.connect();
-  await session.post("HeapProfiler.enable");
-  await session.post("HeapProfiler.startSampling", {
-    samplingInterval: 4096,
-    includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: false,
-  } as never);
-  return {
-    stop: async () => {
-      const { profile } = await session.post("HeapProfiler.stopSampling");
-      writeFileSync(file, JSON.stringify(profile));
-      session.disconnect();
-      note(`heap profile of the fan-out runs (promoted allocations) written to ${file}`);
+      note(`${kind === "cpu" ? "CPU profile of the takeover" : "heap profile of the fan-out runs (promoted allocations)"} written to ${file}`);
     },
   };
 }
@@ -720,7 +700,7 @@ export async function benchRelay(): Promise<void> {
     renewer = null;
     await lastRenewal;
     const heldBefore = live.heldSessions().length;
-    const heapProfile = await startHeapProfile();
+    const heapProfile = await startProfile("heap");
     const quietRun = await runLoad("quiet (no heartbeat round, no takeover)");
     // Heartbeat rounds alone (relay-dead still alive: nothing to take over), so their share of the fan-out is seen apart from the takeover's.
     const roundsRun = await runLoad("heartbeat rounds every 1 s, no takeover", async () => {
@@ -741,7 +721,7 @@ export async function benchRelay(): Promise<void> {
         try {
           // relay-dead's last beat ran out (an expiry in the past: it is dead from now on, never retired).
           await leasesStore.beat(dead, new Date(Date.now() - 600_000), 0);
-          const profile = await startProfile();
+          const profile = await startProfile("cpu");
           await live.renewNow(); // sees relay-dead gone: scans and claims its sessions
           const by = performance.now() + 60_000;
           while (live.streamCounters().open < heldBefore + TAKEOVER && performance.now() < by) await sleep(50);
