@@ -576,6 +576,8 @@ export async function benchRelay(): Promise<void> {
 
     const stages: StageResult[] = [];
     let stopReason: string | null = null;
+    /** Where the last step started: the requests its claims (scans, claim writes, catch-ups) sent are counted from here. */
+    let lastStageFrom = { requests: requests.length, open: 0 };
     for (const target of STAGES) {
       if (created < target) {
         const t = performance.now();
@@ -583,6 +585,7 @@ export async function benchRelay(): Promise<void> {
         setupMs += performance.now() - t;
       }
       const limitMs = claimLimitMs(target - live.streamCounters().open);
+      lastStageFrom = { requests: requests.length, open: live.streamCounters().open };
       const { value: stopped, window } = await measured(children, async () => {
         const claimStarted = performance.now();
         while (live.streamCounters().open < target) {
@@ -614,6 +617,8 @@ export async function benchRelay(): Promise<void> {
       for (const r of slice) byOp.set(r.op, (byOp.get(r.op) ?? 0) + 1);
       return { count: slice.length, rru: slice.reduce((a, r) => a + r.rru, 0), wru: slice.reduce((a, r) => a + r.wru, 0), byOp };
     };
+    const claimRequests = tally(lastStageFrom.requests);
+    const claimed = Math.max(1, n - lastStageFrom.open);
     let mark = requests.length;
     const { window: renewal } = await measured(children, () => live.renewNow());
     const heartbeatRound = tally(mark);
@@ -772,6 +777,10 @@ export async function benchRelay(): Promise<void> {
           s.fds,
         ];
       }),
+    );
+    note(
+      `DynamoDB requests per claim (last step, ${thousands(claimed)} claims, its scan pages included, until every stream caught up): ${f2(claimRequests.count / claimed)} ` +
+        `(${[...claimRequests.byOp.entries()].map(([op, c]) => `${op} ${f2(c / claimed)}`).join(", ")}); each ~135-180 KiB of SDK allocation in the relay.`,
     );
     note(`each step adds sessions to those already held; claims/s and CPU / claim are over the streams it added. Stop rule: claim > ${CLAIM_LIMIT_MS / 1000} s per 2,000 added or loop delay p99 > ${LAG_P99_LIMIT_MS} ms.`);
     note(`baseline before the first claim (runtime, SDK and fetch warm, after GC): RSS ${mib(baseline.rss)}, heap used ${mib(baseline.heapUsed)}, ${baselineFds} fds.`);
