@@ -43,9 +43,16 @@ export const HELD_STREAMS_METRIC = "HeldStreams";
 /**
  * Most sessions one task claims (`RELAY_MAX_SESSIONS`); the rest wait for another task. Issue 15:
  * a held stream costs no DynamoDB request at rest (one heartbeat per task), so a task holds
- * 10,000 (bench section 5: heap ~20 KiB and one socket per stream, RSS ~0.45 GiB at the cap with tsx).
+ * 10,000 (bench section 5: heap ~18 KiB and one socket per stream, RSS ~0.62 GiB at the cap with
+ * tsx in each of the RELAY_WORKERS threads).
  */
 export const RELAY_MAX_SESSIONS = 10_000;
+/**
+ * Relays per task, one per worker thread (functions/relay/workers.ts), each holding
+ * RELAY_MAX_SESSIONS / RELAY_WORKERS: a heap and an event loop per 2,500 streams kept the fan-out
+ * tail under 20 ms at 10,000 (bench section 5c), where one heap and one loop did not.
+ */
+export const RELAY_WORKERS = 4;
 /** The task size for RELAY_MAX_SESSIONS streams: 1 vCPU, 2 GB (Fargate's nofile default, 65,535, covers the sockets). */
 export const RELAY_TASK_CPU = 1024;
 export const RELAY_TASK_MEMORY_MIB = 2048;
@@ -122,6 +129,7 @@ export function createRelayService(scope: Construct, props: RelayServiceProps): 
       POWERTOOLS_SERVICE_NAME: RELAY_SERVICE_NAME,
       RELAY_HEALTH_PORT: String(RELAY_HEALTH_PORT),
       RELAY_MAX_SESSIONS: String(RELAY_MAX_SESSIONS),
+      RELAY_WORKERS: String(RELAY_WORKERS),
     },
     // Node is all the image has (no curl): any 2xx from the health endpoint is healthy.
     healthCheck: {

@@ -128,9 +128,10 @@ export interface SessionStore {
    * The relay's view of the agent (seed 002 constraints 9, 10): `busy`, and on a busy -> idle
    * transition `lastKnownAgentIdleAt = at`. Like activity, never bumps `version`. Only written
    * while the session still references `sandboxId`, so a late relay cannot describe a newer
-   * sandbox's agent. Returns false when that condition failed (nothing written).
+   * sandbox's agent. Returns the session as written (the relay arms an idle check from it without
+   * a read), or null when that condition failed (nothing written).
    */
-  recordAgentState(sessionId: string, sandboxId: string, state: { busy: boolean; at: Date }): Promise<boolean>;
+  recordAgentState(sessionId: string, sandboxId: string, state: { busy: boolean; at: Date }): Promise<SessionRecord | null>;
   /**
    * The relay's idle boundary in one write (issue 15: it was two, `touchActivity` then
    * `recordAgentState`): `agentBusy = false`, `lastKnownAgentIdleAt = at` and, moving only

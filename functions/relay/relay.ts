@@ -36,7 +36,7 @@ import type { AgentClient, AgentEndpoint, AgentEvent } from "../ports/agent-clie
 import type { ClientPush } from "../ports/client-push";
 import type { FlowRunner } from "../ports/flow-runner";
 import { METRIC_NAMES, type MetricsSink } from "../ports/metrics-sink";
-import type { ClaimView, NudgeSource, RelayClaim, RelayHandover, RelayHeartbeat, RelayLeaseStore, RetiredRelay } from "../ports/relay";
+import type { ClaimView, NudgeSource, RelayClaim, RelayHandover, RelayHeartbeat, RelayLeaseStore, RelaySiblings, RetiredRelay } from "../ports/relay";
 import type { ConnectionRegistry, PromptQueue, QueuedPrompt } from "../ports/session-items";
 import type { SessionStore } from "../ports/session-store";
 import type { TranscriptMessage, TranscriptStore } from "../ports/transcript";
@@ -75,6 +75,8 @@ export interface RelayDeps {
   now: () => Date;
   /** RelayTakeovers (issue 19); none: not published. */
   metrics?: MetricsSink;
+  /** The other relays of this process (worker threads); none: this relay is alone in it. */
+  siblings?: RelaySiblings;
 }
 
 export interface RelayOptions {
@@ -212,6 +214,16 @@ const SCAN_PAGE = 1000;
  * thousands of sessions leaves the loop to the streams already held (bench 5c).
  */
 const CLAIM_CONCURRENCY = 4;
+
+/** A copy of `items` in random order (Fisher-Yates). */
+function shuffled<T>(items: T[]): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1));
+    [out[i], out[j]] = [out[j] as T, out[i] as T];
+  }
+  return out;
+}
 /** Transcript items read per page at a first catch-up (a Query page also stops at 1 MB). */
 const TRANSCRIPT_PAGE = 1000;
 
@@ -407,7 +419,7 @@ export class StreamingRelay {
    */
   backstopNow(): Promise<void> {
     if (this.scanning) return this.scanning;
-    this.scanning = this.scan(this.backstopCursor, 1, this.options.backstopPageSize ?? SCAN_PAGE)
+    this.scanning = this.scan(this.backstopCursor, 1, this.options.backstopPageSize ?? SCAN_PAGE, false)
       .then((next) => {
         this.backstopCursor = next;
       })
@@ -464,7 +476,7 @@ export class StreamingRelay {
       await this.inControl(watch, () => this.revalidate(watch, { strandedCheck: true }));
       return;
     }
-    if (this.watches.size >= (this.options.maxSessions ?? 10_000)) return;
+    if (this.full()) return;
     const claimed = () => this.claimPaced(sessionId, "nudge").catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
     await claimed();
     // A scan's claim of this session may have been in flight with the peers as read before the
@@ -576,8 +588,7 @@ export class StreamingRelay {
    * Scans the running sessions from `from` (a listing cursor; null: the start) for at most
    * `maxPages` pages; returns where it stopped (null: it reached the end).
    */
-  private async scan(from: string | null = null, maxPages = Number.POSITIVE_INFINITY, pageSize = SCAN_PAGE): Promise<string | null> {
-    const max = this.options.maxSessions ?? 10_000;
+  private async scan(from: string | null = null, maxPages = Number.POSITIVE_INFINITY, pageSize = SCAN_PAGE, hints = true): Promise<string | null> {
     let cursor: string | null = from;
     let pages = 0;
     try {
@@ -585,7 +596,8 @@ export class StreamingRelay {
       const live = await this.readLive();
       this.live = live;
       do {
-        if (this.draining || this.watches.size >= max) return null;
+        // A full relay's backstop still reads its page: a watch of its own listed there is stale.
+        if (this.draining || (this.full() && hints)) return null;
         if (pages >= maxPages) return cursor;
         pages++;
         const page = await this.deps.relayLeases.listClaimable(this.deps.now(), { limit: pageSize, cursor, live });
@@ -597,12 +609,22 @@ export class StreamingRelay {
           return watch ? [watch] : [];
         });
         await Promise.all(stale.map((watch) => this.inControl(watch, () => this.revalidate(watch, { strandedCheck: false }))));
-        const pending = page.sessionIds.filter((id) => !this.watches.has(id));
+        // Relays scanning together (the workers of one process at start, every relay when a peer
+        // dies) would walk the page in the same order and race for each session, the losers paying
+        // a read for it: what a sibling holds is skipped, this relay's share comes first, and each
+        // part is in random order (for the relays of other processes).
+        // Not in the backstop: it is the net for what a hint may hide (a sibling at its cap never
+        // scans, so never notices its watch went stale; a worker that died before telling).
+        const siblings = hints ? this.deps.siblings : undefined;
+        const free = page.sessionIds.filter((id) => !this.watches.has(id) && !siblings?.heldElsewhere(id));
+        const pending = siblings ? [...shuffled(free.filter((id) => siblings.mine(id))), ...shuffled(free.filter((id) => !siblings.mine(id)))] : shuffled(free);
         const worker = async () => {
           for (let id = pending.shift(); id !== undefined; id = pending.shift()) {
-            if (this.draining || this.watches.size >= max) return;
+            if (this.draining || this.full()) return;
+            // A sibling may have claimed it since the page was listed.
+            if (siblings?.heldElsewhere(id)) continue;
             const sessionId = id;
-            await this.claimPaced(sessionId, "scan", live).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
+            await this.claimPaced(sessionId, "scan", live, siblings).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
           }
         };
         await Promise.all(Array.from({ length: Math.min(CLAIM_CONCURRENCY, pending.length) }, worker));
@@ -621,11 +643,13 @@ export class StreamingRelay {
    * A claim under a pacer permit, held until the stream's first catch-up ran (or its connect
    * failed, or the pacer's bound passed): resolves once the claim is written (or refused).
    */
-  private async claimPaced(sessionId: string, priority: ClaimPriority, live?: Map<string, number>): Promise<void> {
+  private async claimPaced(sessionId: string, priority: ClaimPriority, live?: Map<string, number>, siblings?: RelaySiblings): Promise<void> {
     if (this.watches.has(sessionId)) return;
     const release = await this.pacer.acquire(priority);
     let holding = false;
     try {
+      // The wait for a permit is when a sibling's claim of a scanned session is heard: skip it unread.
+      if (siblings?.heldElsewhere(sessionId)) return;
       await this.claimOnce(sessionId, live);
       const watch = this.watches.get(sessionId);
       if (watch) {
@@ -651,7 +675,7 @@ export class StreamingRelay {
   }
 
   private async claim(sessionId: string, live?: Map<string, number>): Promise<void> {
-    if (this.watches.has(sessionId)) return;
+    if (this.watches.has(sessionId) || this.full()) return;
     const heartbeat = await this.ensureHeartbeat();
     if (!heartbeat) return;
     const seen = await this.deps.relayLeases.view(sessionId);
@@ -675,8 +699,18 @@ export class StreamingRelay {
       await this.release(claim);
       throw err;
     }
+    // Claims run several at once: the cap is checked again once nothing is awaited before the watch exists.
+    if (this.draining || this.watches.has(sessionId) || this.full()) {
+      await this.release(claim);
+      return;
+    }
     this.open(sessionId, claim, target, endpoint);
     this.deps.logger.info("relay holds session", { sessionId, owner: claim.owner, epoch: claim.epoch, fence: claim.fence, sandboxId: target.sandboxId });
+  }
+
+  /** Holds `maxSessions` already: no further claim. */
+  private full(): boolean {
+    return this.watches.size >= (this.options.maxSessions ?? 10_000);
   }
 
   private async release(claim: RelayClaim): Promise<void> {
@@ -740,6 +774,7 @@ export class StreamingRelay {
       watch.settleLive = resolve;
     });
     this.watches.set(sessionId, watch);
+    this.deps.siblings?.holds(sessionId);
     stream.start();
   }
 
@@ -793,9 +828,9 @@ export class StreamingRelay {
     if (translation.transition === null) {
       // First sight of this runtime (or no change): describe the agent as it is now (after a busy write still on its way).
       await watch.writes;
-      await this.recordAgentState(watch, snapshot.busy);
-      // An idle agent on (re)connect may be an idle session: check when its grace runs out.
-      if (!snapshot.busy) await armIdleCheck(this.deps, watch.sessionId, "relay found the agent idle");
+      const session = await this.recordAgentState(watch, snapshot.busy);
+      // An idle agent on (re)connect may be an idle session: check when its grace runs out (armed from the item just written).
+      if (!snapshot.busy && session) await armIdleCheck(this.deps, watch.sessionId, "relay found the agent idle", session);
     }
     if (!snapshot.busy && translation.transition !== "idle") await this.settleUnobservedTurn(watch, snapshot.messages);
   }
@@ -885,7 +920,7 @@ export class StreamingRelay {
       watch.busySince = this.deps.now();
       const at = this.deps.now();
       watch.writes = watch.writes
-        .then(() => this.recordAgentState(watch, true, at))
+        .then(async () => void (await this.recordAgentState(watch, true, at)))
         .catch((err: unknown) => {
           // Best effort, as the describing field it is: the idle boundary writes the state again.
           this.deps.logger.warn("relay: busy state not recorded", { sessionId: watch.sessionId, error: errorForLog(err) });
@@ -933,10 +968,12 @@ export class StreamingRelay {
     await armIdleCheck(this.deps, watch.sessionId, "agent went idle", session ?? undefined);
   }
 
-  private async recordAgentState(watch: Watch, busy: boolean, at: Date = this.deps.now()): Promise<void> {
+  /** The session as written, or null: not written (another sandbox now, or gone). */
+  private async recordAgentState(watch: Watch, busy: boolean, at: Date = this.deps.now()): Promise<SessionRecord | null> {
     const written = await this.deps.sessions.recordAgentState(watch.sessionId, watch.target.sandboxId, { busy, at });
     // The session references another sandbox now: revalidate it (a flow's nudge may still be on its way).
     if (!written) void this.inControl(watch, () => this.revalidate(watch, { strandedCheck: false }));
+    return written;
   }
 
   /**
@@ -974,6 +1011,7 @@ export class StreamingRelay {
     const next = target.sandboxId === claim.sandboxId ? claim : heartbeat ? await this.deps.relayLeases.claim(seen, heartbeat, this.deps.now(), this.live) : null;
     this.watches.delete(watch.sessionId);
     await watch.stream.close();
+    if (!next || this.draining) this.deps.siblings?.dropped(watch.sessionId);
     if (!next) {
       this.counters.leasesLost++;
       return;
@@ -986,7 +1024,10 @@ export class StreamingRelay {
 
   private async drop(watch: Watch, options: { release: boolean }): Promise<void> {
     watch.settleLive();
-    if (this.watches.get(watch.sessionId) === watch) this.watches.delete(watch.sessionId);
+    if (this.watches.get(watch.sessionId) === watch) {
+      this.watches.delete(watch.sessionId);
+      this.deps.siblings?.dropped(watch.sessionId);
+    }
     await watch.stream.close();
     if (options.release) await this.release(watch.claim);
   }

@@ -1,8 +1,11 @@
 /**
- * The relay as a service in AWS (ECS Fargate, entry: ./main.ts): the AWS runtime composed once
- * from the environment (functions/composition), an owner id unique to this task, the relay started, and a small HTTP health
- * endpoint for the container health check (`{ok, heldSessions}`; 503 while draining). The local
- * runtime does not use this: it runs `StreamingRelay` in-process with its own adapters.
+ * The relay as a service in AWS (ECS Fargate, entry: ./main.ts): `RELAY_WORKERS` relays, each in
+ * its own worker thread (./workers.ts) with the AWS runtime composed from the environment
+ * (functions/composition), an owner id unique to this task and worker, and its share of
+ * `RELAY_MAX_SESSIONS`; and, on the main thread, a small HTTP health endpoint for the container
+ * health check (`{ok, heldSessions}`, summed over the workers; 503 while draining) and the
+ * HeldStreams gauge. The local runtime does not use this: it runs `StreamingRelay` in-process with
+ * its own adapters.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -20,6 +23,7 @@ import { publishHeldStreams } from "./held-streams-metric";
 import { SqsNudgeSource, sqsClient } from "../adapters/aws/sqs-relay-nudge";
 import { StreamingRelay } from "./relay";
 import { DEFAULT_HEARTBEAT_TIMEOUT_MS } from "./session-stream";
+import { RelayWorkers, siblingPacing, siblingsChannel, type ServedRelay } from "./workers";
 
 const positive = (fallback: number) => z.coerce.number().positive().finite().default(fallback);
 
@@ -30,7 +34,13 @@ export const RelayEnv = z.object({
   RELAY_SCAN_INTERVAL_SECONDS: positive(60),
   /** The pause between two long polls of the nudge queue (a receive itself waits up to 20 s for a nudge). */
   RELAY_NUDGE_POLL_MS: z.coerce.number().int().positive().default(250),
+  /** Streams the whole process holds, split evenly over its workers. */
   RELAY_MAX_SESSIONS: z.coerce.number().int().positive().default(10000),
+  /**
+   * Relays in this process, one per worker thread (bench 5: at 10,000 streams one heap's
+   * collector and one loop's claims were the fan-out tail; 4 × 2,500 keeps it under 20 ms).
+   */
+  RELAY_WORKERS: z.coerce.number().int().min(1).max(64).default(4),
   RELAY_HEARTBEAT_TIMEOUT_SECONDS: positive(DEFAULT_HEARTBEAT_TIMEOUT_MS / 1_000),
   /** `false`: no HeldStreams metric (tests, or a relay without CloudWatch access). */
   RELAY_PUBLISH_METRICS: z.enum(["true", "false"]).default("true"),
@@ -68,13 +78,68 @@ export async function resolveOwnerId(env: Record<string, string | undefined>, fe
 }
 
 export interface RelayService {
-  relay: StreamingRelay;
+  workers: RelayWorkers<RelayWorkerData>;
   healthPort: number;
-  /** SIGTERM: health turns 503, the relay drains (streams closed, heartbeat retired), the server closes. */
-  shutdown(): Promise<void>;
+  /** SIGTERM: health turns 503, every worker drains (streams closed, heartbeat retired), the server closes. Resolves with the workers' counters summed. */
+  shutdown(): Promise<Record<string, number>>;
 }
 
-export async function startRelayService(env: Record<string, string | undefined>, logger: Logger): Promise<RelayService> {
+/** What a worker starts its relay from (cloneable: it crosses to the worker thread). */
+export interface RelayWorkerData {
+  env: Record<string, string | undefined>;
+  ownerId: string;
+  maxSessions: number;
+  /** This worker's place among the process's `count` (its siblings, functions/ports/relay.ts). */
+  index: number;
+  count: number;
+}
+
+/**
+ * Starts the workers (each running `workerScript`, the module that calls `serveRelayWorker` with
+ * `startRelayWorker`: ./main.ts, the image's bundle), then the health endpoint and the gauge.
+ */
+export async function startRelayService(env: Record<string, string | undefined>, logger: Logger, options: { workerScript: URL }): Promise<RelayService> {
+  const config = parseConfig(env);
+  const relayEnv = parseRelayEnv(env);
+  const ownerId = await resolveOwnerId(env);
+  const count = relayEnv.RELAY_WORKERS;
+  const workers = new RelayWorkers<RelayWorkerData>({
+    count,
+    script: options.workerScript,
+    // One owner id per worker, kept across a restart (a new heartbeat epoch ends the old one's claims).
+    data: (index) => ({ env, ownerId: count === 1 ? ownerId : `${ownerId}-w${index}`, maxSessions: Math.ceil(relayEnv.RELAY_MAX_SESSIONS / count), index, count }),
+    logger,
+  });
+  await workers.start();
+  let draining = false;
+  const health = createHealthServer(() => ({ ok: !draining, heldSessions: workers.heldSessions() }));
+  await new Promise<void>((resolve, reject) => {
+    health.once("error", reject);
+    health.listen(relayEnv.RELAY_HEALTH_PORT, () => resolve());
+  });
+  const metric = relayEnv.RELAY_PUBLISH_METRICS === "false" ? null : publishHeldStreams(() => workers.heldSessions(), logger, { namespace: config.POWERTOOLS_METRICS_NAMESPACE });
+  logger.info("relay started", { ownerId, workers: count, healthPort: (health.address() as AddressInfo).port });
+  return {
+    workers,
+    healthPort: (health.address() as AddressInfo).port,
+    shutdown: async () => {
+      draining = true;
+      metric?.stop();
+      let counters: Record<string, number> = {};
+      try {
+        counters = await workers.drain();
+      } catch (err) {
+        logger.error("relay drain failed", { error: errorForLog(err) });
+      }
+      await new Promise<void>((resolve) => health.close(() => resolve()));
+      return counters;
+    },
+  };
+}
+
+/** In a worker thread: the AWS runtime composed from the environment and one relay started with it. */
+export async function startRelayWorker(data: RelayWorkerData, logger: Logger): Promise<ServedRelay & { relay: StreamingRelay }> {
+  const { env, ownerId } = data;
   const config = parseConfig(env);
   const relayEnv = parseRelayEnv(env);
   // The shared composition (functions/composition): one DynamoDB client, the same stores and ports as the Lambdas.
@@ -97,43 +162,36 @@ export async function startRelayService(env: Record<string, string | undefined>,
     const automations = composeAwsAutomations(rt, env);
     rt.relayDeps.turnSettled = (sessionId) => turnSettled(automations.runDeps(rt.httpDeps), sessionId);
   }
-  const ownerId = await resolveOwnerId(env);
   const queueUrl = nudgeQueueUrl(env);
   if (!queueUrl) logger.warn("no RELAY_NUDGE_QUEUE_URL: this relay learns of sessions from its scan only");
+  const siblings = data.count > 1 ? siblingsChannel(data.index, data.count) : null;
   const relay = new StreamingRelay(
     // Nudges arrive on the nudge queue (adapters/aws/sqs-relay-nudge.ts), long-polled: no table reads.
-    { ...rt.relayDeps, ...(queueUrl ? { nudges: new SqsNudgeSource(sqsClient, queueUrl) } : {}) },
+    { ...rt.relayDeps, ...(queueUrl ? { nudges: new SqsNudgeSource(sqsClient, queueUrl) } : {}), ...(siblings ? { siblings } : {}) },
     {
       ownerId,
       leaseTtlSeconds: relayEnv.RELAY_LEASE_TTL_SECONDS,
       scanIntervalMs: relayEnv.RELAY_SCAN_INTERVAL_SECONDS * 1000,
       nudgePollMs: relayEnv.RELAY_NUDGE_POLL_MS,
       heartbeatTimeoutMs: relayEnv.RELAY_HEARTBEAT_TIMEOUT_SECONDS * 1000,
-      maxSessions: relayEnv.RELAY_MAX_SESSIONS,
+      maxSessions: data.maxSessions,
+      claimPacing: siblingPacing(data.count),
     },
   );
-  let draining = false;
-  const health = createHealthServer(() => ({ ok: !draining, heldSessions: relay.heldSessions().length }));
-  await new Promise<void>((resolve, reject) => {
-    health.once("error", reject);
-    health.listen(relayEnv.RELAY_HEALTH_PORT, () => resolve());
-  });
   relay.start();
-  const metric = relayEnv.RELAY_PUBLISH_METRICS === "false" ? null : publishHeldStreams(() => relay.heldSessions().length, logger, { namespace: config.POWERTOOLS_METRICS_NAMESPACE });
-  logger.info("relay started", { ownerId, healthPort: (health.address() as AddressInfo).port });
+  logger.info("relay worker started", { ownerId, maxSessions: data.maxSessions });
   return {
     relay,
-    healthPort: (health.address() as AddressInfo).port,
-    shutdown: async () => {
-      draining = true;
-      metric?.stop();
+    heldSessions: () => relay.heldSessions().length,
+    drain: async () => {
       try {
         await relay.drain();
       } catch (err) {
-        logger.error("relay drain failed", { error: errorForLog(err) });
+        logger.error("relay drain failed", { ownerId, error: errorForLog(err) });
       }
-      await new Promise<void>((resolve) => health.close(() => resolve()));
+      siblings?.close();
       rt.doc.destroy();
+      return { ...relay.counters };
     },
   };
 }

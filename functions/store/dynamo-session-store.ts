@@ -482,9 +482,9 @@ export class DynamoSessionStore implements SessionStore {
     return this.lease.read(sessionId);
   }
 
-  async recordAgentState(sessionId: string, sandboxId: string, state: { busy: boolean; at: Date }): Promise<boolean> {
+  async recordAgentState(sessionId: string, sandboxId: string, state: { busy: boolean; at: Date }): Promise<SessionRecord | null> {
     try {
-      await this.doc.send(
+      const out = await this.doc.send(
         new UpdateCommand({
           TableName: this.tableName,
           Key: keys.session(sessionId),
@@ -495,11 +495,13 @@ export class DynamoSessionStore implements SessionStore {
             sameSandbox: "sandboxId = :sandboxId",
           }),
           ExpressionAttributeValues: state.busy ? { ":true": true, ":sandboxId": sandboxId } : { ":false": false, ":at": state.at.toISOString(), ":sandboxId": sandboxId },
+          // The session as written: the relay arms the idle check from it without reading it again.
+          ReturnValues: "ALL_NEW",
         }),
       );
-      return true;
+      return toRecord(out.Attributes ?? {});
     } catch (err) {
-      if (isConditionFailure(err)) return false;
+      if (isConditionFailure(err)) return null;
       throw err;
     }
   }

@@ -5,11 +5,11 @@
  * DynamoDB requests per held stream and per relay in steady state, and their monthly cost.
  * Figures only, never assertions.
  *
- * The relay runs in this process with its real adapters: the DynamoDB stores, the OpenCode agent
- * client over HTTP, `agentMessages` answering `[]`, a flow runner that rejects (nothing here starts
- * a flow), and an in-process `ClientPush` that timestamps every frame (a socket per client would
- * measure ws, not the relay). Everything it talks to runs in child processes, as in AWS, so this
- * process's memory and event loop are the relay's alone:
+ * The relay runs in this process as the Fargate service runs it: `RELAY_WORKERS` relays, one per
+ * worker thread (functions/relay/workers.ts; `BENCH_RELAY_WORKERS` overrides the count), each with
+ * its real adapters (relay-worker.ts: the DynamoDB stores, the OpenCode agent client over HTTP, a
+ * `ClientPush` that timestamps every frame). This thread only drives them and reports. Everything
+ * they talk to runs in child processes, as in AWS, so this process's memory is the relay's alone:
  *   - relay-fake-opencode.ts: one HTTP server for all sandboxes (`/sb/<n>` per session), holding
  *     the SSE streams (`server.connected`, `server.heartbeat` every 10 s) and emitting turns on
  *     command, each text delta stamped with its emit time;
@@ -18,29 +18,23 @@
  *   POWERTOOLS_LOG_LEVEL=SILENT POWERTOOLS_METRICS_DISABLED=true AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED=true \
  *     npx tsx -e 'import("./test/bench/relay.ts").then((m) => m.benchRelay())'
  */
-import { Logger } from "@aws-lambda-powertools/logger";
 import { fork, type ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { constants as perfConstants, monitorEventLoopDelay, PerformanceObserver, type IntervalHistogram, type NodeGCPerformanceDetail } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
-import v8 from "node:v8";
-import vm from "node:vm";
-import { OpenCodeAgentClient } from "../../functions/agent/opencode-agent-client";
-import { staticKeyring } from "../../functions/config/sandbox-keyring";
-import type { ClientPush, PushOutcome } from "../../functions/ports/client-push";
-import type { FlowRunner } from "../../functions/ports/flow-runner";
-import { StreamingRelay } from "../../functions/relay/relay";
+import { createLogger } from "../../functions/observability/logger";
 import { EventTranslator } from "../../functions/relay/event-translator";
 import type { AgentMessage } from "../../functions/relay/agent-messages";
+import { parseRelayEnv } from "../../functions/relay/service";
+import { RelayWorkers } from "../../functions/relay/workers";
 import { createDocumentClient } from "../../functions/store/dynamo-client";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
-import { DynamoConnectionRegistry, DynamoPromptQueue } from "../../functions/store/dynamo-session-items";
+import { DynamoConnectionRegistry } from "../../functions/store/dynamo-session-items";
 import { DynamoSessionStore } from "../../functions/store/dynamo-session-store";
-import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 import { buildSession } from "../support/builders";
-import { countDynamoRequests, USD_PER_RRU, USD_PER_WRU, type DynamoRequest } from "./dynamo-usage";
+import { USD_PER_RRU, USD_PER_WRU } from "./dynamo-usage";
+import { findGc, LAG_RESOLUTION_MS, type BenchRequest, type BenchWorkerData, type CountedRequest, type WorkerTotals } from "./relay-worker";
 import { heading, mib, note, percentile, table } from "./report";
 import { parseConfig } from "../../functions/config/config";
 import type { ChildCommand, ChildReply } from "./relay-fake-opencode";
@@ -83,61 +77,6 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(here, "..", "..");
 const clock = () => performance.timeOrigin + performance.now();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Records what the relay logs instead of printing it: counts by message, and the system error codes it names. */
-class CountingLogger extends Logger {
-  readonly counts = new Map<string, number>();
-  readonly codes = new Map<string, number>();
-
-  override warn(...args: Parameters<Logger["warn"]>): void {
-    this.count("warn", args);
-  }
-  override info(...args: Parameters<Logger["info"]>): void {
-    this.count("info", args);
-  }
-  override error(...args: Parameters<Logger["error"]>): void {
-    this.count("error", args);
-  }
-
-  private count(level: string, args: unknown[]): void {
-    const [input] = args;
-    const message = typeof input === "string" ? input : String((input as { message?: unknown } | undefined)?.message);
-    // Routine lines (a claim per session) are not worth listing.
-    if (level === "info" && message === "relay holds session") return;
-    const key = `${level}: ${message}`;
-    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
-    let text = "";
-    try {
-      text = JSON.stringify(args.slice(1));
-    } catch {
-      text = "";
-    }
-    for (const code of new Set(text.match(/\bE[A-Z]{3,}\b/g) ?? [])) this.codes.set(code, (this.codes.get(code) ?? 0) + 1);
-  }
-}
-
-/** Hands frames to nobody, stamping text deltas' arrival against their emit time (child clock, corrected by `offsetMs`). */
-class TimingPush implements ClientPush {
-  /** Child clock minus this process's clock. */
-  offsetMs = 0;
-  measuring = false;
-  frames = 0;
-  readonly latencies: number[] = [];
-
-  send(_connectionId: string, message: { type: string } & Record<string, unknown>): Promise<PushOutcome> {
-    this.frames++;
-    if (this.measuring && message.type === "message.part.text-delta") {
-      const at = clock();
-      const stamp = /t=([\d.]+);/.exec(String(message.delta));
-      if (stamp) this.latencies.push(at - (Number(stamp[1]) - this.offsetMs));
-    }
-    return Promise.resolve("sent");
-  }
-
-  disconnect(): Promise<PushOutcome> {
-    return Promise.resolve("gone");
-  }
-}
 
 interface Child<R> {
   process: ChildProcess;
@@ -192,34 +131,32 @@ async function startChild<R extends { cmd: string }>(script: string): Promise<Ch
   };
 }
 
-/** A forced full GC: `global.gc` under --expose-gc, else the V8 flag set at run time; null when neither works. */
-function findGc(): { gc: (() => void) | null; how: string } {
-  const exposed = (globalThis as { gc?: unknown }).gc;
-  if (typeof exposed === "function") return { gc: exposed as () => void, how: "global.gc (--expose-gc)" };
-  try {
-    v8.setFlagsFromString("--expose-gc");
-    const fn: unknown = vm.runInNewContext("gc");
-    if (typeof fn === "function") return { gc: fn as () => void, how: "no --expose-gc flag: gc exposed at run time with v8.setFlagsFromString('--expose-gc')" };
-  } catch {
-    // Fall through.
-  }
-  return { gc: null, how: "no forced GC available (--expose-gc not given): memory figures include uncollected garbage" };
-}
-
 interface Memory {
   rss: number;
   heapUsed: number;
   external: number;
 }
 
-async function memory(gc: (() => void) | null): Promise<Memory> {
+/** This thread's heap after a forced GC. */
+async function ownHeap(gc: (() => void) | null): Promise<number> {
+  if (gc) {
+    gc();
+    await sleep(50);
+    gc();
+  }
+  return process.memoryUsage().heapUsed;
+}
+
+/** The process's RSS and the relays' heaps (every worker's, after a forced GC in each and here). */
+async function memory(gc: (() => void) | null, relays: BenchRelays): Promise<Memory> {
+  const heaps = await relays.all<number>({ cmd: "memory" });
   if (gc) {
     gc();
     await sleep(50);
     gc();
   }
   const m = process.memoryUsage();
-  return { rss: m.rss, heapUsed: m.heapUsed, external: m.external };
+  return { rss: m.rss, heapUsed: heaps.reduce((a, b) => a + b, 0), external: m.external };
 }
 
 function openFds(): number {
@@ -257,71 +194,94 @@ function relayTaskSize(): { maxSessions: number; memoryMiB: number; cpu: number 
 }
 
 /**
- * Optional profiles of the relay process, written where the variable says (open them in Chrome DevTools):
- * - `BENCH_RELAY_PROFILE=<file.cpuprofile>`: CPU, during the takeover: what a claim spends its time on;
+ * Optional profiles of the first relay worker, written where the variable says (open them in Chrome DevTools):
+ * - `BENCH_RELAY_PROFILE=<file.cpuprofile>`: CPU, during the takeover (or the quiet run with
+ *   `BENCH_RELAY_PROFILE_RUN=quiet`): what a claim, or the fan-out, spends its time on;
  * - `BENCH_RELAY_HEAP_PROFILE=<file.heapprofile>`: sampled allocations over the fan-out runs that
  *   outlived the young generation (those a scavenge collected are left out, those a major GC
  *   collected are kept): where the old generation's growth, and so the major GCs' marking, comes from.
  */
-async function startProfile(kind: "cpu" | "heap"): Promise<{ stop: () => Promise<void> } | null> {
+async function startProfile(kind: "cpu" | "heap", relays: BenchRelays): Promise<{ stop: () => Promise<void> } | null> {
   const file = process.env[kind === "cpu" ? "BENCH_RELAY_PROFILE" : "BENCH_RELAY_HEAP_PROFILE"];
   if (!file) return null;
-  const { Session } = await import("node:inspector/promises");
-  const { writeFileSync } = await import("node:fs");
-  const session = new Session();
-  session.connect();
-  if (kind === "cpu") {
-    await session.post("Profiler.enable");
-    await session.post("Profiler.setSamplingInterval", { interval: 200 });
-    await session.post("Profiler.start");
-  } else {
-    await session.post("HeapProfiler.enable");
-    // The two include flags are in V8's protocol but not in Node's typings.
-    await session.post("HeapProfiler.startSampling", { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: false } as never);
-  }
+  await relays.workers.requestOne(0, { cmd: "profileStart", kind, file } satisfies BenchRequest);
   return {
     stop: async () => {
-      const { profile } = kind === "cpu" ? await session.post("Profiler.stop") : await session.post("HeapProfiler.stopSampling");
-      writeFileSync(file, JSON.stringify(profile));
-      session.disconnect();
-      note(`${kind === "cpu" ? "CPU profile of the takeover" : "heap profile of the fan-out runs (promoted allocations)"} written to ${file}`);
+      await relays.workers.requestOne(0, { cmd: "profileStop" } satisfies BenchRequest);
+      note(`${kind === "cpu" ? "CPU profile" : "heap profile of the fan-out runs (promoted allocations)"} of relay worker 0 written to ${file}`);
     },
   };
 }
 
-/** Records the process's GC pauses (PerformanceObserver "gc") until `stop`. */
-function watchGc(): { stop: () => { major: number[]; minor: number[] } } {
-  const seen = { major: [] as number[], minor: [] as number[] };
-  const observer = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) {
-      const kind = (entry as unknown as { detail?: NodeGCPerformanceDetail }).detail?.kind;
-      (kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR ? seen.major : seen.minor).push(entry.duration);
-    }
-  });
-  observer.observe({ entryTypes: ["gc"] });
-  return {
-    stop: () => {
-      observer.disconnect();
-      return seen;
-    },
-  };
-}
+/**
+ * The relay process's workers as the bench drives them: each request goes to every worker, and
+ * their answers are summed (streams, requests) or the worst is taken (loop delay).
+ */
+class BenchRelays {
+  constructor(readonly workers: RelayWorkers<BenchWorkerData>) {}
 
-/** Event-loop delay sampling interval: each sample is the time between two ticks of a timer this often. */
-const LAG_RESOLUTION_MS = 10;
+  all<T>(body: BenchRequest): Promise<T[]> {
+    return this.workers.request<T>(body);
+  }
 
-/** Loop delay beyond the sampling interval, in ms. */
-function lagMs(h: IntervalHistogram): { p50: number; p99: number; max: number } {
-  // Histogram values are nanoseconds; an empty histogram reports huge sentinels.
-  if (h.count === 0) return { p50: 0, p99: 0, max: 0 };
-  const beyond = (ns: number) => Math.max(0, ns / 1e6 - LAG_RESOLUTION_MS);
-  return { p50: beyond(h.percentile(50)), p99: beyond(h.percentile(99)), max: beyond(h.max) };
-}
+  async totals(): Promise<WorkerTotals & { perWorker: number[] }> {
+    const all = await this.all<WorkerTotals>({ cmd: "totals" });
+    const sum = (pick: (t: WorkerTotals) => Record<string, number>) => {
+      const out: Record<string, number> = {};
+      for (const t of all) for (const [k, v] of Object.entries(pick(t))) out[k] = (out[k] ?? 0) + v;
+      return out;
+    };
+    const merge = (pick: (t: WorkerTotals) => [string, number][]) => {
+      const out = new Map<string, number>();
+      for (const t of all) for (const [k, v] of pick(t)) out.set(k, (out.get(k) ?? 0) + v);
+      return [...out.entries()];
+    };
+    return {
+      open: all.reduce((a, t) => a + t.open, 0),
+      held: all.reduce((a, t) => a + t.held, 0),
+      perWorker: all.map((t) => t.open),
+      counters: sum((t) => t.counters),
+      streams: sum((t) => t.streams),
+      pacer: {
+        granted: all.reduce((a, t) => a + t.pacer.granted, 0),
+        waited: all.reduce((a, t) => a + t.pacer.waited, 0),
+        highestLimit: Math.max(...all.map((t) => t.pacer.highestLimit)),
+        lowestLimit: Math.min(...all.map((t) => t.pacer.lowestLimit)),
+      },
+      connectionLists: all.reduce((a, t) => a + t.connectionLists, 0),
+      timed: all.reduce((a, t) => a + t.timed, 0),
+      frames: all.reduce((a, t) => a + t.frames, 0),
+      logged: merge((t) => t.logged),
+      codes: merge((t) => t.codes),
+      sdkQueue: { warnings: all.reduce((a, t) => a + t.sdkQueue.warnings, 0), maxEnqueued: Math.max(...all.map((t) => t.sdkQueue.maxEnqueued)) },
+    };
+  }
 
-function startLag(): IntervalHistogram {
-  const h = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
-  h.enable();
-  return h;
+  async open(): Promise<number> {
+    return (await this.totals()).open;
+  }
+
+  async held(): Promise<number> {
+    return (await this.totals()).held;
+  }
+
+  async each(cmd: "scanNow" | "renewNow" | "backstopNow"): Promise<void> {
+    await this.all({ cmd });
+  }
+
+  /** The requests every worker sent since the last pull, appended to `into`; returns its new length. */
+  async pull(into: CountedRequest[]): Promise<number> {
+    for (const batch of await this.all<CountedRequest[]>({ cmd: "pull" })) into.push(...batch);
+    return into.length;
+  }
+
+  /** The worst worker's loop delay over `fn`. */
+  async lag<T>(fn: () => Promise<T>): Promise<{ value: T; lag: { p50: number; p99: number; max: number } }> {
+    await this.all({ cmd: "lagStart" });
+    const value = await fn();
+    const all = await this.all<{ p50: number; p99: number; max: number }>({ cmd: "lagStop" });
+    return { value, lag: { p50: Math.max(0, ...all.map((l) => l.p50)), p99: Math.max(0, ...all.map((l) => l.p99)), max: Math.max(0, ...all.map((l) => l.max)) } };
+  }
 }
 
 /** Runs `fn` over `items` with at most `limit` in flight. */
@@ -356,7 +316,8 @@ interface Window {
   lag: { p50: number; p99: number; max: number };
 }
 
-async function measured<T>(children: { opencode: FakeOpenCode; dynamo: Dynalite }, fn: () => Promise<T>): Promise<{ value: T; window: Window }> {
+/** `fn`, with the process's CPU (every thread), the children's, and the worst relay worker's loop delay. */
+async function measured<T>(children: { opencode: FakeOpenCode; dynamo: Dynalite; relays: BenchRelays }, fn: () => Promise<T>): Promise<{ value: T; window: Window }> {
   const stats = async () => {
     const [agent, store] = await Promise.all([
       children.opencode.request<Extract<ChildReply, { cmd: "stats" }>>({ cmd: "stats" } satisfies ChildCommand, "stats"),
@@ -365,17 +326,22 @@ async function measured<T>(children: { opencode: FakeOpenCode; dynamo: Dynalite 
     return { agent: agent.cpuMs, store: store.cpuMs };
   };
   const before = await stats();
-  const lag = startLag();
-  const cpu = process.cpuUsage();
-  const started = performance.now();
-  const value = await fn();
-  const ms = performance.now() - started;
-  const used = process.cpuUsage(cpu);
-  lag.disable();
+  let cpu = process.cpuUsage();
+  let started = performance.now();
+  let ms = 0;
+  let used = cpu;
+  const { value, lag } = await children.relays.lag(async () => {
+    cpu = process.cpuUsage();
+    started = performance.now();
+    const out = await fn();
+    ms = performance.now() - started;
+    used = process.cpuUsage(cpu);
+    return out;
+  });
   const after = await stats();
   return {
     value,
-    window: { ms, cpuMs: (used.user + used.system) / 1000, storeCpuMs: after.store - before.store, agentCpuMs: after.agent - before.agent, lag: lagMs(lag) },
+    window: { ms, cpuMs: (used.user + used.system) / 1000, storeCpuMs: after.store - before.store, agentCpuMs: after.agent - before.agent, lag },
   };
 }
 
@@ -385,6 +351,8 @@ interface StageResult {
   open: number;
   window: Window;
   mem: Memory;
+  /** Streams open per relay worker. */
+  perWorker: number[];
   fds: number;
   stopped: string | null;
 }
@@ -438,7 +406,7 @@ async function translatorMemory(gc: (() => void) | null): Promise<void> {
   const rows: (string | number)[][] = [];
   for (const turns of [0, 25, 100]) {
     const sessions = 300;
-    const before = (await memory(gc)).heapUsed;
+    const before = await ownHeap(gc);
     let histories: AgentMessage[][] | null = Array.from({ length: sessions }, (_, i) => syntheticHistory(turns, i));
     const kept: EventTranslator[] = [];
     for (let i = 0; i < sessions; i++) {
@@ -447,7 +415,7 @@ async function translatorMemory(gc: (() => void) | null): Promise<void> {
       kept.push(translator);
     }
     histories = null;
-    const after = (await memory(gc)).heapUsed;
+    const after = await ownHeap(gc);
     const kib = (after - before) / kept.length / 1024;
     rows.push([turns, turns * 2, `${f1(kib)} KiB`, `${f1(TRANSLATOR_AT_81D8DE0[turns] ?? Number.NaN)} KiB`, thousands(Math.round((kib * TARGET) / 1024)) + " MiB"]);
   }
@@ -457,26 +425,14 @@ async function translatorMemory(gc: (() => void) | null): Promise<void> {
 }
 
 export async function benchRelay(): Promise<void> {
-  heading("5. Streaming relay (one relay process; fake OpenCode and dynalite in child processes)");
+  heading("5. Streaming relay (one relay process of RELAY_WORKERS worker threads; fake OpenCode and dynalite in child processes)");
   const started = performance.now();
   const loadBefore = os.loadavg()[0] ?? Number.NaN;
-  let connectionLists = 0;
   const { gc, how: gcHow } = findGc();
-  const logger = new CountingLogger({ serviceName: "relay-bench", logLevel: "SILENT" });
-  const push = new TimingPush();
-  const noFlows: FlowRunner = { start: () => Promise.reject(new Error("no lifecycle flow expected in the relay bench")) };
-  // The SDK warns (console.warn, at most every 15 s) when its socket pool (50) has a queue: counted, not printed.
-  const sdkQueue = { warnings: 0, maxEnqueued: 0 };
-  const consoleWarn = console.warn;
-  console.warn = (...args: unknown[]) => {
-    const queued = /socket usage at capacity=\d+ and (\d+) additional requests are enqueued/.exec(String(args[0]));
-    if (!queued) return consoleWarn(...args);
-    sdkQueue.warnings++;
-    sdkQueue.maxEnqueued = Math.max(sdkQueue.maxEnqueued, Number(queued[1]));
-  };
+  const workerCount = Number(process.env.BENCH_RELAY_WORKERS ?? parseRelayEnv({}).RELAY_WORKERS);
   let opencode: FakeOpenCode | null = null;
   let dynamo: Dynalite | null = null;
-  let relay: StreamingRelay | null = null;
+  let workers: RelayWorkers<BenchWorkerData> | null = null;
   let renewer: ReturnType<typeof setInterval> | null = null;
   let drained = false;
   let doc: ReturnType<typeof createDocumentClient> | null = null;
@@ -488,41 +444,26 @@ export async function benchRelay(): Promise<void> {
     if (agentChild.status === "rejected") throw agentChild.reason;
     if (storeChild.status === "rejected") throw storeChild.reason;
     if (!opencode || !dynamo) throw new Error("child processes did not start");
-    const children = { opencode, dynamo };
     const fake = opencode;
     const port = fake.ready.port;
     doc = createDocumentClient({ endpoint: dynamo.ready.endpoint });
     const tableName = dynamo.ready.tableName;
     const sessions = new DynamoSessionStore(doc, tableName);
     const connections = new DynamoConnectionRegistry(doc, tableName);
-    // Connection-list Queries the fan-out makes (issue 25: read once per session, then again only on a join nudge or every 30 s).
-    const listConnections = connections.list.bind(connections);
-    connections.list = (sessionId) => {
-      connectionLists++;
-      return listConnections(sessionId);
-    };
-    const agent = new OpenCodeAgentClient();
-    const live = new StreamingRelay(
-      {
-        sessions,
-        prompts: new DynamoPromptQueue(doc, tableName),
-        flows: noFlows,
-        agent,
-        // The fake OpenCode ignores the authorization: a key only so every claim derives one, as in production.
-        sandboxKeys: staticKeyring("relay-bench-master-key-0123456789abcdef"),
-        agentMessages: { listMessages: () => Promise.resolve([]) },
-        connections,
-        push,
-        transcript: new DynamoTranscriptStore(doc, tableName),
-        relayLeases: new DynamoRelayLeaseStore(doc, tableName),
-        scheduler: { arm: () => Promise.resolve(), cancel: () => Promise.resolve() },
-        config: parseConfig({ TABLE_NAME: tableName }),
-        logger,
-        now: () => new Date(),
-      },
-      { ownerId: "relay-bench", leaseTtlSeconds: LEASE_TTL_SECONDS, scanIntervalMs: 600_000, maxSessions: Math.max(...STAGES) + TAKEOVER },
-    );
-    relay = live;
+    // The relay process's share per worker, as the service splits RELAY_MAX_SESSIONS, with room for the takeover.
+    const capacity = Math.max(...STAGES) + TAKEOVER;
+    const maxSessions = Math.ceil((capacity * 1.25) / workerCount);
+    const endpoint = dynamo.ready.endpoint;
+    workers = new RelayWorkers<BenchWorkerData>({
+      count: workerCount,
+      script: new URL("./relay-worker.ts", import.meta.url),
+      data: (index) => ({ index, count: workerCount, ownerId: `relay-bench-w${index}`, maxSessions, endpoint, tableName, leaseTtlSeconds: LEASE_TTL_SECONDS, agentPort: port }),
+      logger: createLogger("relay-bench"),
+      drainTimeoutMs: 60_000,
+    });
+    await workers.start();
+    const live = new BenchRelays(workers);
+    const children = { opencode, dynamo, relays: live };
 
     let created = 0;
     const ids: string[] = [];
@@ -547,70 +488,61 @@ export async function benchRelay(): Promise<void> {
     // Warm what the first claim would load lazily (fetch's HTTP client, the agent client's schemas) before the baseline.
     const setupStarted = performance.now();
     await createSessions(STAGES[0] ?? 0);
-    await agent.isBusy({ url: `http://127.0.0.1:${port}/sb/0`, authorization: null }, "ses_bench0");
-    const baseline = await memory(gc);
+    await live.all({ cmd: "warm" });
+    const baseline = await memory(gc, live);
     const baselineFds = openFds();
     let setupMs = performance.now() - setupStarted;
 
-    // Every DynamoDB request the relay sends, with its capacity units (dynalite's consumed capacity).
-    const requests: DynamoRequest[] = [];
-    countDynamoRequests(doc, (r) => requests.push(r));
-    // And, as each is sent, whether it touched the relays' own items (heartbeats: PK "RELAYS") or a session's.
-    const relayOwn: boolean[] = [];
-    {
-      const client = doc as unknown as { send: (command: { input: Record<string, unknown> }) => Promise<unknown> };
-      const inner = client.send.bind(client);
-      client.send = (command) => {
-        const key = command.input.Key as { PK?: unknown } | undefined;
-        const values = command.input.ExpressionAttributeValues as Record<string, unknown> | undefined;
-        relayOwn.push(key?.PK === "RELAYS" || values?.[":pk"] === "RELAYS");
-        return inner(command);
-      };
-    }
+    // Every DynamoDB request the relays send, with its capacity units (dynalite's consumed capacity) and whether it
+    // touched the relays' own items (heartbeats: PK "RELAYS") or a session's: pulled from the workers before each count.
+    const requests: CountedRequest[] = [];
+    await live.pull([]);
     // Scans are driven here (the relay's scan timer is not started); heartbeats as the relay's timer does them, every ttl/3.
     const renewEveryMs = (LEASE_TTL_SECONDS * 1000) / 3;
     let lastRenewal: Promise<void> = Promise.resolve();
     renewer = setInterval(() => {
-      lastRenewal = live.renewNow();
+      lastRenewal = live.each("renewNow");
     }, renewEveryMs);
 
     const stages: StageResult[] = [];
     let stopReason: string | null = null;
     /** Where the last step started: the requests its claims (scans, claim writes, catch-ups) sent are counted from here. */
-    let lastStageFrom = { requests: requests.length, open: 0 };
+    let lastStageFrom = { requests: await live.pull(requests), open: 0 };
     for (const target of STAGES) {
       if (created < target) {
         const t = performance.now();
         await createSessions(target);
         setupMs += performance.now() - t;
       }
-      const limitMs = claimLimitMs(target - live.streamCounters().open);
-      lastStageFrom = { requests: requests.length, open: live.streamCounters().open };
+      const openBefore = await live.open();
+      const limitMs = claimLimitMs(target - openBefore);
+      lastStageFrom = { requests: await live.pull(requests), open: openBefore };
       const { value: stopped, window } = await measured(children, async () => {
         const claimStarted = performance.now();
-        while (live.streamCounters().open < target) {
+        while ((await live.open()) < target) {
           if (performance.now() - claimStarted > limitMs) return `not all ${thousands(target)} streams open within ${limitMs / 1000} s`;
-          await live.scanNow();
+          await live.each("scanNow");
           await sleep(100);
         }
         return null;
       });
-      const why = (stopped && live.streamCounters().open < target * REACHED_SHARE ? stopped : null) ?? (window.lag.p99 > LAG_P99_LIMIT_MS ? `event-loop delay p99 ${f1(window.lag.p99)} ms > ${LAG_P99_LIMIT_MS} ms while claiming` : null);
-      const counters = live.streamCounters();
-      stages.push({ target, held: live.heldSessions().length, open: counters.open, window, mem: await memory(gc), fds: openFds(), stopped: why });
+      const totals = await live.totals();
+      const why = (stopped && totals.open < target * REACHED_SHARE ? stopped : null) ?? (window.lag.p99 > LAG_P99_LIMIT_MS ? `event-loop delay p99 ${f1(window.lag.p99)} ms > ${LAG_P99_LIMIT_MS} ms while claiming` : null);
+      stages.push({ target, held: totals.held, open: totals.open, perWorker: totals.perWorker, window, mem: await memory(gc, live), fds: openFds(), stopped: why });
       if (why) {
         stopReason = `stopped at ${thousands(target)}: ${why}`;
         break;
       }
     }
     const top = stages.at(-1);
-    const n = live.streamCounters().open;
+    const n = await live.open();
 
     // One heartbeat round, timed, after any in flight and once every claimed stream has caught up (so nothing else sends
     // requests meanwhile): one UpdateItem (this relay's heartbeat) and one Query (its peers').
     const settleBy = performance.now() + 30_000;
-    while (live.streamCounters().open < live.heldSessions().length && performance.now() < settleBy) await sleep(100);
+    for (let t = await live.totals(); t.open < t.held && performance.now() < settleBy; t = await live.totals()) await sleep(100);
     await lastRenewal;
+    await live.pull(requests);
     const tally = (from: number) => {
       const slice = requests.slice(from);
       const byOp = new Map<string, number>();
@@ -619,23 +551,26 @@ export async function benchRelay(): Promise<void> {
     };
     const claimRequests = tally(lastStageFrom.requests);
     const claimed = Math.max(1, n - lastStageFrom.open);
-    let mark = requests.length;
-    const { window: renewal } = await measured(children, () => live.renewNow());
+    let mark = await live.pull(requests);
+    const { window: renewal } = await measured(children, () => live.each("renewNow"));
+    await live.pull(requests);
     const heartbeatRound = tally(mark);
     // The periodic backstop (every RELAY_SCAN_INTERVAL_SECONDS): one page of the running sessions (`backstopNow`), every one held.
     mark = requests.length;
-    const { window: backstopWindow } = await measured(children, () => live.backstopNow());
+    const { window: backstopWindow } = await measured(children, () => live.each("backstopNow"));
+    await live.pull(requests);
     const backstopRound = tally(mark);
     // A full scan (at start, when a peer dies or retires, after a lost heartbeat), every running session held: what it reads.
     mark = requests.length;
-    const { window: scanWindow } = await measured(children, () => live.scanNow());
+    const { window: scanWindow } = await measured(children, () => live.each("scanNow"));
+    await live.pull(requests);
     const scanRound = tally(mark);
     // Steady state: agent heartbeats (one per stream every 10 s) and the relay's own heartbeat rounds; no scan, no nudge.
     mark = requests.length;
-    const ownMark = relayOwn.length;
     const { window: steady } = await measured(children, () => sleep(STEADY_MS));
+    await live.pull(requests);
     const steadyTally = tally(mark);
-    const steadyOwn = relayOwn.slice(ownMark);
+    const steadyOwn = requests.slice(mark).map((r) => r.own);
     const steadySessionRequests = steadyOwn.filter((own) => !own).length;
 
     // Clock offset between the processes: the sample with the shortest IPC round trip.
@@ -646,16 +581,12 @@ export async function benchRelay(): Promise<void> {
       const back = clock();
       if (back - sent < best.rtt) best = { rtt: back - sent, offset: reply.at - (sent + back) / 2 };
     }
-    push.offsetMs = best.offset;
 
     /** Turns across random held sessions; every text delta timed from its emit to the push. `side` starts 1 s in. */
     const runLoad = async (label: string, side?: () => Promise<void>): Promise<LoadResult> => {
-      push.latencies.length = 0;
-      const framesBefore = push.frames;
-      const requestsBefore = requests.length;
-      const listsBefore = connectionLists;
-      push.measuring = true;
-      const gcWatch = watchGc();
+      const before = await live.totals();
+      const requestsBefore = await live.pull(requests);
+      await live.all({ cmd: "measureStart", offsetMs: best.offset });
       let sideMs: number | null = null;
       const { value: done, window } = await measured(children, async () => {
         const loadDone = fake.request<Extract<ChildReply, { cmd: "loadDone" }>>({ cmd: "load", sandboxes: created, ...LOAD } satisfies ChildCommand, "loadDone", 120_000);
@@ -668,18 +599,21 @@ export async function benchRelay(): Promise<void> {
           : Promise.resolve();
         const result = await loadDone;
         const settleBy = performance.now() + 10_000;
-        while (push.latencies.length < result.deltas && performance.now() < settleBy) await sleep(20);
+        // The frames of the last deltas: until every emitted delta was timed (or 10 s passed).
+        for (let t = await live.totals(); t.timed < result.deltas && performance.now() < settleBy; t = await live.totals()) await sleep(20);
         await sideDone;
         return result;
       });
-      push.measuring = false;
+      const measuredBy = await live.all<{ latencies: number[]; gc: { major: number[]; minor: number[] } }>({ cmd: "measureStop" });
+      const after = await live.totals();
+      await live.pull(requests);
       return {
         label,
-        gc: gcWatch.stop(),
+        gc: { major: measuredBy.flatMap((m) => m.gc.major), minor: measuredBy.flatMap((m) => m.gc.minor) },
         emitted: done.deltas,
-        latencies: [...push.latencies],
-        frames: push.frames - framesBefore,
-        connectionLists: connectionLists - listsBefore,
+        latencies: measuredBy.flatMap((m) => m.latencies),
+        frames: after.frames - before.frames,
+        connectionLists: after.connectionLists - before.connectionLists,
         noStream: done.noStream,
         lateStartP99Ms: done.lateStartP99Ms,
         sideMs,
@@ -696,7 +630,7 @@ export async function benchRelay(): Promise<void> {
       const seen = await leasesStore.view(id);
       if (seen) await leasesStore.claim(seen, dead, new Date());
     });
-    await live.renewNow(); // the relay sees relay-dead live
+    await live.each("renewNow"); // the relays see relay-dead live
     // The quiet run has no heartbeat round (the periodic renewer stops here) and relay-dead stays
     // alive through it (600 s): before, relay-dead's last beat ran out before the quiet run and a
     // periodic round falling in it (every 20 s, the run lasts ~10 s) saw it dead and took over
@@ -704,46 +638,49 @@ export async function benchRelay(): Promise<void> {
     clearInterval(renewer);
     renewer = null;
     await lastRenewal;
-    const heldBefore = live.heldSessions().length;
-    const heapProfile = await startProfile("heap");
+    const heldBefore = await live.held();
+    const heapProfile = await startProfile("heap", live);
+    const quietProfile = process.env.BENCH_RELAY_PROFILE_RUN === "quiet" ? await startProfile("cpu", live) : null;
     const quietRun = await runLoad("quiet (no heartbeat round, no takeover)");
+    await quietProfile?.stop();
     // Heartbeat rounds alone (relay-dead still alive: nothing to take over), so their share of the fan-out is seen apart from the takeover's.
     const roundsRun = await runLoad("heartbeat rounds every 1 s, no takeover", async () => {
-      const rounds = setInterval(() => void live.renewNow(), 1_000);
+      const rounds = setInterval(() => void live.each("renewNow"), 1_000);
       try {
         await sleep(8_000);
       } finally {
         clearInterval(rounds);
-        await live.renewNow();
+        await live.each("renewNow");
       }
     });
-    const takenOverInQuiet = live.heldSessions().length - heldBefore;
+    const takenOverInQuiet = (await live.held()) - heldBefore;
     const loads = [
       quietRun,
       roundsRun,
       await runLoad(`heartbeat rounds every 1 s + takeover of ${TAKEOVER} sessions of a dead relay, 1 s in`, async () => {
-        const rounds = setInterval(() => void live.renewNow(), 1_000);
+        const rounds = setInterval(() => void live.each("renewNow"), 1_000);
         try {
           // relay-dead's last beat ran out (an expiry in the past: it is dead from now on, never retired).
           await leasesStore.beat(dead, new Date(Date.now() - 600_000), 0);
-          const profile = await startProfile("cpu");
-          await live.renewNow(); // sees relay-dead gone: scans and claims its sessions
+          const profile = process.env.BENCH_RELAY_PROFILE_RUN === "quiet" ? null : await startProfile("cpu", live);
+          await live.each("renewNow"); // the relays see relay-dead gone: each scans and claims its sessions
           const by = performance.now() + 60_000;
-          while (live.streamCounters().open < heldBefore + TAKEOVER && performance.now() < by) await sleep(50);
+          while ((await live.open()) < heldBefore + TAKEOVER && performance.now() < by) await sleep(50);
           await profile?.stop();
         } finally {
           clearInterval(rounds);
         }
       }),
     ];
-    const takenOver = live.heldSessions().length - heldBefore - takenOverInQuiet;
+    const takenOver = (await live.held()) - heldBefore - takenOverInQuiet;
     await heapProfile?.stop();
 
     const childStats = await fake.request<Extract<ChildReply, { cmd: "stats" }>>({ cmd: "stats" } satisfies ChildCommand, "stats");
-    const counters = { ...live.counters };
-    const streamCounters = live.streamCounters();
+    const finalTotals = await live.totals();
+    const counters = finalTotals.counters;
+    const streamCounters = finalTotals.streams;
     const drainStarted = performance.now();
-    await live.drain();
+    await workers.drain();
     drained = true;
     const drainMs = performance.now() - drainStarted;
 
@@ -786,7 +723,7 @@ export async function benchRelay(): Promise<void> {
     note(`baseline before the first claim (runtime, SDK and fetch warm, after GC): RSS ${mib(baseline.rss)}, heap used ${mib(baseline.heapUsed)}, ${baselineFds} fds.`);
     note("Δ / stream: from the baseline over all held streams; Δ / added: from the previous step over the streams it added. RSS moves with the");
     note("allocator returning pages (noisy at small steps: read the largest step); heap used after GC is the steady figure.");
-    note(`loop delay: event-loop delay beyond the ${LAG_RESOLUTION_MS} ms sampling interval (perf_hooks monitorEventLoopDelay), this process only.`);
+    note(`loop delay: event-loop delay beyond the ${LAG_RESOLUTION_MS} ms sampling interval (perf_hooks monitorEventLoopDelay), the worst relay worker's.`);
 
     const ops = (t: ReturnType<typeof tally>) => [...t.byOp.entries()].map(([op, c]) => `${op} ×${c}`).join(", ") || "none";
     console.log(`\n   b) Steady state with ${thousands(n)} streams`);
@@ -801,7 +738,8 @@ export async function benchRelay(): Promise<void> {
         ] as [string, Window, string, string][]
       ).map(([label, w, duration, r]) => [label, duration, r, pct(w.cpuMs, w.ms), pct(w.storeCpuMs, w.ms), `${f1(w.lag.p50)} ms`, `${f1(w.lag.p99)} ms`, `${f1(w.lag.max)} ms`]),
     );
-    // Per relay per hour: 360 heartbeat rounds and (at the default RELAY_SCAN_INTERVAL_SECONDS) the backstop periods, one page each.
+    // Per relay process per hour: its heartbeat rounds (one write and one read per worker) and, at the default
+    // RELAY_SCAN_INTERVAL_SECONDS, the backstop periods (one page per worker each).
     const scanIntervalS = parseConfig({ TABLE_NAME: tableName }).RELAY_SCAN_INTERVAL_SECONDS;
     const roundsPerHour = 3_600_000 / renewEveryMs;
     const scansPerHour = 3_600 / scanIntervalS;
@@ -817,7 +755,7 @@ export async function benchRelay(): Promise<void> {
     const usdMonthFullScans = monthly(hourly(scanRound));
     note(
       `DynamoDB requests per held stream per hour in steady state: ${f2(steadyPerStreamHour)} (${steadySessionRequests} requests on session items in ${seconds(steady.ms)}, ${steadyOwn.length - steadySessionRequests} on the relay's heartbeat items; at dd49683: ${AT_DD49683.requestsPerStreamHour}: an UpdateItem and a GetItem per stream every 10 s). ` +
-        `Per relay per hour: ${thousands(Math.round(perHour.requests))} requests (${thousands(roundsPerHour)} heartbeat rounds × ${heartbeatRound.count}, ${thousands(scansPerHour)} backstop periods × ${backstopRound.count} at RELAY_SCAN_INTERVAL_SECONDS=${scanIntervalS}), ` +
+        `Per relay process (${workerCount} workers) per hour: ${thousands(Math.round(perHour.requests))} requests (${thousands(roundsPerHour)} heartbeat rounds × ${heartbeatRound.count}, ${thousands(scansPerHour)} backstop periods × ${backstopRound.count} (a page per worker) at RELAY_SCAN_INTERVAL_SECONDS=${scanIntervalS}), ` +
         `${f1(perHour.rru)} RRU + ${f1(perHour.wru)} WRU.`,
     );
     note(
@@ -894,9 +832,11 @@ export async function benchRelay(): Promise<void> {
     note(`relay counters: ${JSON.stringify(counters)}; streams: ${JSON.stringify(streamCounters)}`);
     note(
       `claim pacer (claim-pacer.ts: permits from a claim's write to its first catch-up, following the event loop's utilization): ` +
-        `${thousands(live.pacer.stats.granted)} permits, ${thousands(live.pacer.stats.waited)} waited, limit between ${live.pacer.stats.lowestLimit} and ${live.pacer.stats.highestLimit}.`,
+        `${thousands(finalTotals.pacer.granted)} permits, ${thousands(finalTotals.pacer.waited)} waited, limit between ${finalTotals.pacer.lowestLimit} and ${finalTotals.pacer.highestLimit} (per worker).`,
     );
-    const logged = [...logger.counts.entries()].sort((a, b) => b[1] - a[1]);
+    const logged = [...finalTotals.logged].sort((a, b) => b[1] - a[1]);
+    const codes = new Map(finalTotals.codes);
+    const sdkQueue = finalTotals.sdkQueue;
     note(`relay log lines (counted, not printed): ${logged.length ? logged.map(([k, v]) => `${k} ×${v}`).join("; ") : "none besides one claim line per session"}`);
     note(
       sdkQueue.warnings
@@ -906,9 +846,9 @@ export async function benchRelay(): Promise<void> {
     note(`drain (close ${thousands(n + takenOver)} streams, retire the heartbeat: one write): ${seconds(drainMs)}. fake OpenCode child: ${childStats.streams} streams, RSS ${mib(childStats.rss)}.`);
     note(
       `fd limit (soft): ${fdLimit()}; ${top ? top.fds - baselineFds : "-"} fds added at ${thousands(top?.open ?? 0)} streams (one socket per stream).` +
-        (logger.codes.size ? ` System errors logged: ${[...logger.codes.entries()].map(([k, v]) => `${k} ×${v}`).join(", ")}.` : " No EMFILE or other system error logged."),
+        (codes.size ? ` System errors logged: ${[...codes.entries()].map(([k, v]) => `${k} ×${v}`).join(", ")}.` : " No EMFILE or other system error logged."),
     );
-    if (logger.codes.has("EMFILE") || logger.codes.has("ENFILE")) {
+    if (codes.has("EMFILE") || codes.has("ENFILE")) {
       note("!! the process ran out of file descriptors: the relay task's nofile ulimit (ECS `ulimits`) must exceed RELAY_MAX_SESSIONS plus headroom.");
     }
     const task = relayTaskSize();
@@ -927,9 +867,8 @@ export async function benchRelay(): Promise<void> {
     note(`section time ${seconds(performance.now() - started)}`);
   } finally {
     if (renewer) clearInterval(renewer);
-    if (relay && !drained) await Promise.race([relay.drain().catch(() => undefined), sleep(30_000)]);
+    if (workers && !drained) await Promise.race([workers.drain().catch(() => undefined), sleep(30_000)]);
     doc?.destroy();
     await Promise.all([opencode?.stop(), dynamo?.stop()]);
-    console.warn = consoleWarn;
   }
 }

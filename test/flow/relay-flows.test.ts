@@ -188,6 +188,38 @@ describe("StreamingRelay", () => {
     expect(idleCheck?.at.getTime()).toBe(Date.parse(after.lastActivityAt) + idleGraceSeconds(after.clientType, h.config) * 1000);
   });
 
+  it("a claim that finds the agent idle records it and arms the idle check from the item it wrote, without reading the session", async () => {
+    const s = await runningSession();
+    const calls: string[] = [];
+    const sessions = new Proxy(h.deps.sessions, {
+      get(target, prop, receiver) {
+        const value: unknown = Reflect.get(target, prop, receiver);
+        if (typeof value !== "function") return value;
+        return (...args: unknown[]) => {
+          calls.push(String(prop));
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const scheduler = {
+      arm: (target: { sessionId: string; purpose: string }, at: Date) => {
+        calls.push(`arm ${target.purpose}`);
+        return h.deps.scheduler.arm(target as never, at);
+      },
+      cancel: (target: { sessionId: string; purpose: string }) => h.deps.scheduler.cancel(target as never),
+    };
+    const a = relay("relay-a", relayLeases, h.deps.sandboxKeys, TTL, { sessions, scheduler });
+    await holding(a, s.id);
+    await waitFor(() => calls.includes("arm idle-check"), { message: "idle check armed" });
+    // One UpdateItem (agent idle, ALL_NEW) and the arm computed from it: no getSession before the arm.
+    expect(calls.slice(0, calls.indexOf("arm idle-check") + 1)).toEqual(["recordAgentState", "arm idle-check"]);
+    const after = await h.session(s.id);
+    expect(after.agentBusy).toBe(false);
+    const idleCheck = h.scheduler.pending().find((p) => p.name.includes("idle-check"));
+    // Armed for the grace after the session's activity, as a read would have computed it.
+    expect(idleCheck?.at.getTime()).toBe(Date.parse(after.lastActivityAt) + idleGraceSeconds(after.clientType, h.config) * 1000);
+  });
+
   it("the busy -> idle boundary completes the processing prompt and dispatches the next queued one, each sent once", async () => {
     const s = await runningSession();
     const a = relay("relay-a");

@@ -12,7 +12,7 @@ import { Stack, Validations } from "aws-cdk-lib";
 import { Match, Template } from "aws-cdk-lib/assertions";
 import type { ControlPlaneStack } from "../../infra/control-plane-stack";
 import { stateMachineArn } from "../../infra/lifecycle-flows";
-import { HELD_STREAMS_METRIC, HELD_STREAMS_TARGET, RELAY_HEALTH_PORT, RELAY_MAX_SESSIONS, RELAY_MAX_TASKS, RELAY_MIN_TASKS, RELAY_SERVICE_NAME } from "../../infra/relay-service";
+import { HELD_STREAMS_METRIC, HELD_STREAMS_TARGET, RELAY_HEALTH_PORT, RELAY_MAX_SESSIONS, RELAY_MAX_TASKS, RELAY_MIN_TASKS, RELAY_SERVICE_NAME, RELAY_WORKERS } from "../../infra/relay-service";
 import { createWebSocketApi, createWebSocketStage, WS_STAGE_NAME } from "../../infra/websocket-api";
 import { FLOW_STEPS } from "../../functions/flows/steps";
 import { HTTP_ROUTES as DECLARED_ROUTES, servingRoute } from "../../functions/http/routes";
@@ -289,6 +289,7 @@ describe("streaming relay", () => {
       STATE_MACHINE_ARN_ENSURE_RUNTIME: resolve(stateMachineArn(stack, "ensure-runtime")),
       RELAY_HEALTH_PORT: String(RELAY_HEALTH_PORT),
       RELAY_MAX_SESSIONS: String(RELAY_MAX_SESSIONS),
+      RELAY_WORKERS: String(RELAY_WORKERS),
       POWERTOOLS_SERVICE_NAME: RELAY_SERVICE_NAME,
       POWERTOOLS_METRICS_NAMESPACE: "SandboxControlPlane",
     });

@@ -20,7 +20,8 @@ import { DockerfileParser, type Instruction } from "dockerfile-ast";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ControlPlaneStack } from "../../infra/control-plane-stack";
 import { REPO_ROOT } from "../../infra/handler-function";
-import { RELAY_HEALTH_PORT } from "../../infra/relay-service";
+import { RELAY_HEALTH_PORT, RELAY_WORKERS } from "../../infra/relay-service";
+import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { startTestTable, type TestTable } from "../support/dynalite";
 import { stackQueries, synthWithoutBundling, type Resources } from "./stack-queries";
 
@@ -210,9 +211,17 @@ describe("relay image (the staged Docker context in cdk.out)", () => {
     expect(health, output).toBe(0);
     const res = await fetch(`http://127.0.0.1:${port}/health`);
     expect({ status: res.status, body: await res.json() }).toEqual({ status: 200, body: { ok: true, heldSessions: 0 } });
+    // The bundle is also its workers' module: each worker thread started a relay of its own, with its own heartbeat.
+    expect(templateEnv.RELAY_WORKERS).toBe(String(RELAY_WORKERS));
+    const leases = new DynamoRelayLeaseStore(table.doc, table.tableName);
+    const owners = [...(await leases.liveRelays(new Date())).keys()].sort();
+    expect(owners).toHaveLength(RELAY_WORKERS);
+    expect(owners.map((o) => o.replace(/^.*-(w\d+)$/, "$1"))).toEqual(Array.from({ length: RELAY_WORKERS }, (_, i) => `w${i}`));
 
     relay.kill("SIGTERM");
     expect(await exited, output).toBe(0);
     relay = null;
+    // Every worker retired its heartbeat on the way out.
+    expect([...(await leases.liveRelays(new Date())).keys()]).toEqual([]);
   });
 });

@@ -25,8 +25,25 @@ describe("resolveOwnerId", () => {
 });
 
 describe("parseRelayEnv", () => {
-  it("defaults: health on 8080, lease TTL 30 s, scan every 5 s", () => {
-    expect(parseRelayEnv({})).toMatchObject({ RELAY_HEALTH_PORT: 8080, RELAY_LEASE_TTL_SECONDS: 30, RELAY_SCAN_INTERVAL_SECONDS: 60, RELAY_NUDGE_POLL_MS: 250, RELAY_MAX_SESSIONS: 10000, RELAY_HEARTBEAT_TIMEOUT_SECONDS: 20 });
+  it("defaults: health on 8080, lease TTL 30 s, scan every 60 s, 4 workers", () => {
+    expect(parseRelayEnv({})).toMatchObject({
+      RELAY_HEALTH_PORT: 8080,
+      RELAY_LEASE_TTL_SECONDS: 30,
+      RELAY_SCAN_INTERVAL_SECONDS: 60,
+      RELAY_NUDGE_POLL_MS: 250,
+      RELAY_MAX_SESSIONS: 10000,
+      RELAY_WORKERS: 4,
+      RELAY_HEARTBEAT_TIMEOUT_SECONDS: 20,
+    });
+  });
+
+  it("RELAY_WORKERS: a whole number of at least 1", () => {
+    expect(parseRelayEnv({ RELAY_WORKERS: "1" }).RELAY_WORKERS).toBe(1);
+    expect(parseRelayEnv({ RELAY_WORKERS: "2" }).RELAY_WORKERS).toBe(2);
+    for (const bad of ["0", "abc", "-2", "1.5"]) {
+      expect(() => parseRelayEnv({ RELAY_WORKERS: bad }), bad).toThrow(ConfigError);
+      expect(() => parseRelayEnv({ RELAY_WORKERS: bad }), bad).toThrow(/RELAY_WORKERS/);
+    }
   });
 
   it("a bad value fails with a message naming the variable", () => {
