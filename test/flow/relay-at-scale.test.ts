@@ -13,6 +13,7 @@ import { submitPrompt } from "../../functions/services/submit-prompt";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 import { FakeOpenCode } from "../support/fake-opencode";
+import { harnessRelay } from "../support/harness-relay";
 import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";
 import { waitFor } from "../support/wait-for";
@@ -39,28 +40,7 @@ afterEach(async () => {
 
 /** A relay with its own store instance (as a separate process would have), reading the flows' nudges. */
 function relay(ownerId: string, ttl = TTL, options: Pick<RelayOptions, "backstopPageSize" | "claimPacing"> = {}): StreamingRelay {
-  const r = new StreamingRelay(
-    {
-      sessions: h.deps.sessions,
-      prompts: h.deps.prompts,
-      flows: h.deps.flows,
-      agent,
-      sandboxKeys: h.deps.sandboxKeys,
-      agentMessages: agent,
-      connections: h.deps.connections,
-      push: h.push,
-      transcript,
-      relayLeases: new DynamoRelayLeaseStore(h.table.doc, h.table.tableName),
-      nudges: h.nudgeSource(),
-      scheduler: h.deps.scheduler,
-      config: h.config,
-      logger: h.deps.logger,
-      now: h.deps.now,
-      metrics: h.metrics,
-    },
-    // Scans, heartbeats and nudges are driven by the tests.
-    { ownerId, leaseTtlSeconds: ttl, connectionCacheMs: 0, scanIntervalMs: 3_600_000, renewIntervalMs: 3_600_000, ...options },
-  );
+  const r = harnessRelay(h, { agent, transcript }, { ownerId, leaseTtlSeconds: ttl, ...options });
   relays.push(r);
   return r;
 }

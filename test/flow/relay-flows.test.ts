@@ -113,6 +113,29 @@ async function transcriptOf(sessionId: string) {
   return (await transcript.list(sessionId, { limit: 100 })).items.map((m) => [m.role, m.text]);
 }
 
+
+/** The harness's session store and scheduler, recording every store call and every arm the relay makes, in order. */
+function recordingStoreAndScheduler() {
+  const calls: string[] = [];
+  const sessions = new Proxy(h.deps.sessions, {
+    get(target, prop, receiver) {
+      const value: unknown = Reflect.get(target, prop, receiver);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        calls.push(String(prop));
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  const scheduler = {
+    arm: (target: { sessionId: string; purpose: string }, at: Date) => {
+      calls.push(`arm ${target.purpose}`);
+      return h.deps.scheduler.arm(target as never, at);
+    },
+    cancel: (target: { sessionId: string; purpose: string }) => h.deps.scheduler.cancel(target as never),
+  };
+  return { calls, sessions, scheduler };
+}
 describe("StreamingRelay", () => {
   it("claims a running session and fans one turn out to two clients in order; the turn is persisted and completed", async () => {
     const s = await runningSession();
@@ -148,25 +171,7 @@ describe("StreamingRelay", () => {
 
   it("the idle boundary writes the session once and arms the idle check from that write: no session read (issue 15)", async () => {
     const s = await runningSession();
-    const calls: string[] = [];
-    // Every session-store call and schedule the relay makes, in order.
-    const sessions = new Proxy(h.deps.sessions, {
-      get(target, prop, receiver) {
-        const value: unknown = Reflect.get(target, prop, receiver);
-        if (typeof value !== "function") return value;
-        return (...args: unknown[]) => {
-          calls.push(String(prop));
-          return (value as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      },
-    });
-    const scheduler = {
-      arm: (target: { sessionId: string; purpose: string }, at: Date) => {
-        calls.push(`arm ${target.purpose}`);
-        return h.deps.scheduler.arm(target as never, at);
-      },
-      cancel: (target: { sessionId: string; purpose: string }) => h.deps.scheduler.cancel(target as never),
-    };
+    const { calls, sessions, scheduler } = recordingStoreAndScheduler();
     const a = relay("relay-a", relayLeases, h.deps.sandboxKeys, TTL, { sessions, scheduler });
     await holding(a, s.id);
     await prompt(s.id, "hello");
@@ -190,24 +195,7 @@ describe("StreamingRelay", () => {
 
   it("a claim that finds the agent idle records it and arms the idle check from the item it wrote, without reading the session", async () => {
     const s = await runningSession();
-    const calls: string[] = [];
-    const sessions = new Proxy(h.deps.sessions, {
-      get(target, prop, receiver) {
-        const value: unknown = Reflect.get(target, prop, receiver);
-        if (typeof value !== "function") return value;
-        return (...args: unknown[]) => {
-          calls.push(String(prop));
-          return (value as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      },
-    });
-    const scheduler = {
-      arm: (target: { sessionId: string; purpose: string }, at: Date) => {
-        calls.push(`arm ${target.purpose}`);
-        return h.deps.scheduler.arm(target as never, at);
-      },
-      cancel: (target: { sessionId: string; purpose: string }) => h.deps.scheduler.cancel(target as never),
-    };
+    const { calls, sessions, scheduler } = recordingStoreAndScheduler();
     const a = relay("relay-a", relayLeases, h.deps.sandboxKeys, TTL, { sessions, scheduler });
     await holding(a, s.id);
     await waitFor(() => calls.includes("arm idle-check"), { message: "idle check armed" });

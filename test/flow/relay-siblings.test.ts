@@ -14,6 +14,7 @@ import { shareOf, siblingsChannel } from "../../functions/relay/workers";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
 import { FakeOpenCode } from "../support/fake-opencode";
+import { harnessRelay } from "../support/harness-relay";
 import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
 import { InstantSandboxProvider } from "../support/instant-provider";
 import { waitFor } from "../support/wait-for";
@@ -71,28 +72,8 @@ function countedLeases(): CountedLeases {
 }
 
 function relay(ownerId: string, leases: CountedLeases, siblings?: RelaySiblings, options: Pick<RelayOptions, "maxSessions" | "claimPacing"> = {}): StreamingRelay {
-  const r = new StreamingRelay(
-    {
-      sessions: h.deps.sessions,
-      prompts: h.deps.prompts,
-      flows: h.deps.flows,
-      agent,
-      sandboxKeys: h.deps.sandboxKeys,
-      agentMessages: agent,
-      connections: h.deps.connections,
-      push: h.push,
-      transcript,
-      relayLeases: leases.store,
-      nudges: h.nudgeSource(),
-      scheduler: h.deps.scheduler,
-      config: h.config,
-      logger: h.deps.logger,
-      now: h.deps.now,
-      ...(siblings ? { siblings } : {}),
-    },
-    // Scans, heartbeats and nudges are driven by the tests.
-    { ownerId, leaseTtlSeconds: TTL, connectionCacheMs: 0, scanIntervalMs: 3_600_000, renewIntervalMs: 3_600_000, ...options },
-  );
+  // Scans, heartbeats and nudges are driven by the tests.
+  const r = harnessRelay(h, { agent, transcript, relayLeases: leases.store, ...(siblings ? { siblings } : {}) }, { ownerId, leaseTtlSeconds: TTL, ...options });
   relays.push(r);
   return r;
 }
