@@ -20,9 +20,6 @@ import { performance, type EventLoopUtilization } from "node:perf_hooks";
 
 export type ClaimPriority = "nudge" | "scan";
 
-/** The share of its event loop a relay's claims leave to the fan-out when they are CPU-bound. */
-export const DEFAULT_TARGET_UTILIZATION = 0.5;
-
 export interface ClaimPacerOptions {
   /** Permits at first; default 2. */
   initial?: number;
@@ -30,7 +27,7 @@ export interface ClaimPacerOptions {
   min?: number;
   /** Never more; default 32. */
   max?: number;
-  /** Event-loop utilization (0..1) the limit aims under; default DEFAULT_TARGET_UTILIZATION (0.5). */
+  /** Event-loop utilization (0..1) the limit aims under; default 0.5. */
   targetUtilization?: number;
   /** How often the limit may change (a utilization sample), ms; default 100. */
   sampleMs?: number;
@@ -74,7 +71,7 @@ export class ClaimPacer {
     this.min = Math.max(1, options.min ?? 1);
     this.max = Math.max(this.min, options.max ?? 32);
     this.limitNow = Math.min(this.max, Math.max(this.min, options.initial ?? 2));
-    this.target = options.targetUtilization ?? DEFAULT_TARGET_UTILIZATION;
+    this.target = options.targetUtilization ?? 0.5;
     this.sampleMs = options.sampleMs ?? 100;
     this.holdMs = options.holdMs ?? 5_000;
     this.utilization = options.utilization ?? loopUtilization();

@@ -23,7 +23,7 @@ import { publishHeldStreams } from "./held-streams-metric";
 import { SqsNudgeSource, sqsClient } from "../adapters/aws/sqs-relay-nudge";
 import { StreamingRelay } from "./relay";
 import { DEFAULT_HEARTBEAT_TIMEOUT_MS } from "./session-stream";
-import { RelayWorkers, siblingPacing, siblingsChannel, type ServedRelay } from "./workers";
+import { RelayWorkers, siblingsChannel, type ServedRelay } from "./workers";
 
 const positive = (fallback: number) => z.coerce.number().positive().finite().default(fallback);
 
@@ -175,7 +175,6 @@ export async function startRelayWorker(data: RelayWorkerData, logger: Logger): P
       nudgePollMs: relayEnv.RELAY_NUDGE_POLL_MS,
       heartbeatTimeoutMs: relayEnv.RELAY_HEARTBEAT_TIMEOUT_SECONDS * 1000,
       maxSessions: data.maxSessions,
-      claimPacing: siblingPacing(data.count),
     },
   );
   relay.start();

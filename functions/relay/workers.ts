@@ -21,7 +21,6 @@ import { BroadcastChannel, isMainThread, parentPort, Worker, workerData } from "
 import type { Logger } from "@aws-lambda-powertools/logger";
 import { errorForLog } from "../observability/logger";
 import type { RelaySiblings } from "../ports/relay";
-import { DEFAULT_TARGET_UTILIZATION, type ClaimPacerOptions } from "./claim-pacer";
 
 /** What a worker's relay offers its supervisor. */
 export interface ServedRelay {
@@ -307,13 +306,4 @@ export function siblingsChannel(index: number, count: number, name = "relay-sibl
     dropped: (sessionId) => post({ type: "dropped", sessionId, from: index }),
     close: () => channel.close(),
   };
-}
-
-/**
- * Claim pacing for relay `count` of a process (claim-pacer.ts): the relays share the process's
- * CPU, so each aims its loop's utilization at its share of what one relay alone would, and starts
- * with one permit. Where claims wait on the network the loops stay idle and each limit still grows.
- */
-export function siblingPacing(count: number): ClaimPacerOptions {
-  return count > 1 ? { targetUtilization: DEFAULT_TARGET_UTILIZATION / count, initial: 1 } : {};
 }

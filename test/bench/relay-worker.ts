@@ -19,7 +19,7 @@ import { staticKeyring } from "../../functions/config/sandbox-keyring";
 import type { ClientPush, PushOutcome } from "../../functions/ports/client-push";
 import type { FlowRunner } from "../../functions/ports/flow-runner";
 import { StreamingRelay } from "../../functions/relay/relay";
-import { serveRelayWorker, siblingPacing, siblingsChannel } from "../../functions/relay/workers";
+import { serveRelayWorker, siblingsChannel } from "../../functions/relay/workers";
 import { createDocumentClient } from "../../functions/store/dynamo-client";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { DynamoConnectionRegistry, DynamoPromptQueue } from "../../functions/store/dynamo-session-items";
@@ -206,7 +206,7 @@ serveRelayWorker<BenchWorkerData>(async (data) => {
       now: () => new Date(),
       ...(siblings ? { siblings } : {}),
     },
-    { ownerId: data.ownerId, leaseTtlSeconds: data.leaseTtlSeconds, scanIntervalMs: 600_000, maxSessions: data.maxSessions, claimPacing: siblingPacing(data.count) },
+    { ownerId: data.ownerId, leaseTtlSeconds: data.leaseTtlSeconds, scanIntervalMs: 600_000, maxSessions: data.maxSessions },
   );
 
   const { gc } = findGc();
