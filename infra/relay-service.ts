@@ -49,8 +49,9 @@ export const HELD_STREAMS_METRIC = "HeldStreams";
 export const RELAY_MAX_SESSIONS = 10_000;
 /**
  * Relays per task, one per worker thread (functions/relay/workers.ts), each holding
- * RELAY_MAX_SESSIONS / RELAY_WORKERS: a heap and an event loop per 2,500 streams kept the fan-out
- * tail under 20 ms at 10,000 (bench section 5c), where one heap and one loop did not.
+ * RELAY_MAX_SESSIONS / RELAY_WORKERS: with a heap and an event loop per 2,500 streams the fan-out
+ * p99 at 10,000 was under 20 ms in 5 of 6 quiet and heartbeat-round runs (bench section 5c), where
+ * one heap and one loop's was 30-36 ms. During a takeover it is not yet (README).
  */
 export const RELAY_WORKERS = 4;
 /** The task size for RELAY_MAX_SESSIONS streams: 1 vCPU, 2 GB (Fargate's nofile default, 65,535, covers the sockets). */

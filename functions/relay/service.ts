@@ -37,8 +37,9 @@ export const RelayEnv = z.object({
   /** Streams the whole process holds, split evenly over its workers. */
   RELAY_MAX_SESSIONS: z.coerce.number().int().positive().default(10000),
   /**
-   * Relays in this process, one per worker thread (bench 5: at 10,000 streams one heap's
-   * collector and one loop's claims were the fan-out tail; 4 × 2,500 keeps it under 20 ms).
+   * Relays in this process, one per worker thread (bench 5c: at 10,000 streams one heap's
+   * collector was the fan-out tail; with 4 × 2,500 the quiet and heartbeat-round p99 was under
+   * 20 ms in 5 of 6 runs, where one process's was 30-36 ms; a takeover's is not, README).
    */
   RELAY_WORKERS: z.coerce.number().int().min(1).max(64).default(4),
   RELAY_HEARTBEAT_TIMEOUT_SECONDS: positive(DEFAULT_HEARTBEAT_TIMEOUT_MS / 1_000),
