@@ -124,7 +124,7 @@ class TimingPush implements ClientPush {
 }
 
 /** Loop delay beyond the sampling interval, in ms. */
-export function lagMs(h: IntervalHistogram): { p50: number; p99: number; max: number } {
+function lagMs(h: IntervalHistogram): { p50: number; p99: number; max: number } {
   // Histogram values are nanoseconds; an empty histogram reports huge sentinels.
   if (h.count === 0) return { p50: 0, p99: 0, max: 0 };
   const beyond = (ns: number) => Math.max(0, ns / 1e6 - LAG_RESOLUTION_MS);

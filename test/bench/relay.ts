@@ -719,6 +719,7 @@ export async function benchRelay(): Promise<void> {
       `DynamoDB requests per claim (last step, ${thousands(claimed)} claims, its scan pages included, until every stream caught up): ${f2(claimRequests.count / claimed)} ` +
         `(${[...claimRequests.byOp.entries()].map(([op, c]) => `${op} ${f2(c / claimed)}`).join(", ")}); each ~135-180 KiB of SDK allocation in the relay.`,
     );
+    note(`streams per relay worker at each step: ${stages.map((st) => `${thousands(st.target)}: ${st.perWorker.map(thousands).join(" / ")}`).join("; ")} (each claims its own share of a scan first).`);
     note(`each step adds sessions to those already held; claims/s and CPU / claim are over the streams it added. Stop rule: claim > ${CLAIM_LIMIT_MS / 1000} s per 2,000 added or loop delay p99 > ${LAG_P99_LIMIT_MS} ms.`);
     note(`baseline before the first claim (runtime, SDK and fetch warm, after GC): RSS ${mib(baseline.rss)}, heap used ${mib(baseline.heapUsed)}, ${baselineFds} fds.`);
     note("Δ / stream: from the baseline over all held streams; Δ / added: from the previous step over the streams it added. RSS moves with the");
