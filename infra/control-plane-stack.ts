@@ -14,7 +14,7 @@ import { HttpApi, HttpMethod, HttpStage, LogGroupLogDestination, type CfnStage, 
 import { HttpLambdaIntegration, WebSocketLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations";
 import { Alarm, ComparisonOperator, Metric, Stats, TreatMissingData } from "aws-cdk-lib/aws-cloudwatch";
 import { SnsAction } from "aws-cdk-lib/aws-cloudwatch-actions";
-import { AttributeType, BillingMode, Table, TableEncryption } from "aws-cdk-lib/aws-dynamodb";
+import { AttributeType, BillingMode, ProjectionType, Table, TableEncryption } from "aws-cdk-lib/aws-dynamodb";
 import { CfnServiceLinkedRole, PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import { Key } from "aws-cdk-lib/aws-kms";
 import type { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
@@ -208,7 +208,8 @@ export class ControlPlaneStack extends Stack {
       this.table.addGlobalSecondaryIndex({
         indexName: gsi.indexName,
         partitionKey: { name: gsi.partitionKey, type: AttributeType.STRING },
-        sortKey: { name: gsi.sortKey, type: AttributeType.STRING },
+        ...(gsi.sortKey ? { sortKey: { name: gsi.sortKey, type: AttributeType.STRING } } : {}),
+        ...(gsi.projection ? { projectionType: ProjectionType.INCLUDE, nonKeyAttributes: [...gsi.projection] } : {}),
       });
     }
 

@@ -190,7 +190,7 @@ export function createRelayService(scope: Construct, props: RelayServiceProps): 
   const tableLogicalId = stack.getLogicalId(props.table.node.defaultChild as CfnTable);
   Validations.of(taskRole).acknowledge({
     id: `AwsSolutions::AwsSolutions-IAM5[Resource::<${tableLogicalId}.Arn>/index/*]`,
-    reason: "The table's own GSI ARNs (<table>/index/*), needed for the running-session scan; no other table is reachable.",
+    reason: "The table's own GSI ARNs (<table>/index/*), needed for the running-session scan and a takeover's read of a dead relay's sessions; no other table is reachable.",
   });
   Validations.of(taskRole).acknowledge({
     id: "AwsSolutions::AwsSolutions-IAM5[Resource::*]",

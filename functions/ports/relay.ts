@@ -28,6 +28,17 @@ export interface RelayClaim {
   fence: number;
 }
 
+/** A claim and the session as the claim's write left it (what to stream from): no read after the write. */
+export type ClaimedSession = RelayClaim & { session: ClaimView };
+
+/** A page of claimable sessions, each as the listing saw it (eventually consistent: a claim from it is checked by its condition). */
+export interface ClaimablePage {
+  sessionIds: string[];
+  /** The same sessions, in order, with what a claim needs. */
+  views: ClaimView[];
+  nextCursor: string | null;
+}
+
 /** A flow's seize of the session (idle snapshot): held until released or `expiresAt`. */
 export interface RelayLease {
   sessionId: string;
@@ -80,7 +91,7 @@ export interface RelayLeaseStore {
    * sandbox, an expired seize, or `heartbeat`'s own. Null otherwise (another live relay, a live
    * seize, or the session changed since `seen`).
    */
-  claim(seen: ClaimView, heartbeat: RelayHeartbeat, now: Date, live?: Map<string, number>): Promise<RelayClaim | null>;
+  claim(seen: ClaimView, heartbeat: RelayHeartbeat, now: Date, live?: Map<string, number>): Promise<ClaimedSession | null>;
   /** Frees a relay's claim; a no-op if it was taken over or released already. */
   releaseClaim(claim: RelayClaim): Promise<void>;
   /**
@@ -95,7 +106,13 @@ export interface RelayLeaseStore {
    * Running sessions a relay may claim at `now` (no live relay on their current sandbox, no live
    * seize), oldest update first: the backstop scan.
    */
-  listClaimable(now: Date, options: { limit: number; cursor?: string | null; live?: Map<string, number> }): Promise<{ sessionIds: string[]; nextCursor: string | null }>;
+  listClaimable(now: Date, options: { limit: number; cursor?: string | null; live?: Map<string, number> }): Promise<ClaimablePage>;
+  /**
+   * Running sessions naming relay `owner` (any epoch) that a relay may claim at `now`: what a
+   * peer that died or retired held (a takeover reads these, not every running session). Eventually
+   * consistent, like the scan: the claim's conditional write decides.
+   */
+  listHeldBy(owner: string, now: Date, options: { limit: number; cursor?: string | null; live?: Map<string, number> }): Promise<ClaimablePage>;
   /**
    * Whether a live relay watches the session's current sandbox (or a flow holds a live seize) at
    * `now`, strongly consistent. Prompt delivery waits for one: a turn started before any relay
@@ -154,9 +171,9 @@ export interface NudgeSource {
 /**
  * The other relays of this process (one per worker thread, functions/relay/workers.ts), told of
  * each session a relay starts or stops holding, so that a scan skips what a sibling holds instead
- * of reading it (relays scanning together, at start and when a peer dies, otherwise each read
- * every listed session: bench 5a, 4 workers, 5.7 GetItem per claim), and walks its own share of a
- * page first. A hint only: whether a relay holds a session is decided by the conditional claim, as
+ * of going for it (relays scanning together, at start and when a peer dies, otherwise each went
+ * for every listed session: bench 5a, 4 workers, 5.7 GetItem per claim before claims were written
+ * from the page), and walks its own share of a page first. A hint only: whether a relay holds a session is decided by the conditional claim, as
  * between processes.
  */
 export interface RelaySiblings {

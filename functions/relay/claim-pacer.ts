@@ -8,7 +8,10 @@
  * A permit is held from a claim until its stream's first catch-up ran (or its first connect
  * failed, or `holdMs` passed), and the number of permits follows the event loop's utilization
  * (`performance.eventLoopUtilization`, AIMD): one more after a sample below the target in which
- * every permit was in use, half after a sample above it. Where claims wait on the network (AWS: a
+ * every permit was in use, half after a sample above it. Also half after a sample in which the
+ * machine's CPUs were busier than their target (`os.cpus()`, every process and thread): a relay
+ * worker's loop cannot see its sibling workers, or anything else, taking the cores (bench 5c:
+ * takeover p99 25-36 ms without it, 16-42 ms with it). Where claims wait on the network (AWS: a
  * sandbox's TLS handshake, DynamoDB round trips) the loop stays idle and the limit grows to
  * `max`; where they are CPU (the bench's loopback), it stays near one and the fan-out keeps the
  * loop. Nudged claims (a resume, a handover) go ahead of a scan's.
@@ -16,6 +19,7 @@
  * No kept library does this: the concurrency limiters on the registry (p-limit, p-queue) take a
  * fixed limit, and load shedders (toobusy-js, under-pressure) refuse work instead of pacing it.
  */
+import os from "node:os";
 import { performance, type EventLoopUtilization } from "node:perf_hooks";
 
 export type ClaimPriority = "nudge" | "scan";
@@ -35,8 +39,25 @@ export interface ClaimPacerOptions {
   holdMs?: number;
   /** Utilization since the previous call (tests); default the process's event loop. */
   utilization?: () => number;
+  /** The machine's CPUs busy (0..1, every process) the limit aims under; default 0.85. */
+  targetMachineUtilization?: number;
+  /** The machine's CPU utilization since the previous call (tests); default from `os.cpus()`. */
+  machineUtilization?: () => number;
   /** Milliseconds, monotonic (tests); default `performance.now`. */
   now?: () => number;
+}
+
+/** The share of the machine's CPU time spent busy (any process, any thread) since the previous call. */
+export function machineCpuUtilization(): () => number {
+  const read = () => os.cpus().reduce((t, c) => ({ idle: t.idle + c.times.idle, total: t.total + c.times.user + c.times.nice + c.times.sys + c.times.idle + c.times.irq }), { idle: 0, total: 0 });
+  let last = read();
+  return () => {
+    const current = read();
+    const total = current.total - last.total;
+    const busy = total > 0 ? 1 - (current.idle - last.idle) / total : 0;
+    last = current;
+    return busy;
+  };
 }
 
 /** Utilization of this process's event loop since the previous call. */
@@ -63,6 +84,8 @@ export class ClaimPacer {
   private readonly sampleMs: number;
   readonly holdMs: number;
   private readonly utilization: () => number;
+  private readonly machineTarget: number;
+  private readonly machine: () => number;
   private readonly now: () => number;
   /** Highest limit reached and permits granted (bench figures). */
   readonly stats = { granted: 0, waited: 0, highestLimit: 0, lowestLimit: Number.POSITIVE_INFINITY };
@@ -75,9 +98,13 @@ export class ClaimPacer {
     this.sampleMs = options.sampleMs ?? 100;
     this.holdMs = options.holdMs ?? 5_000;
     this.utilization = options.utilization ?? loopUtilization();
+    this.machineTarget = options.targetMachineUtilization ?? 0.85;
+    // A test that gives the loop's utilization and not the machine's paces on the loop alone.
+    this.machine = options.machineUtilization ?? (options.utilization ? () => 0 : machineCpuUtilization());
     this.now = options.now ?? (() => performance.now());
     this.sampledAt = this.now();
     this.utilization();
+    this.machine();
     this.note();
   }
 
@@ -134,7 +161,8 @@ export class ClaimPacer {
     if (at - this.sampledAt < this.sampleMs) return;
     this.sampledAt = at;
     const used = this.utilization();
-    if (used > this.target) this.limitNow = Math.max(this.min, Math.floor(this.limitNow / 2));
+    const machine = this.machine();
+    if (used > this.target || machine > this.machineTarget) this.limitNow = Math.max(this.min, Math.floor(this.limitNow / 2));
     else if (this.bound) this.limitNow = Math.min(this.max, this.limitNow + 1);
     this.bound = this.inFlight >= this.limitNow || this.waiting.length > 0;
     this.note();

@@ -73,8 +73,17 @@ export class SessionFanOut {
     return this.exclusive(() => this.sync());
   }
 
-  /** Before an event (inside `exclusive`): read the list if it may be out of date, and catch joiners up. */
-  async sync(): Promise<void> {
+  /** The list was read at least once: something was (or is being) sent, or a client joined. */
+  get listed(): boolean {
+    return this.list !== null;
+  }
+
+  /**
+   * Before an event (inside `exclusive`): read the list if it may be out of date, and catch
+   * joiners up. `catchUp: false` (the first frame ever sent): nobody has had a frame yet, so the
+   * ready connections join as they are, from this frame on.
+   */
+  async sync(options: { catchUp?: boolean } = {}): Promise<void> {
     const now = this.deps.now();
     const fresh = this.list !== null && !this.joinSeen && now.getTime() - this.listedAt < (this.options.cacheMs ?? CONNECTION_RELIST_MS);
     if (fresh && this.list?.every((c) => isLiveConnection(c, now))) return;
@@ -87,6 +96,10 @@ export class SessionFanOut {
     for (const id of this.synced) if (!listed.has(id)) this.synced.delete(id);
     const joiners = list.filter((c) => c.ready && !this.synced.has(c.connectionId) && isLiveConnection(c, now));
     if (joiners.length === 0) return;
+    if (options.catchUp === false) {
+      for (const c of joiners) this.synced.add(c.connectionId);
+      return;
+    }
     const open = this.options.openFrames();
     await Promise.all(
       joiners.map(async (c) => {
@@ -110,7 +123,8 @@ export class SessionFanOut {
 
   /** One frame to every caught-up client, in order (`broadcast`, with the list as read). */
   async send(message: Frame): Promise<void> {
-    if (this.list === null) await this.sync();
+    // The first frame: read the list now (a stream whose catch-up sent nothing read none).
+    if (this.list === null) await this.sync({ catchUp: false });
     if (message.type === "message.finalize" && typeof message.messageId === "string") this.rememberFinal(message);
     const connections = (this.list ?? []).filter((c) => this.synced.has(c.connectionId));
     const registry = this.deps.connections;

@@ -13,8 +13,9 @@
  * flow committed, the prompt path found it unwatched), its stream failed and is about to
  * reconnect (seed 002 constraint 12), or a write naming its sandbox was refused. Revalidation
  * drops it (not running, or claimed or seized by someone else), reopens it on a new runtime, or
- * keeps it. Claims come from nudges (at once) and from scans (the backstop; a peer whose heartbeat
- * died or retired triggers one at once). A relay whose own heartbeat expired stops acting on
+ * keeps it. Claims come from nudges (at once), from takeovers (a peer whose heartbeat died or
+ * retired: its sessions are read at once, and only those) and from scans (at start, and the
+ * backstop). A relay whose own heartbeat expired stops acting on
  * every stream and registers a new epoch; a draining relay retires its heartbeat, so its sessions
  * are claimable at once. Takeover loses no finalized message and duplicates none.
  *
@@ -241,8 +242,10 @@ export class StreamingRelay {
   private live = new Map<string, number>();
   /** Peers a handover nudge said retired (`owner#epoch`): left out of `live` until a read no longer lists them. */
   private readonly retiredPeers = new Set<string>();
-  /** A handover came since the last heartbeat round: that round scans, for any of its nudges lost. */
-  private handedOver = false;
+  /** Peers a handover nudge named since the last heartbeat round: that round reads their sessions, for any of its nudges lost. */
+  private readonly handedOverBy = new Set<string>();
+  /** Peers that died or retired whose sessions are still to be read (`takeOverNow`), once the scan running now ends. */
+  private readonly takeoverPending = new Set<string>();
   /** Claims in progress by session, so a nudge and a scan never claim one session twice. */
   private readonly claiming = new Map<string, Promise<void>>();
   private scanTimer: ReturnType<typeof setInterval> | null = null;
@@ -399,14 +402,40 @@ export class StreamingRelay {
       this.rescan = true;
       return this.scanning;
     }
+    // A full scan reads the live relays first: it covers a takeover asked for before it.
+    this.takeoverPending.clear();
     this.scanning = this.scan().then(() => undefined).finally(() => {
       this.scanning = null;
-      if (this.rescan && !this.draining) {
-        this.rescan = false;
-        void this.scanNow();
-      }
+      this.nextScan();
     });
     return this.scanning;
+  }
+
+  /**
+   * A takeover: claim what the relays `owners` held (they died or retired), reading only their
+   * sessions (the byRelay index), not every running one. Runs after the scan running now, if any.
+   */
+  takeOverNow(owners: Iterable<string> = []): Promise<void> {
+    for (const owner of owners) if (owner !== this.options.ownerId) this.takeoverPending.add(owner);
+    if (this.scanning) return this.scanning;
+    const from = [...this.takeoverPending];
+    this.takeoverPending.clear();
+    this.scanning = (async () => {
+      for (const owner of from) await this.scan(null, Number.POSITIVE_INFINITY, SCAN_PAGE, true, owner);
+    })().finally(() => {
+      this.scanning = null;
+      this.nextScan();
+    });
+    return this.scanning;
+  }
+
+  /** What was asked for while a scan ran: a full scan, else the takeovers waiting. */
+  private nextScan(): void {
+    if (this.draining) return;
+    if (this.rescan) {
+      this.rescan = false;
+      void this.scanNow();
+    } else if (this.takeoverPending.size > 0) void this.takeOverNow();
   }
 
   /**
@@ -414,8 +443,8 @@ export class StreamingRelay {
    * period going on from where this one stopped, so a full pass over N running sessions takes
    * N / `backstopPageSize` (1,000) periods and a period reads one page, not the whole partition. (Nudges
    * are durable SQS messages now; the backstop only covers one that could not be handled.) A full
-   * scan (`scanNow`: at start, when a peer dies, after this relay's own heartbeat was lost) still
-   * reads everything at once. Skipped while a full scan runs.
+   * scan (`scanNow`: at start, after this relay's own heartbeat was lost) still reads everything
+   * at once; a peer's death reads only that peer's sessions (`takeOverNow`). Skipped while a full scan runs.
    */
   backstopNow(): Promise<void> {
     if (this.scanning) return this.scanning;
@@ -426,16 +455,13 @@ export class StreamingRelay {
       .finally(() => {
         this.scanning = null;
         this.counters.backstopPages++;
-        // A full scan asked for meanwhile (scanNow saw this page running) runs now.
-        if (this.rescan && !this.draining) {
-          this.rescan = false;
-          void this.scanNow();
-        }
+        // A full scan or a takeover asked for meanwhile runs now.
+        this.nextScan();
       });
     return this.scanning;
   }
 
-  /** One heartbeat round: renew the heartbeat (one write) and read the peers' (one Query); a peer gone means a scan now. */
+  /** One heartbeat round: renew the heartbeat (one write) and read the peers' (one Query); a peer gone means a takeover of its sessions now. */
   renewNow(): Promise<void> {
     this.renewing ??= this.beat().finally(() => {
       this.renewing = null;
@@ -486,7 +512,7 @@ export class StreamingRelay {
 
   private forgetPeer(peer: RetiredRelay): void {
     this.retiredPeers.add(`${peer.owner}#${peer.epoch}`);
-    this.handedOver = true;
+    this.handedOverBy.add(peer.owner);
     if (this.live.get(peer.owner) === peer.epoch) this.live.delete(peer.owner);
   }
 
@@ -562,12 +588,11 @@ export class StreamingRelay {
       }
       const before = this.live;
       this.live = await this.readLive();
-      // A peer that died or retired since the last round: its sessions wait for a claim now.
-      const peerGone = [...before].some(([owner, epoch]) => owner !== this.options.ownerId && this.live.get(owner) !== epoch);
-      if (peerGone || this.handedOver) {
-        this.handedOver = false;
-        void this.scanNow();
-      }
+      // A peer that died or retired (or restarted: a new epoch) since the last round: its sessions wait for a claim now.
+      const gone = new Set([...before].filter(([owner, epoch]) => owner !== this.options.ownerId && this.live.get(owner) !== epoch).map(([owner]) => owner));
+      for (const owner of this.handedOverBy) gone.add(owner);
+      this.handedOverBy.clear();
+      if (gone.size > 0) void this.takeOverNow(gone);
     } catch (err) {
       // Not renewed; if it runs out before the next attempt, `guarded` stops acting on the streams.
       this.deps.logger.warn("relay heartbeat failed", { error: errorForLog(err) });
@@ -585,10 +610,11 @@ export class StreamingRelay {
   }
 
   /**
-   * Scans the running sessions from `from` (a listing cursor; null: the start) for at most
-   * `maxPages` pages; returns where it stopped (null: it reached the end).
+   * Scans the running sessions (those naming relay `heldBy` when given) from `from` (a listing
+   * cursor; null: the start) for at most `maxPages` pages; returns where it stopped (null: it
+   * reached the end).
    */
-  private async scan(from: string | null = null, maxPages = Number.POSITIVE_INFINITY, pageSize = SCAN_PAGE, hints = true): Promise<string | null> {
+  private async scan(from: string | null = null, maxPages = Number.POSITIVE_INFINITY, pageSize = SCAN_PAGE, hints = true, heldBy?: string): Promise<string | null> {
     let cursor: string | null = from;
     let pages = 0;
     try {
@@ -600,7 +626,8 @@ export class StreamingRelay {
         if (this.draining || (this.full() && hints)) return null;
         if (pages >= maxPages) return cursor;
         pages++;
-        const page = await this.deps.relayLeases.listClaimable(this.deps.now(), { limit: pageSize, cursor, live });
+        const listing = { limit: pageSize, cursor, live };
+        const page = heldBy === undefined ? await this.deps.relayLeases.listClaimable(this.deps.now(), listing) : await this.deps.relayLeases.listHeldBy(heldBy, this.deps.now(), listing);
         // Listed as free while this relay still watches it: the watch is stale (a flow seized the
         // session or moved it to another sandbox, and the nudge that would have said so was lost).
         // Revalidate it: that drops it or reopens it on the session's current sandbox.
@@ -611,20 +638,22 @@ export class StreamingRelay {
         await Promise.all(stale.map((watch) => this.inControl(watch, () => this.revalidate(watch, { strandedCheck: false }))));
         // Relays scanning together (the workers of one process at start, every relay when a peer
         // dies) would walk the page in the same order and race for each session, the losers paying
-        // a read for it: what a sibling holds is skipped, this relay's share comes first, and each
-        // part is in random order (for the relays of other processes).
+        // a refused write and a read for it: what a sibling holds is skipped, this relay's share
+        // comes first, and each part is in random order (for the relays of other processes).
         // Not in the backstop: it is the net for what a hint may hide (a sibling at its cap never
         // scans, so never notices its watch went stale; a worker that died before telling).
         const siblings = hints ? this.deps.siblings : undefined;
-        const free = page.sessionIds.filter((id) => !this.watches.has(id) && !siblings?.heldElsewhere(id));
-        const pending = siblings ? [...shuffled(free.filter((id) => siblings.mine(id))), ...shuffled(free.filter((id) => !siblings.mine(id)))] : shuffled(free);
+        const free = page.views.filter((v) => !this.watches.has(v.sessionId) && !siblings?.heldElsewhere(v.sessionId));
+        const pending = siblings
+          ? [...shuffled(free.filter((v) => siblings.mine(v.sessionId))), ...shuffled(free.filter((v) => !siblings.mine(v.sessionId)))]
+          : shuffled(free);
         const worker = async () => {
-          for (let id = pending.shift(); id !== undefined; id = pending.shift()) {
+          for (let listed = pending.shift(); listed !== undefined; listed = pending.shift()) {
             if (this.draining || this.full()) return;
             // A sibling may have claimed it since the page was listed.
-            if (siblings?.heldElsewhere(id)) continue;
-            const sessionId = id;
-            await this.claimPaced(sessionId, "scan", live, siblings).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId, error: errorForLog(err) }));
+            if (siblings?.heldElsewhere(listed.sessionId)) continue;
+            const seen = listed;
+            await this.claimPaced(seen.sessionId, "scan", live, siblings, seen).catch((err: unknown) => this.deps.logger.warn("relay claim failed", { sessionId: seen.sessionId, error: errorForLog(err) }));
           }
         };
         await Promise.all(Array.from({ length: Math.min(CLAIM_CONCURRENCY, pending.length) }, worker));
@@ -643,14 +672,14 @@ export class StreamingRelay {
    * A claim under a pacer permit, held until the stream's first catch-up ran (or its connect
    * failed, or the pacer's bound passed): resolves once the claim is written (or refused).
    */
-  private async claimPaced(sessionId: string, priority: ClaimPriority, live?: Map<string, number>, siblings?: RelaySiblings): Promise<void> {
+  private async claimPaced(sessionId: string, priority: ClaimPriority, live?: Map<string, number>, siblings?: RelaySiblings, listed?: ClaimView): Promise<void> {
     if (this.watches.has(sessionId)) return;
     const release = await this.pacer.acquire(priority);
     let holding = false;
     try {
       // The wait for a permit is when a sibling's claim of a scanned session is heard: skip it unread.
       if (siblings?.heldElsewhere(sessionId)) return;
-      await this.claimOnce(sessionId, live);
+      await this.claimOnce(sessionId, live, listed);
       const watch = this.watches.get(sessionId);
       if (watch) {
         holding = true;
@@ -666,24 +695,38 @@ export class StreamingRelay {
   }
 
   /** One claim per session at a time (a nudge and a scan may ask together). */
-  private claimOnce(sessionId: string, live?: Map<string, number>): Promise<void> {
+  private claimOnce(sessionId: string, live?: Map<string, number>, listed?: ClaimView): Promise<void> {
     const running = this.claiming.get(sessionId);
     if (running) return running;
-    const p = this.claim(sessionId, live).finally(() => this.claiming.delete(sessionId));
+    const p = this.claim(sessionId, live, listed).finally(() => this.claiming.delete(sessionId));
     this.claiming.set(sessionId, p);
     return p;
   }
 
-  private async claim(sessionId: string, live?: Map<string, number>): Promise<void> {
+  /**
+   * Claims the session from `listed` (a scan's page: no read first) or from a strongly consistent
+   * read. A listing is eventually consistent: a claim from it that its condition refused is tried
+   * once more from a read (someone claimed it since, or the listing was behind).
+   */
+  private async claim(sessionId: string, live?: Map<string, number>, listed?: ClaimView): Promise<void> {
     if (this.watches.has(sessionId) || this.full()) return;
     const heartbeat = await this.ensureHeartbeat();
     if (!heartbeat) return;
-    const seen = await this.deps.relayLeases.view(sessionId);
-    const target = targetOf(seen);
-    // The listing is eventually consistent: the session may have left `running` already.
-    if (!seen || !target) return;
-    const claim = await this.deps.relayLeases.claim(seen, heartbeat, this.deps.now(), live ?? this.live);
-    if (!claim) return;
+    const attempt = async (view: ClaimView | null) => (view && targetOf(view) ? this.deps.relayLeases.claim(view, heartbeat, this.deps.now(), live ?? this.live) : null);
+    let seen = listed ?? null;
+    let claim = await attempt(seen);
+    if (!claim) {
+      seen = await this.deps.relayLeases.view(sessionId);
+      claim = await attempt(seen);
+    }
+    // The session may have left `running` already, or another relay holds it.
+    if (!claim || !seen) return;
+    // The runtime the claim's write held (its condition: running on the claimed sandbox).
+    const target = targetOf(claim.session);
+    if (!target) {
+      await this.release(claim);
+      return;
+    }
     this.counters.claims++;
     // Held by another relay before (its heartbeat expired, or it retired): a takeover. A flow's seize is not a relay's hold.
     if (seen.relayOwner !== null && !seen.relayOwner.startsWith("flow:") && seen.relayOwner !== claim.owner) this.deps.metrics?.put(METRIC_NAMES.relayTakeovers, 1, "Count");
@@ -807,7 +850,9 @@ export class StreamingRelay {
 
   private async connected(watch: Watch, snapshot: StreamSnapshot): Promise<void> {
     try {
-      await watch.fanOut.sync();
+      // The first connect has sent nothing to anyone: the connection list is read at the first
+      // frame (fan-out.ts), so a session taken over idle reads none until something happens.
+      if (watch.fanOut.listed) await watch.fanOut.sync();
       await this.caughtUp(watch, snapshot);
     } finally {
       watch.settleLive();
@@ -852,7 +897,9 @@ export class StreamingRelay {
    * been stranded by a relay that died before delivering: deliver them.
    */
   private async settleUnobservedTurn(watch: Watch, messages: AgentMessage[]): Promise<void> {
-    const processing = await this.deps.prompts.list(watch.sessionId, "processing");
+    // One read of the session's prompts for both questions (a claim's catch-up comes here).
+    const prompts = await this.deps.prompts.list(watch.sessionId);
+    const processing = prompts.filter((p) => p.status === "processing");
     if (processing.length > 0 && !processing.every((p) => isAnswered(p, messages))) {
       this.deps.logger.info("relay: prompt in flight, waiting for its turn", { sessionId: watch.sessionId, promptId: processing[0]?.promptId });
       return;
@@ -861,7 +908,7 @@ export class StreamingRelay {
       await completeTurn(this.deps, watch.sessionId, { actor: this.actor });
       this.counters.turnsCompleted++;
     } else {
-      await deliverQueuedPrompts(this.deps, watch.sessionId, { actor: this.actor, wakeFromError: false });
+      await deliverQueuedPrompts(this.deps, watch.sessionId, { actor: this.actor, wakeFromError: false, queued: prompts.filter((p) => p.status === "queued") });
     }
   }
 

@@ -19,7 +19,7 @@ import { agentEndpoint } from "../agent/agent-endpoint";
 import type { SessionRecord } from "../domain/session";
 import { errorForLog } from "../observability/logger";
 import type { RelayLeaseStore, RelayNudge } from "../ports/relay";
-import type { PromptFailure } from "../ports/session-items";
+import type { PromptFailure, QueuedPrompt } from "../ports/session-items";
 import type { FlowDeps } from "../flows/flow-deps";
 import type { AppError } from "../domain/errors";
 import { admitToRun, isUsageRefusal } from "../usage/usage-gate";
@@ -77,9 +77,11 @@ export async function deliverQueuedPrompts(
     known?: { session: SessionRecord; lease: { owner: string | null; fence: number; expiresAt: number | null } };
     /** Wait this long before asking the agent whether it is busy (the relay at an idle boundary: AFTER_IDLE_SETTLE_MS). */
     settleMs?: number;
+    /** The queued prompts as a read the caller just made returned them (the relay's catch-up reads every prompt once): no read here. */
+    queued?: QueuedPrompt[];
   },
 ): Promise<DeliveryResult> {
-  const queued = await deps.prompts.list(sessionId, "queued");
+  const queued = options.queued ?? (await deps.prompts.list(sessionId, "queued"));
   if (queued.length === 0) return { outcome: "none", sent: 0, queued: 0 };
   // The session and its lease from one read (issue 15: the prompt path read the item three times).
   const found = options.known ?? (await deps.sessions.getSessionWithLease(sessionId));

@@ -36,7 +36,7 @@ export async function ensureTable(doc: DynamoDBDocumentClient, tableName: string
   const attrs = new Set<string>([TABLE_DEFINITION.partitionKey, TABLE_DEFINITION.sortKey]);
   for (const g of TABLE_DEFINITION.globalSecondaryIndexes) {
     attrs.add(g.partitionKey);
-    attrs.add(g.sortKey);
+    if (g.sortKey) attrs.add(g.sortKey);
   }
   await doc.send(
     new CreateTableCommand({
@@ -49,11 +49,8 @@ export async function ensureTable(doc: DynamoDBDocumentClient, tableName: string
       ],
       GlobalSecondaryIndexes: TABLE_DEFINITION.globalSecondaryIndexes.map((g) => ({
         IndexName: g.indexName,
-        KeySchema: [
-          { AttributeName: g.partitionKey, KeyType: "HASH" },
-          { AttributeName: g.sortKey, KeyType: "RANGE" },
-        ],
-        Projection: { ProjectionType: "ALL" },
+        KeySchema: [{ AttributeName: g.partitionKey, KeyType: "HASH" }, ...(g.sortKey ? [{ AttributeName: g.sortKey, KeyType: "RANGE" as const }] : [])],
+        Projection: g.projection ? { ProjectionType: "INCLUDE", NonKeyAttributes: [...g.projection] } : { ProjectionType: "ALL" },
       })),
     }),
   );

@@ -18,11 +18,12 @@ import type { DynamoDBDocumentClient } from "@aws-sdk/lib-dynamodb";
 import { GetCommand, QueryCommand, UpdateCommand } from "./dynamodb-sdk";
 import * as z from "zod";
 import { LeaseLostError, NotFoundError, ValidationError } from "../domain/errors";
-import type { ClaimView, RelayClaim, RelayHeartbeat, RelayLease, RelayLeaseStore } from "../ports/relay";
+import type { ClaimablePage, ClaimedSession, ClaimView, RelayClaim, RelayHeartbeat, RelayLease, RelayLeaseStore } from "../ports/relay";
 import { ItemLease, conditions, isConditionFailure } from "./item-lease";
-import { GSI_BY_STATUS, TTL_ATTRIBUTE, keys } from "./table-layout";
+import { GSI_BY_RELAY, GSI_BY_STATUS, TTL_ATTRIBUTE, keys } from "./table-layout";
 
 const ClaimableCursor = z.object({ PK: z.string(), SK: z.string(), GSI2PK: z.string(), GSI2SK: z.string() });
+const HeldByCursor = z.object({ PK: z.string(), SK: z.string(), relayOwner: z.string() });
 
 export const RELAYS_PARTITION = "RELAYS";
 export const relayHeartbeatKey = (owner: string) => ({ PK: RELAYS_PARTITION, SK: `RELAY#${owner}` });
@@ -49,6 +50,9 @@ const VIEW_NAMES = {
   "#fence": "relayFence",
   "#expiresAt": "relayExpiresAt",
 };
+
+/** A listing's projection: the session id and its claim view (GSI3 projects exactly these, table-layout.ts). */
+const LISTED_VIEW = ["id", ...Object.keys(VIEW_NAMES)].join(", ");
 
 const str = (v: unknown): string | null => (typeof v === "string" ? v : null);
 const num = (v: unknown): number | null => (typeof v === "number" ? v : null);
@@ -202,12 +206,12 @@ export class DynamoRelayLeaseStore implements RelayLeaseStore {
     return (await this.relayAlive(v.relayOwner, v.relayEpoch, now, live)) ? "held" : "free";
   }
 
-  async claim(seen: ClaimView, heartbeat: RelayHeartbeat, now: Date, live?: Map<string, number>): Promise<RelayClaim | null> {
+  async claim(seen: ClaimView, heartbeat: RelayHeartbeat, now: Date, live?: Map<string, number>): Promise<ClaimedSession | null> {
     const sandboxId = seen.sandboxId;
     if (seen.status !== "running" || !sandboxId) return null;
     const holder = await this.holder(seen, now, heartbeat, live);
     if (holder === "held") return null;
-    if (holder === "self") return { sessionId: seen.sessionId, owner: heartbeat.owner, epoch: heartbeat.epoch, sandboxId, fence: seen.relayFence };
+    if (holder === "self") return { sessionId: seen.sessionId, owner: heartbeat.owner, epoch: heartbeat.epoch, sandboxId, fence: seen.relayFence, session: seen };
     try {
       const out = await this.doc.send(
         new UpdateCommand({
@@ -233,10 +237,12 @@ export class DynamoRelayLeaseStore implements RelayLeaseStore {
             ...(seen.relayOwner === null ? {} : { ":seenOwner": seen.relayOwner }),
             ...(seen.relayFence === 0 ? {} : { ":seenFence": seen.relayFence }),
           },
-          ReturnValues: "UPDATED_NEW",
+          // The session as written (the claim's runtime is what the condition held): no read after it.
+          ReturnValues: "ALL_NEW",
         }),
       );
-      return { sessionId: seen.sessionId, owner: heartbeat.owner, epoch: heartbeat.epoch, sandboxId, fence: Number(out.Attributes?.relayFence) };
+      const session = viewOf(seen.sessionId, out.Attributes ?? {});
+      return { sessionId: seen.sessionId, owner: heartbeat.owner, epoch: heartbeat.epoch, sandboxId, fence: session.relayFence, session };
     } catch (err) {
       if (isConditionFailure(err)) return null;
       throw err;
@@ -274,7 +280,7 @@ export class DynamoRelayLeaseStore implements RelayLeaseStore {
   async listClaimable(
     now: Date,
     options: { limit: number; cursor?: string | null; live?: Map<string, number> },
-  ): Promise<{ sessionIds: string[]; nextCursor: string | null }> {
+  ): Promise<ClaimablePage> {
     const partition = keys.statusPartition("running");
     let startKey: z.infer<typeof ClaimableCursor> | undefined;
     if (options.cursor) {
@@ -294,23 +300,60 @@ export class DynamoRelayLeaseStore implements RelayLeaseStore {
         TableName: this.tableName,
         IndexName: GSI_BY_STATUS,
         KeyConditionExpression: "GSI2PK = :pk",
-        ProjectionExpression: "id, #sandboxId, #owner, #epoch, #sandbox, #expiresAt",
-        ExpressionAttributeNames: { "#sandboxId": "sandboxId", "#owner": "relayOwner", "#epoch": "relayEpoch", "#sandbox": "relaySandbox", "#expiresAt": "relayExpiresAt" },
+        ProjectionExpression: LISTED_VIEW,
+        ExpressionAttributeNames: VIEW_NAMES,
         ExpressionAttributeValues: { ":pk": partition },
         Limit: options.limit,
         ...(startKey ? { ExclusiveStartKey: startKey } : {}),
       }),
     );
-    const live = options.live ?? (await this.liveRelays(now));
-    const sessionIds: string[] = [];
-    for (const item of out.Items ?? []) {
+    return this.claimable(out.Items ?? [], out.LastEvaluatedKey, now, options.live);
+  }
+
+  /** The listed sessions still running that nobody live holds at `now`, each with its view. */
+  private async claimable(items: Record<string, unknown>[], last: Record<string, unknown> | undefined, now: Date, known?: Map<string, number>): Promise<ClaimablePage> {
+    const live = known ?? (await this.liveRelays(now));
+    const views: ClaimView[] = [];
+    for (const item of items) {
       const id = str(item.id);
-      if (id === null) continue;
-      const v = viewOf(id, { ...item, status: "running" });
-      if ((await this.holder(v, now, null, live)) === "free") sessionIds.push(id);
+      // The byRelay index also keeps sessions that stopped running while a relay still named them.
+      if (id === null || item.status !== "running") continue;
+      const v = viewOf(id, item);
+      if ((await this.holder(v, now, null, live)) === "free") views.push(v);
     }
-    const last = out.LastEvaluatedKey;
-    return { sessionIds, nextCursor: last ? Buffer.from(JSON.stringify(last)).toString("base64url") : null };
+    return { sessionIds: views.map((v) => v.sessionId), views, nextCursor: last ? Buffer.from(JSON.stringify(last)).toString("base64url") : null };
+  }
+
+  async listHeldBy(
+    owner: string,
+    now: Date,
+    options: { limit: number; cursor?: string | null; live?: Map<string, number> },
+  ): Promise<ClaimablePage> {
+    let startKey: z.infer<typeof HeldByCursor> | undefined;
+    if (options.cursor) {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(Buffer.from(options.cursor, "base64url").toString("utf8"));
+      } catch {
+        throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
+      }
+      const cursor = HeldByCursor.safeParse(parsed);
+      if (!cursor.success || cursor.data.relayOwner !== owner) throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
+      startKey = cursor.data;
+    }
+    const out = await this.doc.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        IndexName: GSI_BY_RELAY,
+        KeyConditionExpression: "#owner = :owner",
+        ProjectionExpression: LISTED_VIEW,
+        ExpressionAttributeNames: VIEW_NAMES,
+        ExpressionAttributeValues: { ":owner": owner },
+        Limit: options.limit,
+        ...(startKey ? { ExclusiveStartKey: startKey } : {}),
+      }),
+    );
+    return this.claimable(out.Items ?? [], out.LastEvaluatedKey, now, options.live);
   }
 
   async watched(sessionId: string, now: Date): Promise<boolean> {

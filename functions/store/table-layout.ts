@@ -2,6 +2,8 @@
  * DynamoDB single-table key layout. One table holds every item; the CDK stack and the local
  * runtime both create it from `TABLE_DEFINITION`, so the two can never drift.
  *
+ * Session items that name a relay (or a flow's seize) are also in GSI3 (byRelay), keyed on `relayOwner`.
+ *
  * | item                | PK                      | SK              | GSI1 (byOrg)                              | GSI2 (byStatus)                          |
  * |---------------------|-------------------------|-----------------|-------------------------------------------|------------------------------------------|
  * | session             | `SESSION#<sessionId>`   | `SESSION`       | `ORG#<orgId>` / `<createdAt>#<sessionId>` | `STATUS#<status>` / `<updatedAt>#<id>`   |
@@ -42,6 +44,8 @@
  *   (with a `status` filter when asked: the page is filled by reading on, never by skipping);
  * - list sessions in one status (sweeper, operators): Query GSI2 PK=`STATUS#status`;
  * - relay scan (backstop): Query GSI2 PK=`STATUS#running`, kept when no live relay holds it (Query `RELAYS` for the live ones);
+ * - a dead relay's sessions (takeover): Query GSI3 PK=`<relayOwner>` (sparse: only session items that name
+ *   a relay or a flow's seize; projects the claim view only, so the turn's writes never touch it);
  * - a session's transcript oldest first: Query PK=`SESSION#id`, SK begins_with `MSG#`;
  * - a session's live proxy connections: Query PK=`SESSION#id`, SK begins_with `PROXY#`, filtered on expiry;
  * - count an org's open sessions (the ORG_MAX_OPEN_SESSIONS cap): Query PK=`ORG#org`, SK begins_with
@@ -57,6 +61,21 @@
 
 export const GSI_BY_ORG = "GSI1";
 export const GSI_BY_STATUS = "GSI2";
+/**
+ * Sparse, keyed on the session item's `relayOwner` (issue 15): a relay whose peer died reads that
+ * peer's sessions, not every running one. Projects what a claim needs (ports/relay.ts `ClaimView`),
+ * so only a claim, a release, a seize or a change of runtime writes it, never a turn.
+ */
+export const GSI_BY_RELAY = "GSI3";
+export const RELAY_INDEX_PROJECTION = ["id", "status", "sandboxId", "openCodeUrl", "codingAgentSessionId", "relayEpoch", "relaySandbox", "relayFence", "relayExpiresAt"] as const;
+
+interface IndexDefinition {
+  readonly indexName: string;
+  readonly partitionKey: string;
+  readonly sortKey?: string;
+  /** Non-key attributes projected (INCLUDE); none: every attribute (ALL). */
+  readonly projection?: readonly string[];
+}
 
 export const keys = {
   session: (sessionId: string) => ({ PK: `SESSION#${sessionId}`, SK: "SESSION" }),
@@ -119,12 +138,18 @@ export const KEY_ATTRIBUTES = ["PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK
 export const TTL_ATTRIBUTE = "ttl";
 
 /** The table's key schema and indexes in CreateTable form (shared by CDK and the local runtime). */
-export const TABLE_DEFINITION = {
+export const TABLE_DEFINITION: {
+  readonly partitionKey: "PK";
+  readonly sortKey: "SK";
+  readonly timeToLiveAttribute: typeof TTL_ATTRIBUTE;
+  readonly globalSecondaryIndexes: readonly IndexDefinition[];
+} = {
   partitionKey: "PK",
   sortKey: "SK",
   timeToLiveAttribute: TTL_ATTRIBUTE,
   globalSecondaryIndexes: [
     { indexName: GSI_BY_ORG, partitionKey: "GSI1PK", sortKey: "GSI1SK" },
     { indexName: GSI_BY_STATUS, partitionKey: "GSI2PK", sortKey: "GSI2SK" },
+    { indexName: GSI_BY_RELAY, partitionKey: "relayOwner", projection: RELAY_INDEX_PROJECTION },
   ],
-} as const;
+};

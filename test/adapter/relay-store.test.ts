@@ -4,12 +4,14 @@
  * only once the named heartbeat is dead, the seize, and independence from the flow lease and
  * lifecycle writes on the same item.
  */
+import { UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LeaseLostError, NotFoundError, ValidationError } from "../../functions/domain/errors";
 import type { SessionRecord } from "../../functions/domain/session";
 import type { ClaimView, RelayHeartbeat } from "../../functions/ports/relay";
 import { DynamoRelayLeaseStore, RELAY_CLOCK_SKEW_MARGIN_MS } from "../../functions/store/dynamo-relay-store";
 import { DynamoSessionStore } from "../../functions/store/dynamo-session-store";
+import { keys } from "../../functions/store/table-layout";
 import { buildSession, T0 } from "../support/builders";
 import { startTestTable, type TestTable } from "../support/dynalite";
 
@@ -116,6 +118,14 @@ describe("claim", () => {
     expect(await leases.watched(s.id, past)).toBe(false);
     const bLater = await leases.beat(b, new Date(b.expiresAt - 1), TTL);
     expect(await claim(s.id, bLater, past)).toMatchObject({ owner: b.owner });
+  });
+
+  it("a claim returns the session as its write left it: the runtime to stream from, no read after it", async () => {
+    const s = await running({ openCodeUrl: "http://oc-claimed.invalid", codingAgentSessionId: "ses_claimed" });
+    const hb = await leases.register(relayName("relay-w"), at(0), TTL);
+    const claimed = await claim(s.id, hb, at(0));
+    expect(claimed?.session).toEqual({ ...(await view(s.id)), relayOwner: hb.owner, relayEpoch: hb.epoch, relaySandbox: "sb-1" });
+    expect(claimed?.session).toMatchObject({ status: "running", sandboxId: "sb-1", openCodeUrl: "http://oc-claimed.invalid", codingAgentSessionId: "ses_claimed", relayFence: claimed?.fence });
   });
 
   it("a claim written from a stale read fails: someone claimed in between", async () => {
@@ -235,6 +245,61 @@ describe("listClaimable", () => {
     const foreign = Buffer.from(JSON.stringify({ PK: "SESSION#x", SK: "SESSION", GSI2PK: "STATUS#paused", GSI2SK: "x" })).toString("base64url");
     for (const cursor of [foreign, "not-a-cursor"]) {
       await expect(leases.listClaimable(at(0), { limit: 10, cursor })).rejects.toBeInstanceOf(ValidationError);
+    }
+  });
+});
+
+describe("listHeldBy (a takeover reads the dead relay's sessions only: GSI3, keyed on relayOwner)", () => {
+  it("lists the running sessions naming the relay under a dead epoch, across pages; not its live epoch's, not another relay's, not one no longer running", async () => {
+    const owner = relayName("relay-z");
+    const old = await leases.register(owner, at(0), TTL);
+    const oldEpoch = await Promise.all([running(), running(), running()]);
+    for (const s of oldEpoch) expect(await claim(s.id, old, at(0))).not.toBeNull();
+    // Stopped while the relay still named it: still in the index, never listed.
+    const stopped = await running();
+    await claim(stopped.id, old, at(0));
+    await table.doc.send(new UpdateCommand({ TableName: table.tableName, Key: keys.session(stopped.id), UpdateExpression: "SET #status = :stopped", ExpressionAttributeNames: { "#status": "status" }, ExpressionAttributeValues: { ":stopped": "stopped" } }));
+    // The same owner restarted (a new epoch) and holds one session live; another relay holds one.
+    const current = await leases.register(owner, at(100), TTL);
+    const live = await running();
+    await claim(live.id, current, at(100));
+    const other = await leases.register(relayName("relay-o"), at(0), TTL);
+    const others = await running();
+    await claim(others.id, other, at(0));
+    const free = await running();
+
+    const seen: string[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const page = await leases.listHeldBy(owner, at(100), { limit: 2, cursor });
+      seen.push(...page.sessionIds);
+      cursor = page.nextCursor;
+      pages++;
+    } while (cursor && pages < 50);
+    expect(cursor).toBeNull();
+    expect(pages).toBeGreaterThan(1);
+    expect(seen.sort()).toEqual(oldEpoch.map((s) => s.id).sort());
+    expect(seen).not.toContain(live.id);
+    expect(seen).not.toContain(others.id);
+    expect(seen).not.toContain(free.id);
+    // Each listed with its claim view (GSI3 projects it): what a strongly consistent read shows.
+    const page = await leases.listHeldBy(owner, at(100), { limit: 10 });
+    for (const [i, id] of page.sessionIds.entries()) expect(page.views[i]).toEqual(await view(id));
+
+    // Taken over: the session names its new relay, so the dead one lists nothing more of it.
+    const [takenOver, ...rest] = oldEpoch;
+    if (!takenOver) throw new Error("no session");
+    const taker = await leases.register(relayName("relay-t"), at(100), TTL);
+    expect(await claim(takenOver.id, taker, at(100))).not.toBeNull();
+    expect((await leases.listHeldBy(owner, at(100), { limit: 10 })).sessionIds.sort()).toEqual(rest.map((s) => s.id).sort());
+  });
+
+  it("rejects a cursor it did not mint (another relay's, or the status listing's)", async () => {
+    const foreign = Buffer.from(JSON.stringify({ PK: "SESSION#x", SK: "SESSION", relayOwner: "relay-other" })).toString("base64url");
+    const statusCursor = Buffer.from(JSON.stringify({ PK: "SESSION#x", SK: "SESSION", GSI2PK: "STATUS#running", GSI2SK: "x" })).toString("base64url");
+    for (const cursor of [foreign, statusCursor, "not-a-cursor"]) {
+      await expect(leases.listHeldBy("relay-mine", at(0), { limit: 10, cursor })).rejects.toBeInstanceOf(ValidationError);
     }
   });
 });

@@ -7,7 +7,7 @@
 /** us-east-1 on-demand list prices (assumption, see the printed notes). */
 export const USD_PER_WRU = 1.25 / 1_000_000;
 export const USD_PER_RRU = 0.25 / 1_000_000;
-/** Session items are indexed in GSI1 (byOrg) and GSI2 (byStatus), both projecting ALL. */
+/** Session items are indexed in GSI1 (byOrg) and GSI2 (byStatus), both projecting ALL (GSI3, sparse: `relayIndexWrites`). */
 export const SESSION_GSI_COUNT = 2;
 /** The key attributes of each GSI a session item is in (functions/store/table-layout.ts). */
 const SESSION_GSI_KEYS = [
@@ -59,6 +59,22 @@ function unitsOf(consumed: { CapacityUnits?: number } | { CapacityUnits?: number
   return consumed?.CapacityUnits;
 }
 
+/**
+ * GSI3 (byRelay: keyed on `relayOwner`, projecting the claim view only) is written by a session
+ * write that sets or removes `relayOwner` (a claim, a release, a seize): +1 WRU, and +1 more when a
+ * claim moves the key from a previous owner (a takeover: a delete plus a put there). Writes that
+ * change another projected attribute while a relay is named (a runtime change under a seize) are
+ * left out: each comes with a seize or release that is counted.
+ */
+function relayIndexWrites(op: string, input: Record<string, unknown>): number {
+  if (op !== "UpdateItem" && op !== "PutItem") return 0;
+  const names = new Set(Object.values((input.ExpressionAttributeNames ?? {}) as Record<string, string>));
+  const item = (input.Item ?? {}) as Record<string, unknown>;
+  if (!names.has("relayOwner") && !("relayOwner" in item)) return 0;
+  const values = (input.ExpressionAttributeValues ?? {}) as Record<string, unknown>;
+  return ":seenOwner" in values ? 2 : 1;
+}
+
 /** How many of the session item's GSIs an UpdateItem re-keys (it SETs that index's key attributes). */
 function gsiKeyMoves(op: string, input: Record<string, unknown>): number {
   if (op !== "UpdateItem") return 0;
@@ -88,7 +104,7 @@ export function countDynamoRequests(doc: unknown, onRequest: (request: DynamoReq
         onRequest({ op, rru: 0, wru: units + batchSessionPuts(command.input) * SESSION_GSI_COUNT, gsiKeyMoves: 0 });
       } else if (isSessionItem(command.input)) {
         const moves = gsiKeyMoves(op, command.input);
-        onRequest({ op, rru: 0, wru: units * (1 + SESSION_GSI_COUNT + moves), gsiKeyMoves: moves });
+        onRequest({ op, rru: 0, wru: units * (1 + SESSION_GSI_COUNT + moves) + relayIndexWrites(op, command.input), gsiKeyMoves: moves });
       } else {
         onRequest({ op, rru: 0, wru: units, gsiKeyMoves: 0 });
       }
@@ -112,6 +128,7 @@ export function dynamoCostNotes(): string[] {
     "billed on the summed size of the items it reads, rounded up to 4 KB); a session write also writes its",
     `${SESSION_GSI_COUNT} GSI entries (projection ALL) at +1 WRU each, and +1 more per GSI whose key it changes`,
     "(GSI2 is keyed on status#updatedAt, so every status/field update re-keys it: a delete plus a put there);",
+    "GSI3 (byRelay, keyed on relayOwner, projecting the claim view) costs +1 WRU per claim, release or seize, +2 for a takeover's claim;",
     "prompts, events and connections are in no GSI; a failed conditional write costs 1 WRU.",
   ];
 }

@@ -58,7 +58,7 @@ export interface WorkerTotals {
 }
 
 export type BenchRequest =
-  | { cmd: "scanNow" | "renewNow" | "backstopNow" | "totals" | "pull" | "memory" | "warm" | "lagStart" | "lagStop" | "measureStop" }
+  | { cmd: "scanNow" | "renewNow" | "backstopNow" | "totals" | "open" | "pull" | "memory" | "warm" | "lagStart" | "lagStop" | "measureStop" }
   | { cmd: "measureStart"; offsetMs: number }
   | { cmd: "profileStart"; kind: "cpu" | "heap"; file: string }
   | { cmd: "profileStop" };
@@ -226,6 +226,9 @@ serveRelayWorker<BenchWorkerData>(async (data) => {
       case "warm":
         // What the first claim would load lazily (fetch's HTTP client, the agent client's schemas), before the baseline.
         return agent.isBusy({ url: `http://127.0.0.1:${data.agentPort}/sb/0`, authorization: null }, "ses_bench0");
+      case "open":
+        // Polled while claims run (bench 5c's takeover): the count alone, not every total.
+        return relay.streamCounters().open;
       case "totals": {
         const p = relay.pacer.stats;
         return {

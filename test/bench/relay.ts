@@ -258,7 +258,7 @@ class BenchRelays {
   }
 
   async open(): Promise<number> {
-    return (await this.totals()).open;
+    return (await this.all<number>({ cmd: "open" })).reduce((a, b) => a + b, 0);
   }
 
   async held(): Promise<number> {
@@ -717,7 +717,8 @@ export async function benchRelay(): Promise<void> {
     );
     note(
       `DynamoDB requests per claim (last step, ${thousands(claimed)} claims, its scan pages included, until every stream caught up): ${f2(claimRequests.count / claimed)} ` +
-        `(${[...claimRequests.byOp.entries()].map(([op, c]) => `${op} ${f2(c / claimed)}`).join(", ")}); each ~135-180 KiB of SDK allocation in the relay.`,
+        `(${[...claimRequests.byOp.entries()].map(([op, c]) => `${op} ${f2(c / claimed)}`).join(", ")}); each ~135-180 KiB of SDK allocation in the relay. ` +
+        "At 1681e77: 6.02 (GetItem 1, Query 3: the connection list and the prompts twice); 7.04 before it.",
     );
     note(`streams per relay worker at each step: ${stages.map((st) => `${thousands(st.target)}: ${st.perWorker.map(thousands).join(" / ")}`).join("; ")} (each claims its own share of a scan first).`);
     note(`each step adds sessions to those already held; claims/s and CPU / claim are over the streams it added. Stop rule: claim > ${CLAIM_LIMIT_MS / 1000} s per 2,000 added or loop delay p99 > ${LAG_P99_LIMIT_MS} ms.`);
@@ -826,13 +827,14 @@ export async function benchRelay(): Promise<void> {
     );
     note(
       `quiet and heartbeat-only runs: ${takenOverInQuiet} sessions taken over in them (must be 0). takeover run: ${takenOver} sessions taken over from the dead relay while it ran (heartbeat rounds every 1 s instead of 10 s, so several fall in it). ` +
-        `At dd49683 (${thousands(AT_DD49683.streams)} streams): p99 ${f1(AT_DD49683.p99QuietMs)} ms quiet; on a loaded machine ${AT_DD49683.p99RoundLoadedMs} ms during a per-stream renewal round vs ${AT_DD49683.p99NoRoundLoadedMs} ms without. Target: p99 <= 20 ms at 10,000.`,
+        `At dd49683 (${thousands(AT_DD49683.streams)} streams): p99 ${f1(AT_DD49683.p99QuietMs)} ms quiet; on a loaded machine ${AT_DD49683.p99RoundLoadedMs} ms during a per-stream renewal round vs ${AT_DD49683.p99NoRoundLoadedMs} ms without. Target: p99 <= 20 ms at 10,000. ` +
+        "At 1681e77 (workers, each full-scanning when a peer died; same machine and day): 4.2 / 6.1 / 93.9 ms (quiet / rounds / takeover).",
     );
 
     console.log("\n   d) Notes");
     note(`relay counters: ${JSON.stringify(counters)}; streams: ${JSON.stringify(streamCounters)}`);
     note(
-      `claim pacer (claim-pacer.ts: permits from a claim's write to its first catch-up, following the event loop's utilization): ` +
+      `claim pacer (claim-pacer.ts: permits from a claim's write to its first catch-up, following the event loop's utilization and the machine's CPUs): ` +
         `${thousands(finalTotals.pacer.granted)} permits, ${thousands(finalTotals.pacer.waited)} waited, limit between ${finalTotals.pacer.lowestLimit} and ${finalTotals.pacer.highestLimit} (per worker).`,
     );
     const logged = [...finalTotals.logged].sort((a, b) => b[1] - a[1]);

@@ -12,6 +12,7 @@ import { StreamingRelay, type RelayOptions } from "../../functions/relay/relay";
 import { submitPrompt } from "../../functions/services/submit-prompt";
 import { DynamoRelayLeaseStore } from "../../functions/store/dynamo-relay-store";
 import { DynamoTranscriptStore } from "../../functions/store/dynamo-transcript";
+import { GSI_BY_RELAY } from "../../functions/store/table-layout";
 import { FakeOpenCode } from "../support/fake-opencode";
 import { harnessRelay } from "../support/harness-relay";
 import { startFlowHarness, type FlowHarness } from "../support/flow-harness";
@@ -148,6 +149,38 @@ describe("relay at scale (issue 15)", () => {
     expect(new Set(all).size).toBe(all.length);
     await waitFor(() => [b, c, d].reduce((n, r) => n + r.streamCounters().open, 0) === MANY, { message: "every stream live again" });
     await waitFor(() => agent.subscriberCount() === MANY, { message: "one stream per session" });
+  });
+
+  it("a peer's death is taken over by reading that peer's sessions only (the byRelay index), not every running session", async () => {
+    const sessions = await runningSessions(6);
+    const ofA = sessions.slice(0, 3).map((s) => s.id);
+    const ofC = sessions.slice(3).map((s) => s.id);
+    const a = relay("relay-a");
+    const c = relay("relay-c", 3600);
+    for (const id of ofA) await a.look(id);
+    for (const id of ofC) await c.look(id);
+    expect(a.heldSessions().sort()).toEqual([...ofA].sort());
+    expect(c.heldSessions().sort()).toEqual([...ofC].sort());
+    const b = relay("relay-b", 3600);
+    await b.scanNow();
+    await b.heartbeatNow();
+    expect(b.heldSessions()).toEqual([]);
+
+    await a.kill();
+    h.advance((TTL + 1) * 1000);
+    const send = vi.spyOn(h.table.doc, "send");
+    await b.heartbeatNow();
+    await waitFor(() => b.heldSessions().length === 3, { message: "B took A's sessions over" });
+    expect(b.heldSessions().sort()).toEqual([...ofA].sort());
+    const commands = send.mock.calls.map(([command]) => command as unknown as { constructor: { name: string }; input: { IndexName?: string; Key?: { PK?: string }; ExpressionAttributeValues?: Record<string, unknown> } });
+    const listings = commands.filter((command) => command.constructor.name === "QueryCommand" && command.input.IndexName !== undefined);
+    expect(listings.map((command) => [command.input.IndexName, command.input.ExpressionAttributeValues?.[":owner"]])).toEqual([[GSI_BY_RELAY, "relay-a"]]);
+    // Claims read A's sessions, never C's.
+    const read = commands.filter((command) => command.constructor.name === "GetCommand" && command.input.Key?.PK?.startsWith("SESSION#")).map((command) => command.input.Key?.PK?.slice("SESSION#".length));
+    expect(read.filter((id) => ofC.includes(id ?? ""))).toEqual([]);
+    expect(new Set(read)).toEqual(new Set(ofA));
+    expect(c.heldSessions().sort()).toEqual([...ofC].sort());
+    await waitFor(() => agent.subscriberCount() === 6, { message: "one stream per session" });
   });
 
   it("a takeover's claims are paced: with the event loop over its target, each claim waits for the previous one's stream to catch up", async () => {

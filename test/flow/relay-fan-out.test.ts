@@ -121,4 +121,22 @@ describe("relay fan-out", () => {
     expect((await registry.list(t.sessionId)).map((c) => c.connectionId)).toEqual(["a"]);
     expect(t.to("a")).toHaveLength(3);
   });
+
+  it("nothing sent yet: no read until the first frame, which every ready client gets with all that follow, and no catch-up repeating them", async () => {
+    const t = setup();
+    await connect(t.sessionId, "a", t.now());
+    expect(t.fanOut.listed).toBe(false);
+    expect(t.fanOut.reads).toBe(0);
+    // The first frames of a stream whose catch-up sent nothing (a session taken over idle): the
+    // translator's open state already holds them, and they must not reach the client twice.
+    const create = { type: "message.create" as const, messageId: "msg_1", role: "assistant" as const };
+    t.setOpen([create, delta("hel")]);
+    await t.fanOut.exclusive(async () => {
+      await t.fanOut.send(create);
+      await t.fanOut.send(delta("hel"));
+    });
+    await t.event(delta("lo"));
+    expect(t.fanOut.reads).toBe(1);
+    expect(t.to("a")).toEqual([create, delta("hel"), delta("lo")]);
+  });
 });

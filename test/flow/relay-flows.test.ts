@@ -5,7 +5,7 @@
  * dies (busy and idle agent) without duplicates, reopen on a new sandbox, and letting go of a
  * paused session. The clock moves through the harness; conditions are awaited with a bound.
  */
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { agentEndpoint } from "../../functions/agent/agent-endpoint";
 import { staticKeyring } from "../../functions/config/sandbox-keyring";
 import type { AgentEndpoint } from "../../functions/ports/agent-client";
@@ -193,14 +193,17 @@ describe("StreamingRelay", () => {
     expect(idleCheck?.at.getTime()).toBe(Date.parse(after.lastActivityAt) + idleGraceSeconds(after.clientType, h.config) * 1000);
   });
 
-  it("a claim that finds the agent idle records it and arms the idle check from the item it wrote, without reading the session", async () => {
+  it("a claim that finds the agent idle records it and arms the idle check from the item it wrote, without reading the session or its clients", async () => {
     const s = await runningSession();
     const { calls, sessions, scheduler } = recordingStoreAndScheduler();
+    const lists = vi.spyOn(h.deps.connections, "list");
     const a = relay("relay-a", relayLeases, h.deps.sandboxKeys, TTL, { sessions, scheduler });
     await holding(a, s.id);
     await waitFor(() => calls.includes("arm idle-check"), { message: "idle check armed" });
     // One UpdateItem (agent idle, ALL_NEW) and the arm computed from it: no getSession before the arm.
     expect(calls.slice(0, calls.indexOf("arm idle-check") + 1)).toEqual(["recordAgentState", "arm idle-check"]);
+    // Nothing to send on connect: its clients are listed at its first frame, not now.
+    expect(lists).not.toHaveBeenCalled();
     const after = await h.session(s.id);
     expect(after.agentBusy).toBe(false);
     const idleCheck = h.scheduler.pending().find((p) => p.name.includes("idle-check"));

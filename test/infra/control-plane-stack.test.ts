@@ -10,7 +10,7 @@ import { FLOW_STEPS } from "../../functions/flows/steps";
 import { BUILD_STEPS } from "../../functions/builds/build-steps";
 import { WS_ROUTES } from "../../functions/ws/routes";
 import { deployableFlows } from "../../infra/lifecycle-flows";
-import { GSI_BY_ORG, GSI_BY_STATUS } from "../../functions/store/table-layout";
+import { GSI_BY_ORG, GSI_BY_RELAY, GSI_BY_STATUS, RELAY_INDEX_PROJECTION } from "../../functions/store/table-layout";
 import { bundleImports, importLoads } from "../support/bundle-imports";
 
 interface ValidationReport {
@@ -62,6 +62,12 @@ describe("table", () => {
         GlobalSecondaryIndexes: Match.arrayWith([
           Match.objectLike({ IndexName: GSI_BY_ORG, KeySchema: [{ AttributeName: "GSI1PK", KeyType: "HASH" }, { AttributeName: "GSI1SK", KeyType: "RANGE" }] }),
           Match.objectLike({ IndexName: GSI_BY_STATUS, KeySchema: [{ AttributeName: "GSI2PK", KeyType: "HASH" }, { AttributeName: "GSI2SK", KeyType: "RANGE" }] }),
+          // Sparse, on the session's relay: a takeover reads the dead relay's sessions; projects the claim view only, so a turn's writes never write it.
+          Match.objectLike({
+            IndexName: GSI_BY_RELAY,
+            KeySchema: [{ AttributeName: "relayOwner", KeyType: "HASH" }],
+            Projection: { ProjectionType: "INCLUDE", NonKeyAttributes: [...RELAY_INDEX_PROJECTION] },
+          }),
         ]),
       }),
     });

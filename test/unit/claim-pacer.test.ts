@@ -3,12 +3,21 @@
  * number following the event loop's utilization (AIMD), nudges before scans. The utilization
  * and the clock are the test's.
  */
+import os from "node:os";
 import { describe, expect, it } from "vitest";
-import { ClaimPacer } from "../../functions/relay/claim-pacer";
+import { ClaimPacer, machineCpuUtilization } from "../../functions/relay/claim-pacer";
 
 function pacer(options: { initial?: number; max?: number } = {}) {
-  const state = { utilization: 0, now: 0 };
-  const p = new ClaimPacer({ sampleMs: 100, targetUtilization: 0.5, ...options, utilization: () => state.utilization, now: () => state.now });
+  const state = { utilization: 0, machine: 0, now: 0 };
+  const p = new ClaimPacer({
+    sampleMs: 100,
+    targetUtilization: 0.5,
+    targetMachineUtilization: 0.85,
+    ...options,
+    utilization: () => state.utilization,
+    machineUtilization: () => state.machine,
+    now: () => state.now,
+  });
   return { p, state };
 }
 
@@ -123,5 +132,32 @@ describe("claim pacer", () => {
     while (performance.now() < until);
     (await p.acquire("scan"))();
     expect(p.limit).toBe(2);
+  });
+
+  it("halves when the machine's CPUs are busy over their target, even with its own loop under its target (sibling workers, other processes)", async () => {
+    const { p, state } = pacer({ initial: 8 });
+    state.utilization = 0.1;
+    state.machine = 0.95;
+    state.now += 100;
+    (await p.acquire("scan"))();
+    expect(p.limit).toBe(4);
+    // Under both targets, with every permit in use: it grows again.
+    state.machine = 0.5;
+    const held = await Promise.all(Array.from({ length: 4 }, () => p.acquire("scan")));
+    state.now += 100;
+    const next = p.acquire("scan");
+    for (const release of held) release();
+    (await next)();
+    expect(p.limit).toBe(5);
+  });
+
+  it("measures the machine's CPUs from os.cpus(): a thread spinning shows in the next reading", () => {
+    const machine = machineCpuUtilization();
+    const until = performance.now() + 300;
+    while (performance.now() < until);
+    const busy = machine();
+    // One of the machine's CPUs busy (at least, most of the window): its share of the total.
+    expect(busy).toBeGreaterThan(0.5 / os.cpus().length);
+    expect(busy).toBeLessThanOrEqual(1);
   });
 });
