@@ -661,7 +661,10 @@ export class StreamingRelay {
       } while (cursor);
       return null;
     } catch (err) {
-      this.deps.logger.warn("relay scan failed", { error: errorForLog(err) });
+      this.deps.logger.warn("relay scan failed", { error: errorForLog(err), ...(heldBy === undefined ? {} : { takeoverOf: heldBy }) });
+      // A takeover's read failed (throttled; a local table on disk from before the byRelay index):
+      // a full scan after it covers the dead relay's sessions.
+      if (heldBy !== undefined) this.rescan = true;
       return null;
     } finally {
       this.counters.scans++;

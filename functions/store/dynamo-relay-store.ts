@@ -277,12 +277,29 @@ export class DynamoRelayLeaseStore implements RelayLeaseStore {
     return this.seizeLease.release(lease);
   }
 
-  async listClaimable(
+  async listClaimable(now: Date, options: { limit: number; cursor?: string | null; live?: Map<string, number> }): Promise<ClaimablePage> {
+    const partition = keys.statusPartition("running");
+    return this.listIndex(GSI_BY_STATUS, "GSI2PK", partition, ClaimableCursor, now, options);
+  }
+
+  async listHeldBy(owner: string, now: Date, options: { limit: number; cursor?: string | null; live?: Map<string, number> }): Promise<ClaimablePage> {
+    return this.listIndex(GSI_BY_RELAY, "relayOwner", owner, HeldByCursor, now, options);
+  }
+
+  /**
+   * One page of an index partition (`key` = `value`): the sessions in it still running that nobody
+   * live holds at `now`, each with its claim view. A cursor is accepted only from the same
+   * partition: one from another listing must not steer the query elsewhere.
+   */
+  private async listIndex(
+    indexName: string,
+    key: string,
+    value: string,
+    cursorSchema: z.ZodType<Record<string, string>>,
     now: Date,
     options: { limit: number; cursor?: string | null; live?: Map<string, number> },
   ): Promise<ClaimablePage> {
-    const partition = keys.statusPartition("running");
-    let startKey: z.infer<typeof ClaimableCursor> | undefined;
+    let startKey: Record<string, string> | undefined;
     if (options.cursor) {
       let parsed: unknown;
       try {
@@ -290,70 +307,33 @@ export class DynamoRelayLeaseStore implements RelayLeaseStore {
       } catch {
         throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
       }
-      const cursor = ClaimableCursor.safeParse(parsed);
-      // A cursor from another listing must not steer the query elsewhere.
-      if (!cursor.success || cursor.data.GSI2PK !== partition) throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
+      const cursor = cursorSchema.safeParse(parsed);
+      if (!cursor.success || cursor.data[key] !== value) throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
       startKey = cursor.data;
     }
     const out = await this.doc.send(
       new QueryCommand({
         TableName: this.tableName,
-        IndexName: GSI_BY_STATUS,
-        KeyConditionExpression: "GSI2PK = :pk",
+        IndexName: indexName,
+        KeyConditionExpression: "#key = :key",
         ProjectionExpression: LISTED_VIEW,
-        ExpressionAttributeNames: VIEW_NAMES,
-        ExpressionAttributeValues: { ":pk": partition },
+        ExpressionAttributeNames: { ...VIEW_NAMES, "#key": key },
+        ExpressionAttributeValues: { ":key": value },
         Limit: options.limit,
         ...(startKey ? { ExclusiveStartKey: startKey } : {}),
       }),
     );
-    return this.claimable(out.Items ?? [], out.LastEvaluatedKey, now, options.live);
-  }
-
-  /** The listed sessions still running that nobody live holds at `now`, each with its view. */
-  private async claimable(items: Record<string, unknown>[], last: Record<string, unknown> | undefined, now: Date, known?: Map<string, number>): Promise<ClaimablePage> {
-    const live = known ?? (await this.liveRelays(now));
+    const live = options.live ?? (await this.liveRelays(now));
     const views: ClaimView[] = [];
-    for (const item of items) {
+    for (const item of out.Items ?? []) {
       const id = str(item.id);
       // The byRelay index also keeps sessions that stopped running while a relay still named them.
       if (id === null || item.status !== "running") continue;
       const v = viewOf(id, item);
       if ((await this.holder(v, now, null, live)) === "free") views.push(v);
     }
+    const last = out.LastEvaluatedKey;
     return { sessionIds: views.map((v) => v.sessionId), views, nextCursor: last ? Buffer.from(JSON.stringify(last)).toString("base64url") : null };
-  }
-
-  async listHeldBy(
-    owner: string,
-    now: Date,
-    options: { limit: number; cursor?: string | null; live?: Map<string, number> },
-  ): Promise<ClaimablePage> {
-    let startKey: z.infer<typeof HeldByCursor> | undefined;
-    if (options.cursor) {
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(Buffer.from(options.cursor, "base64url").toString("utf8"));
-      } catch {
-        throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
-      }
-      const cursor = HeldByCursor.safeParse(parsed);
-      if (!cursor.success || cursor.data.relayOwner !== owner) throw new ValidationError("cursor: not a cursor returned by this API", "invalid_cursor");
-      startKey = cursor.data;
-    }
-    const out = await this.doc.send(
-      new QueryCommand({
-        TableName: this.tableName,
-        IndexName: GSI_BY_RELAY,
-        KeyConditionExpression: "#owner = :owner",
-        ProjectionExpression: LISTED_VIEW,
-        ExpressionAttributeNames: VIEW_NAMES,
-        ExpressionAttributeValues: { ":owner": owner },
-        Limit: options.limit,
-        ...(startKey ? { ExclusiveStartKey: startKey } : {}),
-      }),
-    );
-    return this.claimable(out.Items ?? [], out.LastEvaluatedKey, now, options.live);
   }
 
   async watched(sessionId: string, now: Date): Promise<boolean> {

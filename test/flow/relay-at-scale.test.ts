@@ -174,13 +174,36 @@ describe("relay at scale (issue 15)", () => {
     expect(b.heldSessions().sort()).toEqual([...ofA].sort());
     const commands = send.mock.calls.map(([command]) => command as unknown as { constructor: { name: string }; input: { IndexName?: string; Key?: { PK?: string }; ExpressionAttributeValues?: Record<string, unknown> } });
     const listings = commands.filter((command) => command.constructor.name === "QueryCommand" && command.input.IndexName !== undefined);
-    expect(listings.map((command) => [command.input.IndexName, command.input.ExpressionAttributeValues?.[":owner"]])).toEqual([[GSI_BY_RELAY, "relay-a"]]);
+    expect(listings.map((command) => [command.input.IndexName, command.input.ExpressionAttributeValues?.[":key"]])).toEqual([[GSI_BY_RELAY, "relay-a"]]);
     // Claims read A's sessions, never C's.
     const read = commands.filter((command) => command.constructor.name === "GetCommand" && command.input.Key?.PK?.startsWith("SESSION#")).map((command) => command.input.Key?.PK?.slice("SESSION#".length));
     expect(read.filter((id) => ofC.includes(id ?? ""))).toEqual([]);
     expect(new Set(read)).toEqual(new Set(ofA));
     expect(c.heldSessions().sort()).toEqual([...ofC].sort());
     await waitFor(() => agent.subscriberCount() === 6, { message: "one stream per session" });
+  });
+
+  it("a takeover whose read of the dead relay's sessions fails falls back to a full scan, and still takes every session over", async () => {
+    const sessions = await runningSessions(3);
+    const a = relay("relay-a");
+    await a.scanNow();
+    expect(a.heldSessions()).toHaveLength(3);
+    const leases = new DynamoRelayLeaseStore(h.table.doc, h.table.tableName);
+    const listHeldBy = vi.spyOn(leases, "listHeldBy").mockRejectedValue(new Error("ValidationException: The table does not have the specified index: GSI3"));
+    const listClaimable = vi.spyOn(leases, "listClaimable");
+    const b = harnessRelay(h, { agent, transcript, relayLeases: leases }, { ownerId: "relay-b", leaseTtlSeconds: 3600 });
+    relays.push(b);
+    await b.scanNow();
+    await b.heartbeatNow();
+    const scansBefore = listClaimable.mock.calls.length;
+
+    await a.kill();
+    h.advance((TTL + 1) * 1000);
+    await b.heartbeatNow();
+    await waitFor(() => b.heldSessions().length === 3, { message: "B took A's sessions over" });
+    expect(listHeldBy).toHaveBeenCalledWith("relay-a", expect.any(Date), expect.anything());
+    expect(listClaimable.mock.calls.length).toBeGreaterThan(scansBefore);
+    expect(b.heldSessions().sort()).toEqual(sessions.map((s) => s.id).sort());
   });
 
   it("a takeover's claims are paced: with the event loop over its target, each claim waits for the previous one's stream to catch up", async () => {
