@@ -33,9 +33,8 @@ export type ClaimedSession = RelayClaim & { session: ClaimView };
 
 /** A page of claimable sessions, each as the listing saw it (eventually consistent: a claim from it is checked by its condition). */
 export interface ClaimablePage {
-  sessionIds: string[];
-  /** The same sessions, in order, with what a claim needs. */
-  views: ClaimView[];
+  /** Each session with what a claim needs. */
+  sessions: ClaimView[];
   nextCursor: string | null;
 }
 
@@ -172,9 +171,9 @@ export interface NudgeSource {
  * The other relays of this process (one per worker thread, functions/relay/workers.ts), told of
  * each session a relay starts or stops holding, so that a scan skips what a sibling holds instead
  * of going for it (relays scanning together, at start and when a peer dies, otherwise each went
- * for every listed session: bench 5a, 4 workers, 5.7 GetItem per claim before claims were written
- * from the page), and walks its own share of a page first. A hint only: whether a relay holds a session is decided by the conditional claim, as
- * between processes.
+ * for every listed session: bench 5a, 4 workers, 5.7 GetItem per claim before claims were
+ * written from the page), and walks its own share of a page first. A hint only: whether a relay
+ * holds a session is decided by the conditional claim, as between processes.
  */
 export interface RelaySiblings {
   /** The session is in this relay's share of the process (a scan claims those first). */

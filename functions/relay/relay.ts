@@ -631,8 +631,8 @@ export class StreamingRelay {
         // Listed as free while this relay still watches it: the watch is stale (a flow seized the
         // session or moved it to another sandbox, and the nudge that would have said so was lost).
         // Revalidate it: that drops it or reopens it on the session's current sandbox.
-        const stale = page.sessionIds.flatMap((id) => {
-          const watch = this.watches.get(id);
+        const stale = page.sessions.flatMap(({ sessionId }) => {
+          const watch = this.watches.get(sessionId);
           return watch ? [watch] : [];
         });
         await Promise.all(stale.map((watch) => this.inControl(watch, () => this.revalidate(watch, { strandedCheck: false }))));
@@ -643,7 +643,7 @@ export class StreamingRelay {
         // Not in the backstop: it is the net for what a hint may hide (a sibling at its cap never
         // scans, so never notices its watch went stale; a worker that died before telling).
         const siblings = hints ? this.deps.siblings : undefined;
-        const free = page.views.filter((v) => !this.watches.has(v.sessionId) && !siblings?.heldElsewhere(v.sessionId));
+        const free = page.sessions.filter((v) => !this.watches.has(v.sessionId) && !siblings?.heldElsewhere(v.sessionId));
         const pending = siblings
           ? [...shuffled(free.filter((v) => siblings.mine(v.sessionId))), ...shuffled(free.filter((v) => !siblings.mine(v.sessionId)))]
           : shuffled(free);

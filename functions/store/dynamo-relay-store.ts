@@ -333,7 +333,7 @@ export class DynamoRelayLeaseStore implements RelayLeaseStore {
       if ((await this.holder(v, now, null, live)) === "free") views.push(v);
     }
     const last = out.LastEvaluatedKey;
-    return { sessionIds: views.map((v) => v.sessionId), views, nextCursor: last ? Buffer.from(JSON.stringify(last)).toString("base64url") : null };
+    return { sessions: views, nextCursor: last ? Buffer.from(JSON.stringify(last)).toString("base64url") : null };
   }
 
   async watched(sessionId: string, now: Date): Promise<boolean> {

@@ -8,7 +8,7 @@ import { UpdateCommand } from "@aws-sdk/lib-dynamodb";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LeaseLostError, NotFoundError, ValidationError } from "../../functions/domain/errors";
 import type { SessionRecord } from "../../functions/domain/session";
-import type { ClaimView, RelayHeartbeat } from "../../functions/ports/relay";
+import type { ClaimablePage, ClaimView, RelayHeartbeat } from "../../functions/ports/relay";
 import { DynamoRelayLeaseStore, RELAY_CLOCK_SKEW_MARGIN_MS } from "../../functions/store/dynamo-relay-store";
 import { DynamoSessionStore } from "../../functions/store/dynamo-session-store";
 import { keys } from "../../functions/store/table-layout";
@@ -43,6 +43,9 @@ async function view(id: string): Promise<ClaimView> {
 async function claim(id: string, hb: RelayHeartbeat, now: Date) {
   return leases.claim(await view(id), hb, now);
 }
+
+/** A listing page's session ids. */
+const ids = (page: ClaimablePage) => page.sessions.map((v) => v.sessionId);
 
 let relayN = 0;
 const relayName = (n: string) => `${n}-${++relayN}`;
@@ -109,7 +112,7 @@ describe("claim", () => {
     const justPast = new Date(a.expiresAt + RELAY_CLOCK_SKEW_MARGIN_MS - 1);
     expect((await leases.liveRelays(justPast)).get(a.owner)).toBe(a.epoch);
     expect(await leases.watched(s.id, justPast)).toBe(true);
-    expect((await leases.listClaimable(justPast, { limit: 100 })).sessionIds).not.toContain(s.id);
+    expect(ids(await leases.listClaimable(justPast, { limit: 100 }))).not.toContain(s.id);
     expect(await claim(s.id, b, justPast)).toBeNull();
     // The owner itself cannot renew past its expiry (no margin on its side).
     await expect(leases.beat(a, new Date(a.expiresAt), TTL)).rejects.toBeInstanceOf(LeaseLostError);
@@ -231,7 +234,7 @@ describe("listClaimable", () => {
     let pages = 0;
     do {
       const page = await leases.listClaimable(at(100), { limit: 2, cursor });
-      seen.push(...page.sessionIds);
+      seen.push(...ids(page));
       cursor = page.nextCursor;
       pages++;
     } while (cursor && pages < 50);
@@ -273,7 +276,7 @@ describe("listHeldBy (a takeover reads the dead relay's sessions only: GSI3, key
     let pages = 0;
     do {
       const page = await leases.listHeldBy(owner, at(100), { limit: 2, cursor });
-      seen.push(...page.sessionIds);
+      seen.push(...ids(page));
       cursor = page.nextCursor;
       pages++;
     } while (cursor && pages < 50);
@@ -285,14 +288,14 @@ describe("listHeldBy (a takeover reads the dead relay's sessions only: GSI3, key
     expect(seen).not.toContain(free.id);
     // Each listed with its claim view (GSI3 projects it): what a strongly consistent read shows.
     const page = await leases.listHeldBy(owner, at(100), { limit: 10 });
-    for (const [i, id] of page.sessionIds.entries()) expect(page.views[i]).toEqual(await view(id));
+    for (const listed of page.sessions) expect(listed).toEqual(await view(listed.sessionId));
 
     // Taken over: the session names its new relay, so the dead one lists nothing more of it.
     const [takenOver, ...rest] = oldEpoch;
     if (!takenOver) throw new Error("no session");
     const taker = await leases.register(relayName("relay-t"), at(100), TTL);
     expect(await claim(takenOver.id, taker, at(100))).not.toBeNull();
-    expect((await leases.listHeldBy(owner, at(100), { limit: 10 })).sessionIds.sort()).toEqual(rest.map((s) => s.id).sort());
+    expect(ids(await leases.listHeldBy(owner, at(100), { limit: 10 })).sort()).toEqual(rest.map((s) => s.id).sort());
   });
 
   it("rejects a cursor it did not mint (another relay's, or the status listing's)", async () => {
