@@ -16,6 +16,18 @@
  * `max`; where they are CPU (the bench's loopback), it stays near one and the fan-out keeps the
  * loop. Nudged claims (a resume, a handover) go ahead of a scan's.
  *
+ * One permit can still be too many: four workers' single claims, with the store and agent work
+ * they cause, kept a 2-CPU machine at 100% for a whole takeover (bench 5c, sampled every 100 ms),
+ * and the slow deltas were mostly on workers whose own loop was under half busy: they waited for
+ * a core. So below one permit the pacer spaces claims instead: a duty cycle, the share of the time
+ * a permit may be held (halved after a sample over a target, down to `minDuty`; `minDuty` more
+ * after one under both with every permit used, back to 1 before the permits grow). After a
+ * release the next claim waits `held × (1 / duty − 1)`. A takeover then takes longer (bench 5c:
+ * 500 sessions in ~8.5 s instead of ~6.3 s; the 10,000 streams at start ~115 claims a second
+ * instead of ~170) and the fan-out of what the relay already streams keeps its cores. Nudged
+ * claims are spaced too, and still go first. Where claims wait on the network the loop and the
+ * machine stay under their targets, and nothing is spaced.
+ *
  * No kept library does this: the concurrency limiters on the registry (p-limit, p-queue) take a
  * fixed limit, and load shedders (toobusy-js, under-pressure) refuse work instead of pacing it.
  */
@@ -24,11 +36,16 @@ import { performance, type EventLoopUtilization } from "node:perf_hooks";
 
 export type ClaimPriority = "nudge" | "scan";
 
+/** A sample window longer than this many `sampleMs` (no claim asked or released in it) changes nothing (with `sampleMs` 0, none is). */
+const STALE_SAMPLES = 10;
+
 export interface ClaimPacerOptions {
   /** Permits at first; default 2. */
   initial?: number;
   /** Never fewer than this; default 1. */
   min?: number;
+  /** At `min` permits and still over a target, the share of the time a permit may be held, never under this (0..1]; default 1/8. */
+  minDuty?: number;
   /** Never more; default 32. */
   max?: number;
   /** Event-loop utilization (0..1) the limit aims under; default 0.5. */
@@ -78,6 +95,12 @@ export class ClaimPacer {
   private bound = false;
   private sampledAt: number;
   private readonly waiting: { priority: ClaimPriority; grant: () => void }[] = [];
+  /** The share of the time a permit may be held (1: no spacing). Below 1 only at `min` permits. */
+  private dutyNow = 1;
+  /** No permit is granted before this (`now()`, ms): the spacing after the last release. */
+  private notBefore = 0;
+  private spacing: ReturnType<typeof setTimeout> | null = null;
+  private readonly minDuty: number;
   private readonly min: number;
   private readonly max: number;
   private readonly target: number;
@@ -88,12 +111,13 @@ export class ClaimPacer {
   private readonly machine: () => number;
   private readonly now: () => number;
   /** Highest limit reached and permits granted (bench figures). */
-  readonly stats = { granted: 0, waited: 0, highestLimit: 0, lowestLimit: Number.POSITIVE_INFINITY };
+  readonly stats = { granted: 0, waited: 0, highestLimit: 0, lowestLimit: Number.POSITIVE_INFINITY, lowestDuty: 1, spacedMs: 0 };
 
   constructor(options: ClaimPacerOptions = {}) {
     this.min = Math.max(1, options.min ?? 1);
     this.max = Math.max(this.min, options.max ?? 32);
     this.limitNow = Math.min(this.max, Math.max(this.min, options.initial ?? 2));
+    this.minDuty = Math.min(1, Math.max(0.01, options.minDuty ?? 1 / 8));
     this.target = options.targetUtilization ?? 0.5;
     this.sampleMs = options.sampleMs ?? 100;
     this.holdMs = options.holdMs ?? 5_000;
@@ -116,10 +140,15 @@ export class ClaimPacer {
     return this.inFlight;
   }
 
+  /** The share of the time a permit may be held: 1 unless one permit was too many. */
+  get duty(): number {
+    return this.dutyNow;
+  }
+
   /** Resolves with a release once a permit is free (nudges first); call the release exactly once (later calls do nothing). */
   async acquire(priority: ClaimPriority): Promise<() => void> {
     this.adjust();
-    if (this.inFlight < this.limitNow && this.waiting.length === 0) {
+    if (this.inFlight < this.limitNow && this.waiting.length === 0 && this.now() >= this.notBefore) {
       this.inFlight++;
       if (this.inFlight >= this.limitNow) this.bound = true;
     } else {
@@ -131,21 +160,44 @@ export class ClaimPacer {
         const at = priority === "nudge" ? this.waiting.findIndex((w) => w.priority === "scan") : -1;
         if (at < 0) this.waiting.push(entry);
         else this.waiting.splice(at, 0, entry);
+        // Waiting for the spacing rather than for a permit: the timer is set here.
+        this.dispatch();
       });
     }
     this.stats.granted++;
+    const grantedAt = this.now();
     let released = false;
     return () => {
       if (released) return;
       released = true;
       this.inFlight--;
       this.adjust();
+      if (this.dutyNow < 1) {
+        const at = this.now();
+        const gap = (at - grantedAt) * (1 / this.dutyNow - 1);
+        this.notBefore = Math.max(this.notBefore, at + gap);
+      }
       this.dispatch();
     };
   }
 
   /** Hands free permits to the waiters, in order (a permit handed over stays counted in `inFlight`). */
   private dispatch(): void {
+    const wait = this.notBefore - this.now();
+    if (wait > 0 && this.waiting.length > 0) {
+      // Spaced (duty under 1): one timer for the earliest grant. Its wait served, the grant follows
+      // whatever `now()` says (a test's clock does not move with real time).
+      if (!this.spacing) {
+        this.spacing = setTimeout(() => {
+          this.spacing = null;
+          this.notBefore = 0;
+          this.stats.spacedMs += wait;
+          this.dispatch();
+        }, wait);
+        this.spacing.unref?.();
+      }
+      return;
+    }
     while (this.inFlight < this.limitNow && this.waiting.length > 0) {
       const next = this.waiting.shift();
       if (!next) return;
@@ -159,11 +211,28 @@ export class ClaimPacer {
   private adjust(): void {
     const at = this.now();
     if (at - this.sampledAt < this.sampleMs) return;
+    const stale = this.sampleMs > 0 && at - this.sampledAt > this.sampleMs * STALE_SAMPLES;
     this.sampledAt = at;
     const used = this.utilization();
     const machine = this.machine();
-    if (used > this.target || machine > this.machineTarget) this.limitNow = Math.max(this.min, Math.floor(this.limitNow / 2));
-    else if (this.bound) this.limitNow = Math.min(this.max, this.limitNow + 1);
+    if (stale) {
+      // No claim for a while (the last at start, or at the last takeover): the utilization over
+      // that stretch says nothing about the burst starting now, and grew the permits at its first
+      // claims (bench 5c: a takeover's first sample covered the ~40 s since the initial claims,
+      // the loop mostly idle in them). A fresh sample decides.
+      this.bound = this.inFlight >= this.limitNow || this.waiting.length > 0;
+      this.dispatch();
+      return;
+    }
+    if (used > this.target || machine > this.machineTarget) {
+      // Halve the permits; at the fewest, halve the share of the time one may be held.
+      if (this.limitNow > this.min) this.limitNow = Math.max(this.min, Math.floor(this.limitNow / 2));
+      else this.dutyNow = Math.max(this.minDuty, this.dutyNow / 2);
+    } else if (this.bound) {
+      if (this.dutyNow < 1) this.dutyNow = Math.min(1, this.dutyNow + this.minDuty);
+      else this.limitNow = Math.min(this.max, this.limitNow + 1);
+    }
+    if (this.dutyNow >= 1) this.notBefore = 0;
     this.bound = this.inFlight >= this.limitNow || this.waiting.length > 0;
     this.note();
     this.dispatch();
@@ -172,5 +241,6 @@ export class ClaimPacer {
   private note(): void {
     this.stats.highestLimit = Math.max(this.stats.highestLimit, this.limitNow);
     this.stats.lowestLimit = Math.min(this.stats.lowestLimit, this.limitNow);
+    this.stats.lowestDuty = Math.min(this.stats.lowestDuty, this.dutyNow);
   }
 }

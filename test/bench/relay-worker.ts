@@ -47,7 +47,7 @@ export interface WorkerTotals {
   held: number;
   counters: Record<string, number>;
   streams: Record<string, number>;
-  pacer: { granted: number; waited: number; highestLimit: number; lowestLimit: number };
+  pacer: { granted: number; waited: number; highestLimit: number; lowestLimit: number; lowestDuty: number; spacedMs: number };
   connectionLists: number;
   frames: number;
   /** Text deltas timed since the last `measureStart`. */
@@ -236,7 +236,7 @@ serveRelayWorker<BenchWorkerData>(async (data) => {
           held: relay.heldSessions().length,
           counters: { ...relay.counters },
           streams: relay.streamCounters(),
-          pacer: { granted: p.granted, waited: p.waited, highestLimit: p.highestLimit, lowestLimit: p.lowestLimit },
+          pacer: { granted: p.granted, waited: p.waited, highestLimit: p.highestLimit, lowestLimit: p.lowestLimit, lowestDuty: p.lowestDuty, spacedMs: p.spacedMs },
           connectionLists,
           frames: push.frames,
           timed: push.latencies.length,

@@ -247,6 +247,8 @@ class BenchRelays {
         waited: all.reduce((a, t) => a + t.pacer.waited, 0),
         highestLimit: Math.max(...all.map((t) => t.pacer.highestLimit)),
         lowestLimit: Math.min(...all.map((t) => t.pacer.lowestLimit)),
+        lowestDuty: Math.min(...all.map((t) => t.pacer.lowestDuty)),
+        spacedMs: all.reduce((sum, t) => sum + t.pacer.spacedMs, 0),
       },
       connectionLists: all.reduce((a, t) => a + t.connectionLists, 0),
       timed: all.reduce((a, t) => a + t.timed, 0),
@@ -828,14 +830,15 @@ export async function benchRelay(): Promise<void> {
     note(
       `quiet and heartbeat-only runs: ${takenOverInQuiet} sessions taken over in them (must be 0). takeover run: ${takenOver} sessions taken over from the dead relay while it ran (heartbeat rounds every 1 s instead of 10 s, so several fall in it). ` +
         `At dd49683 (${thousands(AT_DD49683.streams)} streams): p99 ${f1(AT_DD49683.p99QuietMs)} ms quiet; on a loaded machine ${AT_DD49683.p99RoundLoadedMs} ms during a per-stream renewal round vs ${AT_DD49683.p99NoRoundLoadedMs} ms without. Target: p99 <= 20 ms at 10,000. ` +
-        "At 1681e77 (workers, each full-scanning when a peer died; same machine and day): 4.2 / 6.1 / 93.9 ms (quiet / rounds / takeover).",
+        "At 1681e77 (workers, each full-scanning when a peer died; same machine and day): 4.2 / 6.1 / 93.9 ms (quiet / rounds / takeover). " +
+        "At c14abaa (no fewer than one claim at a time per worker, nothing spaced), paired runs on a noisier day: takeover 71.8, 64.0, 31.7, 29.3 ms (with spacing: 16.6, 32.4, 19.7, 15.5 ms); the takeover took 5.2-7.1 s (with spacing 7.4-9.6 s).",
     );
 
     console.log("\n   d) Notes");
     note(`relay counters: ${JSON.stringify(counters)}; streams: ${JSON.stringify(streamCounters)}`);
     note(
       `claim pacer (claim-pacer.ts: permits from a claim's write to its first catch-up, following the event loop's utilization and the machine's CPUs): ` +
-        `${thousands(finalTotals.pacer.granted)} permits, ${thousands(finalTotals.pacer.waited)} waited, limit between ${finalTotals.pacer.lowestLimit} and ${finalTotals.pacer.highestLimit} (per worker).`,
+        `${thousands(finalTotals.pacer.granted)} permits, ${thousands(finalTotals.pacer.waited)} waited, limit between ${finalTotals.pacer.lowestLimit} and ${finalTotals.pacer.highestLimit} (per worker); at one permit, the share of the time it may be held went down to ${f2(finalTotals.pacer.lowestDuty)} (claims spaced ${seconds(finalTotals.pacer.spacedMs)} in all, over the workers).`,
     );
     const logged = [...finalTotals.logged].sort((a, b) => b[1] - a[1]);
     const codes = new Map(finalTotals.codes);

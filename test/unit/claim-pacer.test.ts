@@ -7,7 +7,7 @@ import os from "node:os";
 import { describe, expect, it } from "vitest";
 import { ClaimPacer, machineCpuUtilization } from "../../functions/relay/claim-pacer";
 
-function pacer(options: { initial?: number; max?: number } = {}) {
+function pacer(options: { initial?: number; max?: number; minDuty?: number } = {}) {
   const state = { utilization: 0, machine: 0, now: 0 };
   const p = new ClaimPacer({
     sampleMs: 100,
@@ -149,6 +149,96 @@ describe("claim pacer", () => {
     for (const release of held) release();
     (await next)();
     expect(p.limit).toBe(5);
+  });
+
+  it("at one permit and still over a target, it spaces claims: after a release the next waits held × (1 / duty − 1)", async () => {
+    const { p, state } = pacer({ initial: 1 });
+    state.machine = 0.95;
+    state.now = 100;
+    const first = await p.acquire("scan");
+    // The sample over the target at the fewest permits halved the share of the time a permit may be held.
+    expect(p.limit).toBe(1);
+    expect(p.duty).toBe(0.5);
+    let granted = false;
+    const next = p.acquire("scan").then((release) => {
+      granted = true;
+      return release;
+    });
+    // Held 20 ms: at a duty of 1/2 the next claim waits 20 ms more.
+    state.now = 120;
+    first();
+    await tick();
+    expect(granted).toBe(false);
+    expect(p.active).toBe(0);
+    const second = await next;
+    expect(p.active).toBe(1);
+    expect(p.stats.spacedMs).toBe(20);
+    // A nudge asked while spaced waits too (the spacing is for every claim), and is the next one in.
+    state.now = 130;
+    let nudged = false;
+    const nudge = p.acquire("nudge").then((release) => {
+      nudged = true;
+      return release;
+    });
+    second();
+    await tick();
+    expect(nudged).toBe(false);
+    (await nudge)();
+    expect(p.stats.spacedMs).toBe(30);
+  });
+
+  it("the share of the time halves per sample over a target down to minDuty, and comes back by minDuty per sample under it before the permits grow", async () => {
+    const { p, state } = pacer({ initial: 2, minDuty: 0.25 });
+    state.utilization = 0.9;
+    // Released at the time it was granted: held 0 ms, so nothing is spaced and each acquire samples.
+    let release = await p.acquire("scan");
+    const seen: [number, number][] = [];
+    for (let i = 0; i < 4; i++) {
+      release();
+      state.now += 100;
+      release = await p.acquire("scan");
+      seen.push([p.limit, p.duty]);
+    }
+    // Permits first (2 → 1), then the duty (1/2, 1/4), never under minDuty.
+    expect(seen).toEqual([
+      [1, 1],
+      [1, 0.5],
+      [1, 0.25],
+      [1, 0.25],
+    ]);
+    expect(p.stats.lowestDuty).toBe(0.25);
+    state.utilization = 0.1;
+    seen.length = 0;
+    for (let i = 0; i < 4; i++) {
+      release();
+      state.now += 100;
+      release = await p.acquire("scan");
+      seen.push([p.limit, p.duty]);
+    }
+    // Every permit was in use: the duty comes back first, then one more permit.
+    expect(seen).toEqual([
+      [1, 0.5],
+      [1, 0.75],
+      [1, 1],
+      [2, 1],
+    ]);
+    release();
+  });
+
+  it("a sample over a long quiet stretch (no claim in it) changes nothing: the next one decides", async () => {
+    const { p, state } = pacer({ initial: 1 });
+    state.utilization = 0.1;
+    // Every permit in use, then nothing for 5 s (the loop was idle: utilization low).
+    (await p.acquire("scan"))();
+    state.now += 5_000;
+    let release = await p.acquire("scan");
+    expect(p.limit).toBe(1);
+    release();
+    // A sample of an ordinary length, under the target with every permit used: it grows.
+    state.now += 100;
+    release = await p.acquire("scan");
+    expect(p.limit).toBe(2);
+    release();
   });
 
   it("measures the machine's CPUs from os.cpus(): a thread spinning shows in the next reading", () => {
