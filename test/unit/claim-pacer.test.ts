@@ -192,15 +192,18 @@ describe("claim pacer", () => {
     state.utilization = 0.9;
     // Released at the time it was granted: held 0 ms, so nothing is spaced and each acquire samples.
     let release = await p.acquire("scan");
-    const seen: [number, number][] = [];
-    for (let i = 0; i < 4; i++) {
-      release();
-      state.now += 100;
-      release = await p.acquire("scan");
-      seen.push([p.limit, p.duty]);
-    }
+    const samples = async (count: number) => {
+      const seen: [number, number][] = [];
+      for (let i = 0; i < count; i++) {
+        release();
+        state.now += 100;
+        release = await p.acquire("scan");
+        seen.push([p.limit, p.duty]);
+      }
+      return seen;
+    };
     // Permits first (2 → 1), then the duty (1/2, 1/4), never under minDuty.
-    expect(seen).toEqual([
+    expect(await samples(4)).toEqual([
       [1, 1],
       [1, 0.5],
       [1, 0.25],
@@ -208,15 +211,8 @@ describe("claim pacer", () => {
     ]);
     expect(p.stats.lowestDuty).toBe(0.25);
     state.utilization = 0.1;
-    seen.length = 0;
-    for (let i = 0; i < 4; i++) {
-      release();
-      state.now += 100;
-      release = await p.acquire("scan");
-      seen.push([p.limit, p.duty]);
-    }
     // Every permit was in use: the duty comes back first, then one more permit.
-    expect(seen).toEqual([
+    expect(await samples(4)).toEqual([
       [1, 0.5],
       [1, 0.75],
       [1, 1],
