@@ -23,8 +23,9 @@
  * a permit may be held (halved after a sample over a target, down to `minDuty`; `minDuty` more
  * after one under both with every permit used, back to 1 before the permits grow). After a
  * release the next claim waits `held × (1 / duty − 1)`. A takeover then takes longer (bench 5c:
- * 500 sessions in ~8.5 s instead of ~6.3 s; the 10,000 streams at start ~115 claims a second
- * instead of ~170) and the fan-out of what the relay already streams keeps its cores. Nudged
+ * 500 sessions in 7.4-9.6 s instead of 5.2-7.1 s; the 10,000 streams at start 84-131 claims a
+ * second instead of 127-153) and the fan-out of what the relay already streams keeps its cores
+ * (takeover p99 in paired runs 29-72 ms before, 16-32 ms after). Nudged
  * claims are spaced too, and still go first. Where claims wait on the network the loop and the
  * machine stay under their targets, and nothing is spaced.
  *
