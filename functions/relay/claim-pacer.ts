@@ -189,10 +189,12 @@ export class ClaimPacer {
       // Spaced (duty under 1): one timer for the earliest grant. Its wait served, the grant follows
       // whatever `now()` says (a test's clock does not move with real time).
       if (!this.spacing) {
+        const until = this.notBefore;
         this.spacing = setTimeout(() => {
           this.spacing = null;
-          this.notBefore = 0;
           this.stats.spacedMs += wait;
+          // A release meanwhile may have pushed the spacing further: then dispatch waits again.
+          if (this.notBefore === until) this.notBefore = 0;
           this.dispatch();
         }, wait);
         this.spacing.unref?.();
@@ -208,28 +210,26 @@ export class ClaimPacer {
     }
   }
 
-  /** At most once per sample: above the target, half the permits; below it with every permit used, one more. */
+  /**
+   * At most once per sample: over a target, half the permits (at the fewest, half the duty);
+   * under both with every permit used, the duty back by `minDuty`, then one more permit.
+   */
   private adjust(): void {
     const at = this.now();
     if (at - this.sampledAt < this.sampleMs) return;
+    // No claim for a while (the last at start, or at the last takeover): the utilization over that
+    // stretch says nothing about the burst starting now, and grew the permits at its first claims
+    // (bench 5c: a takeover's first sample covered the ~40 s since the initial claims, the loop
+    // mostly idle in them). It changes nothing; the next sample decides.
     const stale = this.sampleMs > 0 && at - this.sampledAt > this.sampleMs * STALE_SAMPLES;
     this.sampledAt = at;
     const used = this.utilization();
     const machine = this.machine();
-    if (stale) {
-      // No claim for a while (the last at start, or at the last takeover): the utilization over
-      // that stretch says nothing about the burst starting now, and grew the permits at its first
-      // claims (bench 5c: a takeover's first sample covered the ~40 s since the initial claims,
-      // the loop mostly idle in them). A fresh sample decides.
-      this.bound = this.inFlight >= this.limitNow || this.waiting.length > 0;
-      this.dispatch();
-      return;
-    }
-    if (used > this.target || machine > this.machineTarget) {
+    if (!stale && (used > this.target || machine > this.machineTarget)) {
       // Halve the permits; at the fewest, halve the share of the time one may be held.
       if (this.limitNow > this.min) this.limitNow = Math.max(this.min, Math.floor(this.limitNow / 2));
       else this.dutyNow = Math.max(this.minDuty, this.dutyNow / 2);
-    } else if (this.bound) {
+    } else if (!stale && this.bound) {
       if (this.dutyNow < 1) this.dutyNow = Math.min(1, this.dutyNow + this.minDuty);
       else this.limitNow = Math.min(this.max, this.limitNow + 1);
     }

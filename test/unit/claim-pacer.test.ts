@@ -21,6 +21,24 @@ function pacer(options: { initial?: number; max?: number; minDuty?: number } = {
   return { p, state };
 }
 
+/** An acquire whose grant can be checked before it is awaited. */
+function asked(p: ClaimPacer, priority: "nudge" | "scan") {
+  const seen = { granted: false };
+  const release = p.acquire(priority).then((r) => {
+    seen.granted = true;
+    return r;
+  });
+  return { seen, release };
+}
+
+/** Releases a permit; the waiter, spaced, is not granted at once. Resolves with the waiter's release once granted. */
+async function spacedAfter(release: () => void, waiter: ReturnType<typeof asked>): Promise<() => void> {
+  release();
+  await tick();
+  expect(waiter.seen.granted).toBe(false);
+  return waiter.release;
+}
+
 /** Settles pending microtasks (granted waiters run their continuations). */
 const tick = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -159,32 +177,36 @@ describe("claim pacer", () => {
     // The sample over the target at the fewest permits halved the share of the time a permit may be held.
     expect(p.limit).toBe(1);
     expect(p.duty).toBe(0.5);
-    let granted = false;
-    const next = p.acquire("scan").then((release) => {
-      granted = true;
-      return release;
-    });
+    const next = asked(p, "scan");
     // Held 20 ms: at a duty of 1/2 the next claim waits 20 ms more.
     state.now = 120;
-    first();
-    await tick();
-    expect(granted).toBe(false);
+    const granted = spacedAfter(first, next);
     expect(p.active).toBe(0);
-    const second = await next;
+    const second = await granted;
     expect(p.active).toBe(1);
     expect(p.stats.spacedMs).toBe(20);
     // A nudge asked while spaced waits too (the spacing is for every claim), and is the next one in.
     state.now = 130;
-    let nudged = false;
-    const nudge = p.acquire("nudge").then((release) => {
-      nudged = true;
-      return release;
-    });
-    second();
-    await tick();
-    expect(nudged).toBe(false);
-    (await nudge)();
+    const nudge = asked(p, "nudge");
+    (await spacedAfter(second, nudge))();
     expect(p.stats.spacedMs).toBe(30);
+  });
+
+  it("a release while a claim waits for its spacing pushes the spacing further: the wait is not cut short", async () => {
+    const state = { now: 100 };
+    const p = new ClaimPacer({ min: 2, initial: 2, sampleMs: 100, utilization: () => 0.1, machineUtilization: () => 0.95, now: () => state.now });
+    state.now = 200;
+    const a = await p.acquire("scan");
+    expect(p.duty).toBe(0.5);
+    const b = await p.acquire("scan");
+    const c = asked(p, "scan");
+    // a held 10 ms: no claim before 220. Then b, held 30 ms: none before 260.
+    state.now = 210;
+    a();
+    state.now = 230;
+    (await spacedAfter(b, c))();
+    // Both waits served: 10 ms, then the 30 ms b's release asked for from 230.
+    expect(p.stats.spacedMs).toBe(40);
   });
 
   it("the share of the time halves per sample over a target down to minDuty, and comes back by minDuty per sample under it before the permits grow", async () => {
