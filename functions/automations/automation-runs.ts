@@ -61,7 +61,7 @@ export interface AutomationRunDeps {
   scheduler: AutomationScheduler;
   api: SessionRouteCaller;
   sessions: Pick<SessionStore, "getSession">;
-  prompts: Pick<PromptQueue, "list">;
+  prompts: Pick<PromptQueue, "list" | "listOpen">;
   transcript: Pick<TranscriptStore, "list">;
   metrics: MetricsSink;
   notifier: RunNotifier;
@@ -260,14 +260,14 @@ async function runOfSession(deps: AutomationRunDeps, sessionId: string): Promise
 export async function turnSettled(deps: AutomationRunDeps, sessionId: string): Promise<void> {
   const found = await runOfSession(deps, sessionId);
   if (!found) return;
-  const [failed, open] = await Promise.all([deps.prompts.list(sessionId, "failed"), deps.prompts.list(sessionId)]);
+  const [failed, open] = await Promise.all([deps.prompts.list(sessionId, "failed"), deps.prompts.listOpen(sessionId)]);
   const failure = failed[0]?.failure;
   if (failure) {
     await endRun(deps, found.run, "failed", { error: `${failure.code}: ${failure.message}` });
     return;
   }
   // Still a prompt to go (queued or processing): the run's turn is not the last one yet.
-  if (open.some((p) => p.status === "queued" || p.status === "processing")) return;
+  if (open.length > 0) return;
   const page = await deps.transcript.list(sessionId, { limit: 200 });
   const last = [...page.items].reverse().find((m) => m.role === "assistant" && m.text.trim().length > 0);
   await endRun(deps, found.run, "succeeded", { summary: summaryOf(last?.text ?? "") });

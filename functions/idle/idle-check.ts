@@ -25,20 +25,20 @@ export async function readIdleFacts(deps: IdleFactsDeps, sessionId: string, know
   const session = known ?? (await deps.sessions.getSession(sessionId));
   if (!session) return null;
   const now = deps.now();
-  const [clients, proxies, relayWatching, queued, processing] = await Promise.all([
+  const [clients, proxies, relayWatching, pending] = await Promise.all([
     // Only connections that count: an item whose client vanished without a $disconnect expires (issue 14 §3).
     deps.connections.listLive(sessionId, now),
     deps.proxies.listLive(sessionId, now),
     deps.relayLeases.watched(sessionId, now),
-    deps.prompts.list(sessionId, "queued"),
-    deps.prompts.list(sessionId, "processing"),
+    // Queued and processing: one read of the open prompts (two before, each of every prompt the session ever had).
+    deps.prompts.listOpen(sessionId),
   ]);
   return {
     session,
     clients: clients.length,
     proxies: proxies.length,
     relayWatching,
-    pendingPrompts: queued.length + processing.length,
+    pendingPrompts: pending.length,
     now,
   };
 }

@@ -40,11 +40,17 @@ export interface PromptQueue {
   enqueueOnce(input: { sessionId: string; promptId: string; content: string; source: string; now: Date }): Promise<{ prompt: QueuedPrompt; fresh: boolean }>;
   /** The prompt stored under `promptId` by `enqueueOnce`, or null. */
   getKeyed(sessionId: string, promptId: string): Promise<QueuedPrompt | null>;
-  /** Prompts of a session in queue order, optionally in one status. */
+  /**
+   * Prompts of a session in queue order, optionally in one status. Queued or processing reads
+   * only the open prompts; all, completed or failed reads the session's whole history too.
+   */
   list(sessionId: string, status?: PromptStatus): Promise<QueuedPrompt[]>;
+  /** The queued and processing prompts in queue order: a read that does not grow with the session's history. */
+  listOpen(sessionId: string): Promise<QueuedPrompt[]>;
   /**
    * Moves a prompt from `from` to `to` if it is still in `from`; false when another actor moved
-   * it first (so exactly one dispatcher ever sends a given prompt).
+   * it first (so exactly one dispatcher ever sends a given prompt). A completed or failed prompt
+   * never moves again (false).
    */
   move(prompt: Pick<QueuedPrompt, "sessionId" | "promptId" | "createdAt">, from: PromptStatus, to: PromptStatus, now: Date, changes?: { failure?: PromptFailure }): Promise<boolean>;
 }

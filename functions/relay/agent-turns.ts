@@ -201,12 +201,15 @@ function failoverNote(sessionId: string, prompt: QueuedPrompt, failover: Failove
 
 /**
  * User messages get their prompt's author: the newest prompt already handed to the agent with
- * the same text (the agent knows nothing of prompt ids). One read of the session's prompts,
- * only when a user message is recorded.
+ * the same text (the agent knows nothing of prompt ids). Only when a user message is recorded:
+ * one read of the open prompts (a turn's message is its processing prompt's), and of the
+ * session's whole history only for a message none of those matches (a claim's catch-up).
  */
 export async function withAuthors(deps: Pick<AgentTurnDeps, "prompts">, sessionId: string, records: TranscriptMessage[]): Promise<TranscriptMessage[]> {
-  if (!records.some((r) => r.role === "user" && r.authorId === undefined)) return records;
-  const sent = (await deps.prompts.list(sessionId)).filter((p) => p.status !== "queued");
+  const unmatched = (sent: QueuedPrompt[]) => records.filter((r) => r.role === "user" && r.authorId === undefined && !sent.some((p) => p.content === r.text));
+  if (unmatched([]).length === 0) return records;
+  let sent = (await deps.prompts.listOpen(sessionId)).filter((p) => p.status === "processing");
+  if (unmatched(sent).length > 0) sent = (await deps.prompts.list(sessionId)).filter((p) => p.status !== "queued");
   return records.map((r) => {
     if (r.role !== "user" || r.authorId !== undefined) return r;
     const prompt = sent.findLast((p) => p.content === r.text);

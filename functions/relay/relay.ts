@@ -900,8 +900,8 @@ export class StreamingRelay {
    * been stranded by a relay that died before delivering: deliver them.
    */
   private async settleUnobservedTurn(watch: Watch, messages: AgentMessage[]): Promise<void> {
-    // One read of the session's prompts for both questions (a claim's catch-up comes here).
-    const prompts = await this.deps.prompts.list(watch.sessionId);
+    // One read of the session's open prompts for both questions (a claim's catch-up comes here).
+    const prompts = await this.deps.prompts.listOpen(watch.sessionId);
     const processing = prompts.filter((p) => p.status === "processing");
     if (processing.length > 0 && !processing.every((p) => isAnswered(p, messages))) {
       this.deps.logger.info("relay: prompt in flight, waiting for its turn", { sessionId: watch.sessionId, promptId: processing[0]?.promptId });

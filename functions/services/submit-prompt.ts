@@ -65,7 +65,7 @@ export async function submitPrompt(
   const delivery = await deliverQueuedPrompts(deps, session.id, { actor: input.source, wakeFromError: true, known });
   // The org's limits refused the wake (402 / 429): the prompt is stored and runs when the session can.
   if (delivery.refusal) throw delivery.refusal;
-  const open = (await deps.prompts.list(session.id)).filter((p) => p.status === "queued" || p.status === "processing");
+  const open = await deps.prompts.listOpen(session.id);
   const index = open.findIndex((p) => p.promptId === prompt.promptId);
   return {
     prompt,

@@ -44,6 +44,36 @@ async function queryAll(doc: DynamoDBDocumentClient, tableName: string, sessionI
   return items;
 }
 
+/** Queued and processing prompts (the open range); finished ones are relocated under FINISHED_PROMPT_PREFIX. */
+const PROMPT_PREFIX = "PROMPT#";
+const FINISHED_PROMPT_PREFIX = "PROMPTDONE#";
+/** Finished prompts a read of the open range relocates at most (each a put and a delete). */
+const RELOCATIONS_PER_READ = 25;
+
+function isFinished(status: PromptStatus): boolean {
+  return status === "completed" || status === "failed";
+}
+
+/** Queue order: the sort key's (`createdAt`, then id). */
+function inQueueOrder(prompts: QueuedPrompt[]): QueuedPrompt[] {
+  const key = (p: QueuedPrompt) => `${p.createdAt}#${p.promptId}`;
+  return prompts.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+}
+
+/** `a` and `b` with one prompt per id (`b`'s copy kept): a relocation between two reads lists a prompt in both ranges. */
+function byId(a: QueuedPrompt[], b: QueuedPrompt[]): QueuedPrompt[] {
+  const ids = new Set(b.map((p) => p.promptId));
+  return [...a.filter((p) => !ids.has(p.promptId)), ...b];
+}
+
+/**
+ * The queue of a session in two key ranges, so the reads that run on every prompt and turn do
+ * not grow with the session's history: queued and processing prompts under `PROMPT#`, finished
+ * ones (completed, failed) under `PROMPTDONE#`. A move to a finished status is decided by the
+ * one conditional write, as before; the prompt is then relocated (put, then deleted from the
+ * open range). Before, every read of the queue read every prompt the session ever had (twice
+ * per turn: a session's cost grew with the square of its prompts).
+ */
 export class DynamoPromptQueue implements PromptQueue {
   constructor(
     private readonly doc: DynamoDBDocumentClient,
@@ -104,14 +134,63 @@ export class DynamoPromptQueue implements PromptQueue {
   async getKeyed(sessionId: string, promptId: string): Promise<QueuedPrompt | null> {
     const key = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: keys.promptKey(sessionId, promptId), ConsistentRead: true }));
     if (typeof key.Item?.createdAt !== "string") return null;
-    const item = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: keys.prompt(sessionId, key.Item.createdAt, promptId), ConsistentRead: true }));
-    return item.Item ? QueuedPrompt.parse(stripKeys(item.Item)) : null;
+    const createdAt = key.Item.createdAt;
+    const get = async (at: typeof keys.prompt) => (await this.doc.send(new GetCommand({ TableName: this.tableName, Key: at(sessionId, createdAt, promptId), ConsistentRead: true }))).Item;
+    // Open, else finished (a relocation puts the finished copy before it deletes the open one).
+    const item = (await get(keys.prompt)) ?? (await get(keys.finishedPrompt));
+    return item ? QueuedPrompt.parse(stripKeys(item)) : null;
   }
 
   async list(sessionId: string, status?: PromptStatus): Promise<QueuedPrompt[]> {
-    const items = await queryAll(this.doc, this.tableName, sessionId, "PROMPT#");
-    const prompts = items.map((i) => QueuedPrompt.parse(stripKeys(i)));
+    // The open range is read whatever the status: a finished prompt still in it (see `readOpen`) is listed as finished.
+    const [open, finished] = await Promise.all([this.readOpen(sessionId), status === undefined || isFinished(status) ? this.readFinished(sessionId) : []]);
+    const prompts = inQueueOrder([...open.open, ...byId(open.finished, finished)]);
     return status ? prompts.filter((p) => p.status === status) : prompts;
+  }
+
+  async listOpen(sessionId: string): Promise<QueuedPrompt[]> {
+    return (await this.readOpen(sessionId)).open;
+  }
+
+  /**
+   * The open range (`PROMPT#`): the queued and processing prompts, and any finished one a move
+   * did not relocate (it stopped between its two writes, or the prompt was finished before the
+   * two ranges existed). Those are relocated now, RELOCATIONS_PER_READ at a time (a session with
+   * a long history from before moves over a few reads, not in one burst of writes), so the range
+   * comes down to the queue.
+   */
+  private async readOpen(sessionId: string): Promise<{ open: QueuedPrompt[]; finished: QueuedPrompt[] }> {
+    const prompts = (await queryAll(this.doc, this.tableName, sessionId, PROMPT_PREFIX)).map((i) => QueuedPrompt.parse(stripKeys(i)));
+    const finished = prompts.filter((p) => isFinished(p.status));
+    await Promise.all(finished.slice(0, RELOCATIONS_PER_READ).map((p) => this.relocate(p)));
+    return { open: prompts.filter((p) => !isFinished(p.status)), finished };
+  }
+
+  private async readFinished(sessionId: string): Promise<QueuedPrompt[]> {
+    return (await queryAll(this.doc, this.tableName, sessionId, FINISHED_PROMPT_PREFIX)).map((i) => QueuedPrompt.parse(stripKeys(i)));
+  }
+
+  /**
+   * A finished prompt to the finished range: put there (the same item again if a relocation ran
+   * before), then deleted from the open range if it is still finished there. Best effort: a
+   * failure leaves it in the open range, where the next read relocates it.
+   */
+  private async relocate(prompt: QueuedPrompt): Promise<void> {
+    try {
+      await this.doc.send(new PutCommand({ TableName: this.tableName, Item: { ...keys.finishedPrompt(prompt.sessionId, prompt.createdAt, prompt.promptId), ...prompt } }));
+      await this.doc.send(
+        new DeleteCommand({
+          TableName: this.tableName,
+          Key: keys.prompt(prompt.sessionId, prompt.createdAt, prompt.promptId),
+          ConditionExpression: "#status = :status",
+          ExpressionAttributeNames: { "#status": "status" },
+          ExpressionAttributeValues: { ":status": prompt.status },
+        }),
+      );
+    } catch {
+      // Best effort: a failed write (throttled; the delete's condition, when another read
+      // relocated it first) leaves the prompt where the next read of the open range finds it.
+    }
   }
 
   async move(
@@ -121,9 +200,12 @@ export class DynamoPromptQueue implements PromptQueue {
     now: Date,
     changes: { failure?: PromptFailure } = {},
   ): Promise<boolean> {
+    // A finished prompt never moves again (nothing moves one back: a retry is a new prompt).
+    if (isFinished(from)) return false;
     const failure = changes.failure ? { ":failure": changes.failure } : {};
+    let moved: Record<string, unknown> | undefined;
     try {
-      await this.doc.send(
+      ({ Attributes: moved } = await this.doc.send(
         new UpdateCommand({
           TableName: this.tableName,
           Key: keys.prompt(prompt.sessionId, prompt.createdAt, prompt.promptId),
@@ -132,14 +214,17 @@ export class DynamoPromptQueue implements PromptQueue {
           ConditionExpression: "attribute_exists(PK) AND #status = :from",
           ExpressionAttributeNames: { "#status": "status" },
           ExpressionAttributeValues: { ":from": from, ":to": to, ":now": now.toISOString(), ...failure },
+          ...(isFinished(to) ? { ReturnValues: "ALL_NEW" as const } : {}),
         }),
-      );
-      if (from === "queued" && to === "processing") this.metrics?.put(METRIC_NAMES.promptQueueWait, Math.max(0, now.getTime() - Date.parse(prompt.createdAt)), "Milliseconds");
-      return true;
+      ));
     } catch (err) {
       if (isConditionFailure(err)) return false;
       throw err;
     }
+    if (from === "queued" && to === "processing") this.metrics?.put(METRIC_NAMES.promptQueueWait, Math.max(0, now.getTime() - Date.parse(prompt.createdAt)), "Milliseconds");
+    // The move is decided (the write above): the finished prompt leaves the open range.
+    if (moved) await this.relocate(QueuedPrompt.parse(stripKeys(moved)));
+    return true;
   }
 }
 

@@ -11,7 +11,8 @@
  * | API token id lookup | `APITOKENID#<tokenId>`  | `APITOKENID`    | -                                         | -                                        |
  * | token's connection  | `APITOKENID#<tokenId>`  | `CONN#<connectionId>`           | -                         | -                                        |
  * | WebSocket ticket    | `WSTICKET#<sha256 hex>` | `WSTICKET`      | -                                         | -                                        |
- * | queued prompt       | `SESSION#<sessionId>`   | `PROMPT#<createdAt>#<promptId>` | -                         | -                                        |
+ * | queued/processing prompt | `SESSION#<sessionId>`   | `PROMPT#<createdAt>#<promptId>` | -                         | -                                        |
+ * | finished prompt     | `SESSION#<sessionId>`   | `PROMPTDONE#<createdAt>#<promptId>` | -                     | -                                        |
  * | prompt's key        | `SESSION#<sessionId>`   | `PROMPTKEY#<promptId>`          | -                         | -                                        |
  * | lifecycle event     | `SESSION#<sessionId>`   | `EVENT#<at>#<eventId>`          | -                         | -                                        |
  * | client connection   | `SESSION#<sessionId>`   | `CONN#<connectionId>`           | -                         | -                                        |
@@ -97,6 +98,8 @@ export const keys = {
   apiTokenIdPartition: (tokenId: string) => `APITOKENID#${tokenId}`,
   wsTicket: (ticketHash: string) => ({ PK: `WSTICKET#${ticketHash}`, SK: "WSTICKET" }),
   prompt: (sessionId: string, createdAt: string, promptId: string) => ({ PK: `SESSION#${sessionId}`, SK: `PROMPT#${createdAt}#${promptId}` }),
+  /** A completed or failed prompt, out of the queue's range (store/dynamo-session-items.ts `DynamoPromptQueue`). */
+  finishedPrompt: (sessionId: string, createdAt: string, promptId: string) => ({ PK: `SESSION#${sessionId}`, SK: `PROMPTDONE#${createdAt}#${promptId}` }),
   /** An Idempotency-Key's prompt (its id derives from the key): where the prompt's `createdAt` is found. */
   promptKey: (sessionId: string, promptId: string) => ({ PK: `SESSION#${sessionId}`, SK: `PROMPTKEY#${promptId}` }),
   event: (sessionId: string, at: string, eventId: string) => ({ PK: `SESSION#${sessionId}`, SK: `EVENT#${at}#${eventId}` }),

@@ -4,7 +4,7 @@
  * the connection registry. Every test uses fresh session ids, so tests share one table.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { QueryCommand } from "@aws-sdk/lib-dynamodb";
+import { PutCommand, QueryCommand } from "@aws-sdk/lib-dynamodb";
 import { ValidationError } from "../../functions/domain/errors";
 import { newSessionId, newSortableId } from "../../functions/domain/ids";
 import type { ClientConnection, LifecycleEvent, QueuedPrompt } from "../../functions/ports/session-items";
@@ -156,6 +156,83 @@ describe("DynamoPromptQueue: status and moves", () => {
     expect(await prompts.move({ ...p1, sessionId: s2 }, "queued", "processing", at(1))).toBe(false);
     expect(await prompts.list(s1, "queued")).toEqual([p1]);
     expect(await prompts.list(s2)).toEqual([p2]);
+  });
+});
+
+describe("DynamoPromptQueue: finished prompts leave the queue's range", () => {
+  /** `count` prompts through queued -> processing -> completed (the last one failed instead). */
+  async function history(sessionId: string, count: number): Promise<QueuedPrompt[]> {
+    const done: QueuedPrompt[] = [];
+    for (let i = 0; i < count; i++) {
+      const p = await prompts.enqueue({ sessionId, content: `turn ${i}`, source: "user:u1", now: at(i * 10) });
+      expect(await prompts.move(p, "queued", "processing", at(i * 10 + 1))).toBe(true);
+      const failed = i === count - 1;
+      expect(await prompts.move(p, "processing", failed ? "failed" : "completed", at(i * 10 + 2), failed ? { failure: { reason: "error", code: "agent_error", message: "boom" } } : {})).toBe(true);
+      done.push(p);
+    }
+    return done;
+  }
+
+  it("the open range holds only queued and processing prompts, so the queue's reads do not grow with the history", async () => {
+    const sessionId = newSessionId();
+    const done = await history(sessionId, 30);
+    const waiting = await prompts.enqueue({ sessionId, content: "next", source: "user:u2", now: at(1_000) });
+    const busy = await prompts.enqueue({ sessionId, content: "now", source: "user:u2", now: at(999) });
+    expect(await prompts.move(busy, "queued", "processing", at(1_001))).toBe(true);
+
+    expect((await rawItems(sessionId, "PROMPT#")).map((i) => i.content)).toEqual(["now", "next"]);
+    expect(await rawItems(sessionId, "PROMPTDONE#")).toHaveLength(30);
+    expect((await prompts.listOpen(sessionId)).map((p) => `${p.content}:${p.status}`)).toEqual(["now:processing", "next:queued"]);
+    expect(await prompts.list(sessionId, "queued")).toEqual([waiting]);
+    // The history is still there, in queue order, with what each move wrote.
+    const all = await prompts.list(sessionId);
+    expect(all.map((p) => p.content)).toEqual([...done.map((p) => p.content), "now", "next"]);
+    expect(await prompts.list(sessionId, "completed")).toHaveLength(29);
+    expect(await prompts.list(sessionId, "failed")).toEqual([{ ...done[29], status: "failed", updatedAt: at(292).toISOString(), failure: { reason: "error", code: "agent_error", message: "boom" } }]);
+    // A finished prompt never moves again.
+    expect(await prompts.move(done[0] as QueuedPrompt, "completed", "queued", at(2_000))).toBe(false);
+    expect(await prompts.move(done[0] as QueuedPrompt, "processing", "completed", at(2_000))).toBe(false);
+    expect(await rawItems(sessionId, "PROMPT#")).toHaveLength(2);
+  });
+
+  it("a finished prompt still in the open range (a move stopped before relocating it; a table from before) is relocated by the next read, once", async () => {
+    const sessionId = newSessionId();
+    const finished = { promptId: newSortableId("prm", T0), sessionId, content: "old", status: "completed", source: "user:u1", createdAt: at(1).toISOString(), updatedAt: at(2).toISOString() };
+    const both = { ...finished, promptId: newSortableId("prm", T0), content: "half-moved", createdAt: at(3).toISOString() };
+    const put = (key: Record<string, string>, item: object) => table.doc.send(new PutCommand({ TableName: table.tableName, Item: { ...key, ...item } }));
+    await put(keys.prompt(sessionId, finished.createdAt, finished.promptId), finished);
+    // Put in the finished range, not yet deleted from the open one.
+    await put(keys.prompt(sessionId, both.createdAt, both.promptId), both);
+    await put(keys.finishedPrompt(sessionId, both.createdAt, both.promptId), both);
+    const queued = await prompts.enqueue({ sessionId, content: "new", source: "user:u1", now: at(5) });
+
+    // Listed once each, in queue order, before and after the relocation.
+    expect(await prompts.list(sessionId)).toEqual([finished, both, queued]);
+    expect(await prompts.listOpen(sessionId)).toEqual([queued]);
+    expect((await rawItems(sessionId, "PROMPT#")).map((i) => i.content)).toEqual(["new"]);
+    expect((await rawItems(sessionId, "PROMPTDONE#")).map((i) => i.content)).toEqual(["old", "half-moved"]);
+    expect(await prompts.list(sessionId)).toEqual([finished, both, queued]);
+  });
+
+  it("a long history from before moves over a few reads, 25 prompts a read, and is listed whole meanwhile", async () => {
+    const sessionId = newSessionId();
+    const old = Array.from({ length: 60 }, (_, i) => ({ promptId: newSortableId("prm", T0), sessionId, content: `old ${i}`, status: "completed", source: "user:u1", createdAt: at(i).toISOString(), updatedAt: at(i).toISOString() }));
+    for (const p of old) await table.doc.send(new PutCommand({ TableName: table.tableName, Item: { ...keys.prompt(sessionId, p.createdAt, p.promptId), ...p } }));
+    const left = [];
+    for (let read = 0; read < 3; read++) {
+      expect(await prompts.listOpen(sessionId)).toEqual([]);
+      left.push((await rawItems(sessionId, "PROMPT#")).length);
+    }
+    expect(left).toEqual([35, 10, 0]);
+    expect(await prompts.list(sessionId)).toEqual(old);
+  });
+
+  it("a keyed prompt is found after it finished", async () => {
+    const sessionId = newSessionId();
+    const { prompt } = await prompts.enqueueOnce({ sessionId, promptId: newSortableId("prm", T0), content: "keyed", source: "user:u1", now: at(0) });
+    expect(await prompts.move(prompt, "queued", "processing", at(1))).toBe(true);
+    expect(await prompts.move(prompt, "processing", "completed", at(2))).toBe(true);
+    expect(await prompts.getKeyed(sessionId, prompt.promptId)).toEqual({ ...prompt, status: "completed", updatedAt: at(2).toISOString() });
   });
 });
 

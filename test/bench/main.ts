@@ -3,6 +3,7 @@
  *   1. every Lambda function's bundle size and cold import time (esbuild with the CDK stack's options), and (1b) the relay image's bundle against its size before issue 21;
  *   2. provider SDK packaging: SDK bundled into the function vs in a layer (sizes, cold import);
  *   3. control-plane HTTP overhead over the local runtime, DynamoDB requests and cost per request type;
+ *      3b. the prompt queue: one turn's queue requests and their cost against the session's prompt history;
  *   4. lifecycle flows on a zero-latency provider: flow overhead, AWS calls and cost per 1,000 session lifecycles;
  *   5. the streaming relay: streams held by one process (10,000 target), fan-out latency (quiet, and during heartbeats and a takeover), memory per held stream,
  *      DynamoDB requests per held stream and per relay with their monthly cost (beside dd49683's figures); 5b. resume to first delta; 5c. the backstop scan's reads at 10,000 running sessions;
@@ -54,6 +55,7 @@ try {
   await section("relay bundle", async () => (await import("./bundle-sizes")).benchRelayBundle(repoRoot, tmpDir));
   await section("provider packaging", async () => (await import("./provider-packaging")).benchProviderPackaging(repoRoot, tmpDir));
   await section("http overhead", async () => (await import("./http-overhead")).benchHttpOverhead());
+  await section("prompt queue", async () => (await import("./prompt-queue")).benchPromptQueue());
   await section("lifecycle flows", async () => (await import("./lifecycle-flows")).benchLifecycleFlows());
   await section("relay", async () => (await import("./relay")).benchRelay());
   await section("relay resume", async () => (await import("./relay-resume")).benchRelayResume());

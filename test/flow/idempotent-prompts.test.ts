@@ -171,6 +171,7 @@ describe("the Slack worker: a thread message is exactly one prompt", () => {
       },
       getKeyed: (sessionId, promptId) => real.getKeyed(sessionId, promptId),
       list: (sessionId, status) => real.list(sessionId, status),
+      listOpen: (sessionId) => real.listOpen(sessionId),
       move: (prompt, from, to, now, changes) => real.move(prompt, from, to, now, changes),
     };
   }

@@ -19,6 +19,7 @@ function harness(session = buildSession({ status: "running", fallbackModels: ["d
     enqueueOnce: () => Promise.reject(new Error("not used")),
     getKeyed: () => Promise.reject(new Error("not used")),
     list: (_id, status) => Promise.resolve(prompts.filter((p) => !status || p.status === status)),
+    listOpen: () => Promise.resolve(prompts.filter((p) => p.status === "queued" || p.status === "processing")),
     move: () => Promise.resolve(true),
   };
   const notes: TranscriptMessage[] = [];
@@ -136,6 +137,21 @@ describe("permissions and authors", () => {
     const record = (text: string, role: "user" | "assistant" = "user"): TranscriptMessage => ({ sessionId: "s", messageId: `m_${text}`, role, text, parts: [], createdAt: "2026-01-01T00:00:00.000Z", completedAt: null });
     const out = await withAuthors(h.deps, h.session.id, [record("same words"), record("other"), record("same words", "assistant")]);
     expect(out.map((r) => r.authorId)).toEqual(["bob", undefined, undefined]);
+  });
+
+  it("a turn's user message is matched from the open prompts; the session's history is read only for one they do not match", async () => {
+    const h = harness();
+    h.prompt("old words", "completed", "user:alice");
+    h.prompt("new words", "processing", "user:bob");
+    const reads: string[] = [];
+    const { list, listOpen } = h.deps.prompts;
+    h.deps.prompts = { ...h.deps.prompts, list: (id, status) => (reads.push("list"), list(id, status)), listOpen: (id) => (reads.push("listOpen"), listOpen(id)) };
+    const record = (text: string): TranscriptMessage => ({ sessionId: "s", messageId: `m_${text}`, role: "user", text, parts: [], createdAt: "2026-01-01T00:00:00.000Z", completedAt: null });
+    expect((await withAuthors(h.deps, h.session.id, [record("new words")])).map((r) => r.authorId)).toEqual(["bob"]);
+    expect(reads).toEqual(["listOpen"]);
+    // A claim's catch-up: an earlier turn's message too.
+    expect((await withAuthors(h.deps, h.session.id, [record("old words"), record("new words")])).map((r) => r.authorId)).toEqual(["alice", "bob"]);
+    expect(reads).toEqual(["listOpen", "listOpen", "list"]);
   });
 });
 
