@@ -116,6 +116,10 @@ export class DynamoPromptQueue implements PromptQueue {
       const found = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: keyItem, ConsistentRead: true }));
       if (typeof found.Item?.createdAt !== "string") throw new Error(`prompt key ${input.promptId} has no createdAt`, { cause: err });
       createdAt = found.Item.createdAt;
+      // A repeat after the prompt finished: it left the open range, where the put below would
+      // store it again. (A relocation puts the finished copy before it deletes the open one.)
+      const finished = await this.doc.send(new GetCommand({ TableName: this.tableName, Key: keys.finishedPrompt(input.sessionId, createdAt, input.promptId), ConsistentRead: true }));
+      if (finished.Item) return { prompt: QueuedPrompt.parse(stripKeys(finished.Item)), fresh: false };
     }
     const prompt: QueuedPrompt = { promptId: input.promptId, sessionId: input.sessionId, content: input.content, status: "queued", source: input.source, createdAt, updatedAt: createdAt };
     try {

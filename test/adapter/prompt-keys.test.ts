@@ -48,6 +48,19 @@ describe("DynamoPromptQueue.enqueueOnce", () => {
     expect((await prompts.list(sessionId)).map((p) => p.promptId)).toEqual([promptId]);
   });
 
+  it("a repeat after the prompt finished (and left the queue's key range) stores nothing", async () => {
+    const sessionId = newSessionId();
+    const promptId = promptIdForKey("org-a", sessionId, "slack:C1:9.9");
+    const input = { sessionId, promptId, content: "once", source: "user:u" };
+    const { prompt } = await prompts.enqueueOnce({ ...input, now: at(0) });
+    expect(await prompts.move(prompt, "queued", "processing", at(1))).toBe(true);
+    expect(await prompts.move(prompt, "processing", "completed", at(2))).toBe(true);
+    const repeat = await prompts.enqueueOnce({ ...input, now: at(60_000) });
+    expect(repeat).toEqual({ prompt: { ...prompt, status: "completed", updatedAt: at(2).toISOString() }, fresh: false });
+    expect(await prompts.listOpen(sessionId)).toEqual([]);
+    expect((await prompts.list(sessionId)).map((p) => p.status)).toEqual(["completed"]);
+  });
+
   it("ids differ per org, session and key, and are stable", () => {
     expect(promptIdForKey("o", "s", "k")).toBe(promptIdForKey("o", "s", "k"));
     expect(new Set([promptIdForKey("o", "s", "k"), promptIdForKey("o2", "s", "k"), promptIdForKey("o", "s2", "k"), promptIdForKey("o", "s", "k2")]).size).toBe(4);
