@@ -193,7 +193,8 @@ export class DynamoPromptQueue implements PromptQueue {
       );
     } catch {
       // Best effort: a failed write (throttled; the delete's condition, when another read
-      // relocated it first) leaves the prompt where the next read of the open range finds it.
+      // relocated it first; a caller that may only read, such as the idle check's schedule
+      // target) leaves the prompt where the next read of the open range finds it.
     }
   }
 
