@@ -2,10 +2,14 @@
  * One held session's fan-out to its WebSocket clients (issue 25 leftovers): no client that joins
  * mid-turn misses a frame, and a frame costs no DynamoDB read in steady state.
  *
- * The connection list is read once and reused; it is read again only before an event when a
- * client joined (send-init nudges the relay once the new connection is ready: in process locally,
- * over the nudge queue in AWS), when a listed connection's expiry passed (the fresh item decides:
- * its client may have refreshed it), or every `cacheMs` as the backstop for a lost nudge. A
+ * The connection list is read when the relay claims the session (`prefetch`, beside the stream's
+ * connect) and reused; it is read again when a client joined (send-init nudges the relay once the
+ * new connection is ready: in process locally, over the nudge queue in AWS), when a listed
+ * connection's expiry passed (the fresh item decides: its client may have refreshed it), or every
+ * `cacheMs` as the backstop for a lost nudge. Only the expiry's read holds up the event's frames:
+ * a join's or the backstop's is applied between two events once it is back (a later read applied
+ * first wins), and the claim's is awaited only by a first frame that comes before it is back. So a
+ * turn's frames wait for no DynamoDB read. A
  * connection seen ready for the first time is a joiner: before it gets any frame it is brought up
  * to date with the turn in progress (each open message as `message.create` with its content so
  * far, `EventTranslator.openFrames`) and with the messages finalized since it connected (its
@@ -43,14 +47,24 @@ const RECENT_FINALS = 20;
 /** Clock skew allowed between the process that registered a connection and this relay. */
 const SKEW_MS = 5_000;
 
+/** One read of the connection list: its order among the reads, and when it was issued. */
+interface ListRead {
+  seq: number;
+  at: number;
+  list: Promise<ClientConnection[]>;
+}
+
 export class SessionFanOut {
   private list: ClientConnection[] | null = null;
   private listedAt = 0;
-  private joinSeen = false;
   /** Ready connections that have everything sent so far: each frame goes to them. */
   private readonly synced = new Set<string>();
   private readonly finals: { at: number; create: Frame; finalize: Frame }[] = [];
   private chain: Promise<void> = Promise.resolve();
+  /** Reads issued, the newest one applied, and the newest one still in flight. */
+  private issued = 0;
+  private applied = 0;
+  private inFlight: ListRead | null = null;
   /** Connection list reads (bench and tests). */
   reads = 0;
 
@@ -67,10 +81,27 @@ export class SessionFanOut {
     return run;
   }
 
-  /** A client joined (the relay was nudged): the list is read again and the joiner caught up now, between two events. */
+  /**
+   * A stream was opened (a claim): the list is read now, beside the stream's connect and catch-up,
+   * so that a turn's first frame finds it read instead of waiting for a Query.
+   */
+  prefetch(): Promise<void> {
+    if (this.list !== null || this.inFlight) return Promise.resolve();
+    return this.applyWhenRead(this.read());
+  }
+
+  /**
+   * A client joined (the relay was nudged): the list is read again, off the session's event path
+   * (frames go on to the clients already caught up meanwhile), and the joiner is caught up
+   * between two events once the read is back. A read issued before the nudge may not list the
+   * joiner, so this one is always new.
+   */
   joined(): Promise<void> {
-    this.joinSeen = true;
-    return this.exclusive(() => this.sync());
+    return this.applyWhenRead(this.read()).catch((err: unknown) => {
+      // The next event reads it again (the backstop's read, due at once).
+      this.listedAt = Number.NEGATIVE_INFINITY;
+      throw err;
+    });
   }
 
   /** The list was read at least once: something was (or is being) sent, or a client joined. */
@@ -79,24 +110,58 @@ export class SessionFanOut {
   }
 
   /**
-   * Before an event (inside `exclusive`): read the list if it may be out of date, and catch
-   * joiners up. `catchUp: false` (the first frame ever sent): nobody has had a frame yet, so the
-   * ready connections join as they are, from this frame on.
+   * Before an event (inside `exclusive`). Waits for a read only when the list must be current for
+   * this event's frames: none was read yet (one in flight, e.g. the claim's, is awaited rather
+   * than repeated), or a listed connection's expiry passed (its fresh item decides: the client may
+   * have refreshed it). The backstop re-read every `cacheMs` (for a lost join nudge) runs beside
+   * the frames and catches up whoever it finds once it is back.
    */
-  async sync(options: { catchUp?: boolean } = {}): Promise<void> {
+  async sync(): Promise<void> {
     const now = this.deps.now();
-    const fresh = this.list !== null && !this.joinSeen && now.getTime() - this.listedAt < (this.options.cacheMs ?? CONNECTION_RELIST_MS);
-    if (fresh && this.list?.every((c) => isLiveConnection(c, now))) return;
-    this.joinSeen = false;
+    if (this.list === null) return this.apply(this.inFlight ?? this.read());
+    if (!this.list.every((c) => isLiveConnection(c, now))) return this.apply(this.read());
+    if (now.getTime() - this.listedAt < (this.options.cacheMs ?? CONNECTION_RELIST_MS) || this.inFlight) return;
+    this.applyWhenRead(this.read()).catch((err: unknown) => {
+      // The list stays as it was; the next event tries again.
+      this.deps.logger.warn("connection list read failed", { sessionId: this.sessionId, error: errorForLog(err) });
+    });
+  }
+
+  private read(): ListRead {
     this.reads++;
-    const list = await this.deps.connections.list(this.sessionId);
+    const read: ListRead = { seq: ++this.issued, at: this.deps.now().getTime(), list: this.deps.connections.list(this.sessionId) };
+    this.inFlight = read;
+    const settled = () => {
+      if (this.inFlight === read) this.inFlight = null;
+    };
+    read.list.then(settled, settled);
+    return read;
+  }
+
+  /** Waits for the read outside the session's exclusive work, then applies it inside. */
+  private async applyWhenRead(read: ListRead): Promise<void> {
+    await read.list;
+    await this.exclusive(() => this.apply(read));
+  }
+
+  /**
+   * Inside `exclusive`: makes the read the list, unless a later read was applied already, and
+   * catches its joiners up. Nothing sent yet (the first frame's read, or the claim's): nobody
+   * has had a frame, so the ready connections join as they are, from the next frame on.
+   */
+  private async apply(read: ListRead): Promise<void> {
+    const list = await read.list;
+    if (read.seq <= this.applied) return;
+    this.applied = read.seq;
+    const catchUp = this.list !== null;
     this.list = list;
-    this.listedAt = now.getTime();
+    this.listedAt = read.at;
+    const now = this.deps.now();
     const listed = new Set(list.map((c) => c.connectionId));
     for (const id of this.synced) if (!listed.has(id)) this.synced.delete(id);
     const joiners = list.filter((c) => c.ready && !this.synced.has(c.connectionId) && isLiveConnection(c, now));
     if (joiners.length === 0) return;
-    if (options.catchUp === false) {
+    if (!catchUp) {
       for (const c of joiners) this.synced.add(c.connectionId);
       return;
     }
@@ -123,8 +188,8 @@ export class SessionFanOut {
 
   /** One frame to every caught-up client, in order (`broadcast`, with the list as read). */
   async send(message: Frame): Promise<void> {
-    // The first frame: read the list now (a stream whose catch-up sent nothing read none).
-    if (this.list === null) await this.sync({ catchUp: false });
+    // The first frame: the list must be read (the claim's read, if it is not back yet).
+    if (this.list === null) await this.sync();
     if (message.type === "message.finalize" && typeof message.messageId === "string") this.rememberFinal(message);
     const connections = (this.list ?? []).filter((c) => this.synced.has(c.connectionId));
     const registry = this.deps.connections;

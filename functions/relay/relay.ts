@@ -822,6 +822,8 @@ export class StreamingRelay {
     this.watches.set(sessionId, watch);
     this.deps.siblings?.holds(sessionId);
     stream.start();
+    // Its clients are read beside the connect, so no frame of a turn waits for that Query (fan-out.ts).
+    fanOut.prefetch().catch((err: unknown) => this.deps.logger.warn("relay: connection list not read at claim", { sessionId, error: errorForLog(err) }));
   }
 
   /** Serializes control operations per session; failures are logged, never thrown to timers. */
@@ -853,8 +855,8 @@ export class StreamingRelay {
 
   private async connected(watch: Watch, snapshot: StreamSnapshot): Promise<void> {
     try {
-      // The first connect has sent nothing to anyone: the connection list is read at the first
-      // frame (fan-out.ts), so a session taken over idle reads none until something happens.
+      // A reconnect: joiners of the gap are caught up first. The first connect has sent nothing to
+      // anyone: the claim's read of the list (fan-out.ts `prefetch`) is awaited at the first frame.
       if (watch.fanOut.listed) await watch.fanOut.sync();
       await this.caughtUp(watch, snapshot);
     } finally {

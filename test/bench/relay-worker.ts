@@ -42,6 +42,14 @@ export interface BenchWorkerData {
 /** A counted request, and whether it touched the relays' own items (heartbeats: PK "RELAYS") rather than a session's. */
 export type CountedRequest = DynamoRequest & { own: boolean };
 
+/** One measured run, as a worker saw it (`measureStop`). */
+export interface Measured {
+  latencies: number[];
+  firstLatencies: number[];
+  listMs: number[];
+  gc: { major: number[]; minor: number[] };
+}
+
 export interface WorkerTotals {
   open: number;
   held: number;
@@ -107,13 +115,32 @@ class TimingPush implements ClientPush {
   measuring = false;
   frames = 0;
   latencies: number[] = [];
+  /** The latency of each message's first text delta: the one a turn's first event comes 25 ms before. */
+  firstLatencies: number[] = [];
+  private readonly seen = new Set<string>();
+
+  /** A new measured run: nothing timed yet (the load's message ids start again at 0). */
+  reset(offsetMs: number): void {
+    this.latencies = [];
+    this.firstLatencies = [];
+    this.seen.clear();
+    this.offsetMs = offsetMs;
+    this.measuring = true;
+  }
 
   send(_connectionId: string, message: { type: string } & Record<string, unknown>): Promise<PushOutcome> {
     this.frames++;
     if (this.measuring && message.type === "message.part.text-delta") {
       const at = clock();
       const stamp = /t=([\d.]+);/.exec(String(message.delta));
-      if (stamp) this.latencies.push(at - (Number(stamp[1]) - this.offsetMs));
+      if (!stamp) return Promise.resolve("sent");
+      const latency = at - (Number(stamp[1]) - this.offsetMs);
+      this.latencies.push(latency);
+      const messageId = String(message.messageId);
+      if (!this.seen.has(messageId)) {
+        this.seen.add(messageId);
+        this.firstLatencies.push(latency);
+      }
     }
     return Promise.resolve("sent");
   }
@@ -165,10 +192,15 @@ serveRelayWorker<BenchWorkerData>(async (data) => {
   const connections = new DynamoConnectionRegistry(doc, tableName);
   // Connection-list Queries the fan-out makes (issue 25: read once per session, then again only on a join nudge or every 30 s).
   let connectionLists = 0;
+  /** How long each connection-list Query took while a run was measured. */
+  let listMs: number[] = [];
   const listConnections = connections.list.bind(connections);
   connections.list = (sessionId) => {
     connectionLists++;
-    return listConnections(sessionId);
+    const started = performance.now();
+    return listConnections(sessionId).finally(() => {
+      if (push.measuring) listMs.push(performance.now() - started);
+    });
   };
   // Every DynamoDB request the relay sends, with its capacity units (dynalite's consumed capacity), and
   // whether it touched the relays' own items; handed to the bench (`pull`) and forgotten here.
@@ -269,9 +301,8 @@ serveRelayWorker<BenchWorkerData>(async (data) => {
         return h ? lagMs(h) : { p50: 0, p99: 0, max: 0 };
       }
       case "measureStart":
-        push.latencies = [];
-        push.offsetMs = body.offsetMs;
-        push.measuring = true;
+        push.reset(body.offsetMs);
+        listMs = [];
         gcSeen.major = [];
         gcSeen.minor = [];
         gcObserver = new PerformanceObserver((list) => {
@@ -285,7 +316,7 @@ serveRelayWorker<BenchWorkerData>(async (data) => {
       case "measureStop":
         push.measuring = false;
         gcObserver?.disconnect();
-        return { latencies: push.latencies, gc: gcSeen };
+        return { latencies: push.latencies, firstLatencies: push.firstLatencies, listMs, gc: gcSeen } satisfies Measured;
       case "profileStart":
         profile = await startProfile(body.kind, body.file);
         return null;

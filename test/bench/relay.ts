@@ -34,7 +34,7 @@ import { DynamoConnectionRegistry } from "../../functions/store/dynamo-session-i
 import { DynamoSessionStore } from "../../functions/store/dynamo-session-store";
 import { buildSession } from "../support/builders";
 import { USD_PER_RRU, USD_PER_WRU } from "./dynamo-usage";
-import { findGc, LAG_RESOLUTION_MS, type BenchRequest, type BenchWorkerData, type CountedRequest, type WorkerTotals } from "./relay-worker";
+import { findGc, LAG_RESOLUTION_MS, type BenchRequest, type BenchWorkerData, type CountedRequest, type Measured, type WorkerTotals } from "./relay-worker";
 import { heading, mib, note, percentile, table } from "./report";
 import { parseConfig } from "../../functions/config/config";
 import type { ChildCommand, ChildReply } from "./relay-fake-opencode";
@@ -72,6 +72,21 @@ const LEASE_TTL_SECONDS = 60;
  */
 const BEFORE_ISSUE_21 = { p50Ms: 1.61, p90Ms: 3.98, p99Ms: 61.88, relayCpuPct: 62.2, heartbeatCpuMs: 0.46, claimCpuMs: 12.63, heapPerStreamKiB: 34.45 };
 const STEADY_MS = 20_000;
+/**
+ * The stand-ins' CPU priority (nice; `BENCH_RELAY_STANDIN_NICE`, 0 for the relay's): in AWS the
+ * relay task has its vCPU to itself, and DynamoDB and the sandboxes are other machines. Here they
+ * share two cores with it; at a lower priority they still do all their work, on the time the relay
+ * leaves, and what the relay awaits from them only gets slower. Before 2026-11-28 they ran at the
+ * relay's priority: the takeover's fan-out p99 then measured the two cores' contention as much as
+ * the relay (README "Relay at scale").
+ */
+const STANDIN_NICE = Number(process.env.BENCH_RELAY_STANDIN_NICE ?? 10);
+/**
+ * A turn's first delta, p99 run by run (quiet / heartbeat rounds / takeover), at 609b10e: the
+ * turn's first event read the connection list, and the delta (25 ms later) waited whenever that
+ * Query took longer. Three runs with the stand-ins at nice 10, three at 0.
+ */
+const FIRST_DELTA_P99_AT_609B10E = { nice10: "11.4 / 3.2 / 17.6, 7.7 / 7.3 / 44.5, 3.0 / 10.9 / 12.1 ms", nice0: "9.8 / 13.7 / 32.4, 3.6 / 10.5 / 43.8, 16.1 / 9.5 / 38.5 ms" };
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(here, "..", "..");
@@ -112,6 +127,8 @@ async function startChild<R extends { cmd: string }>(script: string): Promise<Ch
       exited,
     ]);
   const ready = await waitFor<R>("ready", 60_000);
+  // Every thread the child has by now (a thread started later inherits its starter's priority).
+  if (STANDIN_NICE !== 0 && child.pid !== undefined) for (const tid of readdirSync(`/proc/${child.pid}/task`)) os.setPriority(Number(tid), STANDIN_NICE);
   return {
     process: child,
     ready,
@@ -365,6 +382,10 @@ interface LoadResult {
   gc: { major: number[]; minor: number[] };
   emitted: number;
   latencies: number[];
+  /** Each message's first text delta (also in `latencies`). */
+  firstLatencies: number[];
+  /** How long the connection-list Queries took. */
+  listMs: number[];
   frames: number;
   /** Connection-list Queries during the run. */
   connectionLists: number;
@@ -606,7 +627,7 @@ export async function benchRelay(): Promise<void> {
         await sideDone;
         return result;
       });
-      const measuredBy = await live.all<{ latencies: number[]; gc: { major: number[]; minor: number[] } }>({ cmd: "measureStop" });
+      const measuredBy = await live.all<Measured>({ cmd: "measureStop" });
       const after = await live.totals();
       await live.pull(requests);
       return {
@@ -614,6 +635,8 @@ export async function benchRelay(): Promise<void> {
         gc: { major: measuredBy.flatMap((m) => m.gc.major), minor: measuredBy.flatMap((m) => m.gc.minor) },
         emitted: done.deltas,
         latencies: measuredBy.flatMap((m) => m.latencies),
+        firstLatencies: measuredBy.flatMap((m) => m.firstLatencies),
+        listMs: measuredBy.flatMap((m) => m.listMs),
         frames: after.frames - before.frames,
         connectionLists: after.connectionLists - before.connectionLists,
         noStream: done.noStream,
@@ -720,7 +743,7 @@ export async function benchRelay(): Promise<void> {
     note(
       `DynamoDB requests per claim (last step, ${thousands(claimed)} claims, its scan pages included, until every stream caught up): ${f2(claimRequests.count / claimed)} ` +
         `(${[...claimRequests.byOp.entries()].map(([op, c]) => `${op} ${f2(c / claimed)}`).join(", ")}); each ~135-180 KiB of SDK allocation in the relay. ` +
-        "At 1681e77: 6.02 (GetItem 1, Query 3: the connection list and the prompts twice); 7.04 before it.",
+        "At 609b10e: 3.03 (no connection list: a turn's first event read it, and its first delta waited for that Query); at 1681e77: 6.02 (GetItem 1, Query 3: the connection list and the prompts twice); 7.04 before it.",
     );
     note(`streams per relay worker at each step: ${stages.map((st) => `${thousands(st.target)}: ${st.perWorker.map(thousands).join(" / ")}`).join("; ")} (each claims its own share of a scan first).`);
     note(`each step adds sessions to those already held; claims/s and CPU / claim are over the streams it added. Stop rule: claim > ${CLAIM_LIMIT_MS / 1000} s per 2,000 added or loop delay p99 > ${LAG_P99_LIMIT_MS} ms.`);
@@ -824,14 +847,24 @@ export async function benchRelay(): Promise<void> {
     note("A session's events are handled one at a time; the turn's busy write (agent state) is off that path (awaited by the idle boundary), so a");
     note("turn's first deltas no longer wait on DynamoDB (dynalite here, queued behind the SDK's 50 sockets during a takeover's claims).");
     note(
-      `connection-list Queries per run: ${loads.map((l) => `${l.connectionLists} for ${thousands(l.frames)} frames`).join(", ")} (issue 25: a session's list is read at its first event, ` +
-        "then only after a join nudge, a listed connection's expiry, or 30 s; before, it was re-read once a second per streaming session, so a 10 s turn cost ~10 Queries, now 1 per 30 s).",
+      `connection-list Queries per run: ${loads.map((l) => `${l.connectionLists} for ${thousands(l.frames)} frames`).join(", ")} (issue 25: a session's list is read when it is claimed, ` +
+        "then only after a join nudge, a listed connection's expiry, or 30 s; before, it was re-read once a second per streaming session, so a 10 s turn cost ~10 Queries, now 1 per 30 s). " +
+        `They took p50 / p99 ${loads.map((l) => `${f1(percentile(l.listMs, 50))} / ${f1(percentile(l.listMs, 99))} ms`).join(", ")}; no frame waits for one but a listed connection's expiry (the claim's read is awaited only by a first frame that comes before it is back; the 30 s re-read runs beside the frames).`,
+    );
+    note(
+      `a turn's first delta (its message's first, 25 ms after the turn's first event), p99 per run: ${loads.map((l) => `${f2(percentile(l.firstLatencies, 99))} ms`).join(" / ")}; ` +
+        `at 609b10e, when the turn's first event read the connection list: ${FIRST_DELTA_P99_AT_609B10E.nice10} (stand-ins at nice 10), ${FIRST_DELTA_P99_AT_609B10E.nice0} (at 0).`,
     );
     note(
       `quiet and heartbeat-only runs: ${takenOverInQuiet} sessions taken over in them (must be 0). takeover run: ${takenOver} sessions taken over from the dead relay while it ran (heartbeat rounds every 1 s instead of 10 s, so several fall in it). ` +
         `At dd49683 (${thousands(AT_DD49683.streams)} streams): p99 ${f1(AT_DD49683.p99QuietMs)} ms quiet; on a loaded machine ${AT_DD49683.p99RoundLoadedMs} ms during a per-stream renewal round vs ${AT_DD49683.p99NoRoundLoadedMs} ms without. Target: p99 <= 20 ms at 10,000. ` +
         "At 1681e77 (workers, each full-scanning when a peer died; same machine and day): 4.2 / 6.1 / 93.9 ms (quiet / rounds / takeover). " +
-        "At c14abaa (no fewer than one claim at a time per worker, nothing spaced), paired runs on a noisier day: takeover 71.8, 64.0, 31.7, 29.3 ms (with spacing: 16.6, 32.4, 19.7, 15.5 ms); the takeover took 5.2-7.1 s (with spacing 7.4-9.6 s).",
+        "At c14abaa (no fewer than one claim at a time per worker, nothing spaced), paired runs on a noisier day: takeover 71.8, 64.0, 31.7, 29.3 ms (with spacing: 16.6, 32.4, 19.7, 15.5 ms); the takeover took 5.2-7.1 s (with spacing 7.4-9.6 s). " +
+        "At 609b10e (the turn's first event read the connection list), alternating runs on 2026-11-28, quiet / rounds / takeover: stand-ins at nice 10: 4.6 / 5.3 / 8.4, 6.8 / 4.3 / 17.0, 3.3 / 9.1 / 10.6 ms; at nice 0: 9.7 / 8.1 / 24.0, 4.1 / 11.3 / 21.3, 12.1 / 6.0 / 22.2 ms.",
+    );
+    note(
+      `the stand-ins (dynalite, the fake OpenCode) ran at nice ${STANDIN_NICE} (BENCH_RELAY_STANDIN_NICE; the relay at 0): in AWS the relay's vCPU is its own and they are other machines. ` +
+        "At the relay's priority they take the cores it needs in the takeover, where the machine is saturated.",
     );
 
     console.log("\n   d) Notes");

@@ -2,7 +2,8 @@
  * The relay's fan-out to a session's clients (functions/relay/fan-out.ts, issue 25) over the real
  * connection registry on dynalite: a frame costs no read in steady state; a client that joins is
  * caught up with the turn in progress (and a message finalized since it connected) before its
- * first frame, whether the relay was nudged (at once) or finds it at the backstop read.
+ * first frame, whether the relay was nudged (at once) or finds it at the backstop read; no frame
+ * waits for a read it does not need (the claim reads the list ahead, the backstop runs beside).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SessionFanOut } from "../../functions/relay/fan-out";
@@ -11,6 +12,8 @@ import { DynamoConnectionRegistry } from "../../functions/store/dynamo-session-i
 import { capturingLogger } from "../support/capturing-logger";
 import { startTestTable, type TestTable } from "../support/dynalite";
 import { RecordingPush } from "../support/recording-push";
+import { waitFor } from "../support/wait-for";
+import type { ClientConnection, ConnectionRegistry } from "../../functions/ports/session-items";
 
 let table: TestTable;
 let registry: DynamoConnectionRegistry;
@@ -29,13 +32,38 @@ async function connect(sessionId: string, connectionId: string, at: Date): Promi
   expect(await registry.markReady(sessionId, connectionId, new Date(at.getTime() + 900_000))).toBe(true);
 }
 
-function setup(options: { cacheMs?: number } = {}) {
+/** The registry, with each list read held until the test lets it answer (`release`, oldest first unless told). */
+function heldReads() {
+  const held: { answer: () => void; done: Promise<void> }[] = [];
+  const connections = Object.assign(Object.create(registry) as ConnectionRegistry, {
+    list: async (sessionId: string): Promise<ClientConnection[]> => {
+      const list = await registry.list(sessionId);
+      let answer!: () => void;
+      const gate = new Promise<void>((resolve) => (answer = resolve));
+      held.push({ answer, done: gate });
+      await gate;
+      return list;
+    },
+  });
+  return {
+    connections,
+    /** Reads issued and not yet let through. */
+    waiting: () => held.length,
+    release: async (index = 0) => {
+      const [read] = held.splice(index, 1);
+      read?.answer();
+      await read?.done;
+    },
+  };
+}
+
+function setup(options: { cacheMs?: number; connections?: ConnectionRegistry } = {}) {
   const sessionId = `ses_fan_${++n}`;
   const push = new RecordingPush();
   let clock = Date.parse("2026-01-01T00:00:00Z");
   let open: RelayClientMessage[] = [];
-  const fanOut = new SessionFanOut({ connections: registry, push, logger: capturingLogger().logger, now: () => new Date(clock) }, sessionId, {
-    ...options,
+  const fanOut = new SessionFanOut({ connections: options.connections ?? registry, push, logger: capturingLogger().logger, now: () => new Date(clock) }, sessionId, {
+    cacheMs: options.cacheMs,
     openFrames: () => open,
   });
   /** The relay's handling of one event: sync, then its frames. */
@@ -88,7 +116,7 @@ describe("relay fan-out", () => {
     expect(t.fanOut.reads).toBe(2);
   });
 
-  it("without a nudge the backstop read finds the joiner: it gets what was finalized since it connected and the turn so far", async () => {
+  it("without a nudge the backstop read finds the joiner beside the frames: it gets what was finalized since it connected and the turn so far", async () => {
     const t = setup({ cacheMs: 30_000 });
     await connect(t.sessionId, "a", t.now());
     await t.event({ type: "message.create", messageId: "msg_1", role: "assistant" });
@@ -96,16 +124,41 @@ describe("relay fan-out", () => {
     t.advance(1_000);
     await t.event({ type: "message.finalize", messageId: "msg_1", text: "first", reason: "end_turn" }, { type: "message.create", messageId: "msg_2", role: "assistant" }, { ...delta("sec"), messageId: "msg_2" });
     expect(t.to("late")).toEqual([]);
-    t.setOpen([{ type: "message.create", messageId: "msg_2", role: "assistant" as const }, { ...delta("sec"), messageId: "msg_2" }]);
     t.advance(30_000);
+    // The turn so far, as the translator describes it once this event's delta is applied.
+    t.setOpen([{ type: "message.create", messageId: "msg_2", role: "assistant" as const }, { ...delta("second"), messageId: "msg_2" }]);
+    // The backstop read is due: this event's frame does not wait for it.
     await t.event({ ...delta("ond"), messageId: "msg_2" });
+    expect(t.to("a").at(-1)).toEqual({ ...delta("ond"), messageId: "msg_2" });
+    await waitFor(() => t.to("late").length, { message: "the joiner caught up by the backstop read" });
+    await t.event({ ...delta("!"), messageId: "msg_2" });
     expect(t.to("late")).toEqual([
       { type: "message.create", messageId: "msg_1", role: "assistant" },
       { type: "message.finalize", messageId: "msg_1", text: "first", reason: "end_turn" },
       { type: "message.create", messageId: "msg_2", role: "assistant" },
-      { ...delta("sec"), messageId: "msg_2" },
-      { ...delta("ond"), messageId: "msg_2" },
+      { ...delta("second"), messageId: "msg_2" },
+      { ...delta("!"), messageId: "msg_2" },
     ]);
+    expect(t.fanOut.reads).toBe(2);
+  });
+
+  it("a backstop read that is slow holds up no frame, and is not issued twice", async () => {
+    const reads = heldReads();
+    const t = setup({ cacheMs: 30_000, connections: reads.connections });
+    await connect(t.sessionId, "a", t.now());
+    const first = t.event(delta("0"));
+    await waitFor(() => reads.waiting(), { message: "the first frame's read" });
+    await reads.release();
+    await first;
+    t.advance(31_000);
+    // Three events while the backstop read is out: each frame goes out at once.
+    for (const d of ["1", "2", "3"]) await t.event(delta(d));
+    expect(t.to("a")).toEqual(["0", "1", "2", "3"].map(delta));
+    expect(t.fanOut.reads).toBe(2);
+    await waitFor(() => reads.waiting(), { message: "the backstop read" });
+    await reads.release();
+    await t.event(delta("4"));
+    expect(t.to("a")).toHaveLength(5);
     expect(t.fanOut.reads).toBe(2);
   });
 
@@ -138,5 +191,59 @@ describe("relay fan-out", () => {
     await t.event(delta("lo"));
     expect(t.fanOut.reads).toBe(1);
     expect(t.to("a")).toEqual([create, delta("hel"), delta("lo")]);
+  });
+
+  it("a claim reads the list ahead: its first frame reads nothing more, and every ready client gets it with all that follow", async () => {
+    const t = setup();
+    await connect(t.sessionId, "a", t.now());
+    await t.fanOut.prefetch();
+    expect(t.fanOut.listed).toBe(true);
+    expect(t.fanOut.reads).toBe(1);
+    // Nothing was sent before the read: no catch-up repeats the first frames to the clients it listed.
+    const create = { type: "message.create" as const, messageId: "msg_1", role: "assistant" as const };
+    t.setOpen([create, delta("hel")]);
+    await t.event(create, delta("hel"));
+    await t.event(delta("lo"));
+    expect(t.fanOut.reads).toBe(1);
+    expect(t.to("a")).toEqual([create, delta("hel"), delta("lo")]);
+  });
+
+  it("a first frame while the claim's read is out waits for that read, not a second one", async () => {
+    const reads = heldReads();
+    const t = setup({ connections: reads.connections });
+    await connect(t.sessionId, "a", t.now());
+    const prefetched = t.fanOut.prefetch();
+    await waitFor(() => reads.waiting(), { message: "the claim's read" });
+    const sent = t.event(delta("x"));
+    await reads.release();
+    await Promise.all([sent, prefetched]);
+    expect(t.fanOut.reads).toBe(1);
+    expect(t.to("a")).toEqual([delta("x")]);
+  });
+
+  it("a read back after a later one was applied changes nothing: a joiner is caught up once", async () => {
+    const reads = heldReads();
+    const t = setup({ cacheMs: 30_000, connections: reads.connections });
+    await connect(t.sessionId, "a", t.now());
+    const first = t.event({ type: "message.create", messageId: "msg_1", role: "assistant" });
+    await waitFor(() => reads.waiting());
+    await reads.release();
+    await first;
+    // A backstop read goes out, then a client joins and is nudged: the join's read lists it.
+    t.advance(31_000);
+    await t.event(delta("a"));
+    await waitFor(() => reads.waiting() === 1, { message: "the backstop read" });
+    await connect(t.sessionId, "late", t.now());
+    t.setOpen([{ type: "message.create", messageId: "msg_1", role: "assistant" as const }, delta("a")]);
+    const join = t.fanOut.joined();
+    await waitFor(() => reads.waiting() === 2, { message: "the join's read" });
+    await reads.release(1);
+    await join;
+    expect(t.to("late")).toEqual([{ type: "message.create", messageId: "msg_1", role: "assistant" }, delta("a")]);
+    // The backstop read (issued first, which did not list the joiner) comes back last: ignored.
+    await reads.release(0);
+    await t.event(delta("b"));
+    expect(t.to("late")).toEqual([{ type: "message.create", messageId: "msg_1", role: "assistant" }, delta("a"), delta("b")]);
+    expect(t.fanOut.reads).toBe(3);
   });
 });

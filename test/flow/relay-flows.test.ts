@@ -193,7 +193,7 @@ describe("StreamingRelay", () => {
     expect(idleCheck?.at.getTime()).toBe(Date.parse(after.lastActivityAt) + idleGraceSeconds(after.clientType, h.config) * 1000);
   });
 
-  it("a claim that finds the agent idle records it and arms the idle check from the item it wrote, without reading the session or its clients", async () => {
+  it("a claim that finds the agent idle records it and arms the idle check from the item it wrote, without reading the session; its clients are read once, ahead of any frame", async () => {
     const s = await runningSession();
     const { calls, sessions, scheduler } = recordingStoreAndScheduler();
     const lists = vi.spyOn(h.deps.connections, "list");
@@ -202,8 +202,9 @@ describe("StreamingRelay", () => {
     await waitFor(() => calls.includes("arm idle-check"), { message: "idle check armed" });
     // One UpdateItem (agent idle, ALL_NEW) and the arm computed from it: no getSession before the arm.
     expect(calls.slice(0, calls.indexOf("arm idle-check") + 1)).toEqual(["recordAgentState", "arm idle-check"]);
-    // Nothing to send on connect: its clients are listed at its first frame, not now.
-    expect(lists).not.toHaveBeenCalled();
+    // Nothing to send on connect, but its clients are listed now, beside the connect: a turn's first frame then waits for no Query.
+    await waitFor(() => lists.mock.calls.length, { message: "the claim's connection list read" });
+    expect(lists.mock.calls).toEqual([[s.id]]);
     const after = await h.session(s.id);
     expect(after.agentBusy).toBe(false);
     const idleCheck = h.scheduler.pending().find((p) => p.name.includes("idle-check"));
