@@ -45,7 +45,16 @@ export const OPENCODE_CRASH_WINDOW_MS = 10 * 60_000;
 
 export type ProbeFetch = (url: string, init?: { headers?: Record<string, string> }) => Promise<{ ok: boolean; status?: number }>;
 
-const PROBE_TIMEOUT_MS = 5_000;
+/**
+ * How long one boot probe (loopback: OpenCode, the sidecar, Caddy) may take before the next one
+ * is tried. OpenCode answers `/session` in well under 300 ms once it listens, its instance's
+ * creation included; but a request that arrives while it is still loading its config is never
+ * answered (seen on about half of the local boots: `creating instance` is logged only for the
+ * next request), so a probe's timeout is what such a boot waits. 5 s made those boots take
+ * ~9.5 s instead of ~3 s; a probe that is only slow costs one more attempt, the server going on
+ * with its work meanwhile. No longer than the backoff's cap: one hung probe costs one step.
+ */
+export const PROBE_TIMEOUT_MS = 1_000;
 
 export const defaultSleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 export const defaultFetch = (url: string, init?: { headers?: Record<string, string> }): Promise<{ ok: boolean; status: number }> =>
