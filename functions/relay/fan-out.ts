@@ -19,8 +19,9 @@
  *
  * That is exact because the catch-up and the relay's handling of an event never interleave
  * (`exclusive`): the catch-up describes the state after every frame sent so far, and the joiner
- * gets every frame after it. A connection that the push reports gone (or whose item expired) is
- * dropped from the list and the registry, without a read.
+ * gets every frame after it. A connection that the push reports gone is dropped from the list and
+ * the registry without a read; one whose item a read found expired, at that read (from the
+ * registry beside the frames), so that no later event reads the list again for it.
  */
 import type { Logger } from "@aws-lambda-powertools/logger";
 import { isLiveConnection } from "../domain/connection-liveness";
@@ -154,12 +155,18 @@ export class SessionFanOut {
     if (read.seq <= this.applied) return;
     this.applied = read.seq;
     const catchUp = this.list !== null;
-    this.list = list;
-    this.listedAt = read.at;
     const now = this.deps.now();
-    const listed = new Set(list.map((c) => c.connectionId));
+    // An item read expired is expired (the read is what decides): it leaves the list, so no later
+    // event reads the list again for it, and the registry, beside the frames (the next read
+    // removes it again if that failed). A client that vanished without a `$disconnect` and never
+    // got a frame (an aborted handshake: no `init`) is removed nowhere else.
+    const expired = list.filter((c) => !isLiveConnection(c, now));
+    this.list = expired.length === 0 ? list : list.filter((c) => isLiveConnection(c, now));
+    this.listedAt = read.at;
+    for (const c of expired) this.forget(c.connectionId);
+    const listed = new Set(this.list.map((c) => c.connectionId));
     for (const id of this.synced) if (!listed.has(id)) this.synced.delete(id);
-    const joiners = list.filter((c) => c.ready && !this.synced.has(c.connectionId) && isLiveConnection(c, now));
+    const joiners = this.list.filter((c) => c.ready && !this.synced.has(c.connectionId));
     if (joiners.length === 0) return;
     if (!catchUp) {
       for (const c of joiners) this.synced.add(c.connectionId);
@@ -202,6 +209,13 @@ export class SessionFanOut {
     const at = this.deps.now().getTime();
     while (this.finals.length >= RECENT_FINALS || (this.finals[0] && at - this.finals[0].at > RECENT_FINAL_MS)) this.finals.shift();
     this.finals.push({ at, create: { type: "message.create", messageId: message.messageId, role: "assistant" }, finalize: message });
+  }
+
+  /** An expired connection's items are deleted without holding up the session's frames. */
+  private forget(connectionId: string): void {
+    this.deps.connections.remove(this.sessionId, connectionId).catch((err: unknown) => {
+      this.deps.logger.warn("expired connection not removed", { sessionId: this.sessionId, connectionId, error: errorForLog(err) });
+    });
   }
 
   private async drop(connectionId: string): Promise<void> {

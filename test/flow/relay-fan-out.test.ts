@@ -175,6 +175,28 @@ describe("relay fan-out", () => {
     expect(t.to("a")).toHaveLength(3);
   });
 
+  it("a connection that expired without a $disconnect is removed at the read that found it expired: later frames read nothing", async () => {
+    const t = setup();
+    await connect(t.sessionId, "a", t.now());
+    // Registered, never sent its init (an aborted handshake): its item lives a minute.
+    await registry.add({ connectionId: "half", sessionId: t.sessionId, userId: "u", clientType: "web", connectedAt: t.now().toISOString(), expiresAt: new Date(t.now().getTime() + 60_000).toISOString() });
+    await t.event(delta("0"));
+    expect(t.fanOut.reads).toBe(1);
+    t.advance(61_000);
+    // Its expiry passed: the fresh item decides (one read), then it is gone from the list and the registry.
+    await t.event(delta("1"));
+    expect(t.fanOut.reads).toBe(2);
+    for (const d of ["2", "3", "4"]) {
+      t.advance(100);
+      await t.event(delta(d));
+    }
+    expect(t.fanOut.reads).toBe(2);
+    await waitFor(async () => (await registry.list(t.sessionId)).length === 1, { message: "the expired item deleted" });
+    expect((await registry.list(t.sessionId)).map((c) => c.connectionId)).toEqual(["a"]);
+    expect(t.to("a")).toEqual(["0", "1", "2", "3", "4"].map(delta));
+    expect(t.to("half")).toEqual([]);
+  });
+
   it("nothing sent yet: no read until the first frame, which every ready client gets with all that follow, and no catch-up repeating them", async () => {
     const t = setup();
     await connect(t.sessionId, "a", t.now());
