@@ -191,7 +191,7 @@ export class OpenCodeApi {
    * renewed at every event. Measured (5,000 streams of the bench's fake OpenCode, one event per
    * stream every 10 s): 9 KiB of heap per stream instead of 37, 0.05 ms of CPU per event instead
    * of 0.09, and half the scavenge time; at 10,000 streams the relay's GC pauses were what
-   * held fan-out p99 over its target (README "Takeover and fan-out"). Same base URL rules,
+   * held fan-out p99 over its target (functions/relay/README.md, "GC at 10,000"). Same base URL rules,
    * authorization and error mapping as `call`: resolves with a 2xx response once its headers
    * arrived within `requestTimeoutMs`; another status is the error `ok` throws; `signal` aborts it.
    */
