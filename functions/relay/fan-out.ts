@@ -155,18 +155,20 @@ export class SessionFanOut {
     if (read.seq <= this.applied) return;
     this.applied = read.seq;
     const catchUp = this.list !== null;
-    const now = this.deps.now();
-    // An item read expired is expired (the read is what decides): it leaves the list, so no later
-    // event reads the list again for it, and the registry, beside the frames (the next read
-    // removes it again if that failed). A client that vanished without a `$disconnect` and never
-    // got a frame (an aborted handshake: no `init`) is removed nowhere else.
-    const expired = list.filter((c) => !isLiveConnection(c, now));
-    this.list = expired.length === 0 ? list : list.filter((c) => isLiveConnection(c, now));
+    // An item expired when it was read is expired (the read is what decides; judged at the read's
+    // time, so a read that comes back late removes no client that refreshed meanwhile): it leaves
+    // the list, so no later event reads the list again for it, and the registry, beside the
+    // frames (the next read removes it again if that failed). A client that vanished without a
+    // `$disconnect` and never got a frame (an aborted handshake: no `init`) is removed nowhere else.
+    const readAt = new Date(read.at);
+    const expired = list.filter((c) => !isLiveConnection(c, readAt));
+    this.list = expired.length === 0 ? list : list.filter((c) => isLiveConnection(c, readAt));
     this.listedAt = read.at;
     for (const c of expired) this.forget(c.connectionId);
     const listed = new Set(this.list.map((c) => c.connectionId));
     for (const id of this.synced) if (!listed.has(id)) this.synced.delete(id);
-    const joiners = this.list.filter((c) => c.ready && !this.synced.has(c.connectionId));
+    const now = this.deps.now();
+    const joiners = this.list.filter((c) => c.ready && !this.synced.has(c.connectionId) && isLiveConnection(c, now));
     if (joiners.length === 0) return;
     if (!catchUp) {
       for (const c of joiners) this.synced.add(c.connectionId);

@@ -197,6 +197,29 @@ describe("relay fan-out", () => {
     expect(t.to("half")).toEqual([]);
   });
 
+  it("expiry is judged at the read's time: a read back late removes no connection that was live when it was read", async () => {
+    const reads = heldReads();
+    const t = setup({ cacheMs: 600_000, connections: reads.connections });
+    await connect(t.sessionId, "a", t.now());
+    await registry.add({ connectionId: "half", sessionId: t.sessionId, userId: "u", clientType: "web", connectedAt: t.now().toISOString(), expiresAt: new Date(t.now().getTime() + 60_000).toISOString() });
+    const prefetched = t.fanOut.prefetch();
+    await waitFor(() => reads.waiting(), { message: "the claim's read" });
+    // The read was issued with the item live; it is back after the item's expiry.
+    t.advance(61_000);
+    await reads.release();
+    await prefetched;
+    expect((await registry.list(t.sessionId)).map((c) => c.connectionId).sort()).toEqual(["a", "half"]);
+    // The next event finds a listed expiry passed: its frame waits for a read (issued now), which removes it.
+    const sent = t.event(delta("x"));
+    await waitFor(() => reads.waiting() > 0 || t.to("a").length > 0, { message: "the expiry's read, or the frame" });
+    expect(t.to("a")).toEqual([]);
+    await reads.release();
+    await sent;
+    expect(t.fanOut.reads).toBe(2);
+    await waitFor(async () => (await registry.list(t.sessionId)).length === 1, { message: "the expired item deleted" });
+    expect(t.to("a")).toEqual([delta("x")]);
+  });
+
   it("nothing sent yet: no read until the first frame, which every ready client gets with all that follow, and no catch-up repeating them", async () => {
     const t = setup();
     await connect(t.sessionId, "a", t.now());
