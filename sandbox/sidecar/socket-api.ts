@@ -19,8 +19,8 @@
  * Called by the in-sandbox CLI: `git-credential get` (git's credential helper) and `env apply`.
  * Logs carry route, host, path and status only: never a password or a value.
  */
-import { randomUUID } from "node:crypto";
-import { chmod, lstat, rm } from "node:fs/promises";
+import { randomBytes, randomUUID } from "node:crypto";
+import { chmod, lstat, rename, rm } from "node:fs/promises";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import * as z from "zod";
@@ -122,8 +122,11 @@ export async function startSocketApi(options: SocketApiOptions): Promise<SocketA
     throw new SidecarError(404, "not_found", `no route ${req.method ?? ""} ${url.pathname}`);
   };
 
-  // Connections that arrive before the chmod below are refused: until then the socket has the
-  // umask's mode, and only a 0600 socket is authenticated.
+  // The socket is bound under a private name, made 0600, then renamed to `socketPath`: a client
+  // (git's credential helper, called by the boot's clone right after the sidecar starts) finds
+  // no file (ENOENT, which it retries) until the socket is ready, never a socket that resets its
+  // connection. Connections to the private name before the chmod are refused: until then that
+  // socket has the umask's mode, and only a 0600 socket is authenticated.
   let ready = false;
   const server = createServer((req, res) => {
     res.setHeader("cache-control", "no-store");
@@ -143,22 +146,27 @@ export async function startSocketApi(options: SocketApiOptions): Promise<SocketA
   });
 
   await removeStaleSocket(socketPath);
+  // Short: a Unix socket path has room for about 100 bytes, and this one must fit as well.
+  const bindPath = `${socketPath}.${randomBytes(3).toString("hex")}`;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(socketPath, () => {
+    server.listen(bindPath, () => {
       server.off("error", reject);
       resolve();
     });
   });
   let ino: number;
   try {
-    await chmod(socketPath, SOCKET_MODE);
-    ino = (await lstat(socketPath)).ino;
+    await chmod(bindPath, SOCKET_MODE);
+    ino = (await lstat(bindPath)).ino;
+    // Before the rename: a client may connect the moment the name appears, before this continues.
+    ready = true;
+    await rename(bindPath, socketPath);
   } catch (err) {
     server.close();
+    await rm(bindPath, { force: true });
     throw err;
   }
-  ready = true;
 
   return {
     path: socketPath,
@@ -168,8 +176,8 @@ export async function startSocketApi(options: SocketApiOptions): Promise<SocketA
         server.close(() => resolve());
         server.closeAllConnections();
       });
-      // libuv unlinks the path on close; a file that is still there and still ours goes too
-      // (one a newer sidecar bound meanwhile is left alone).
+      // libuv unlinks the name it bound (gone since the rename); the socket at `socketPath` goes
+      // when it is still ours (one a newer sidecar put there meanwhile is left alone).
       const left = await lstat(socketPath).catch(() => null);
       if (left?.isSocket() && left.ino === ino) await rm(socketPath, { force: true });
     },
